@@ -1,0 +1,240 @@
+"""YAML config -> validated, frozen `AdvisorConfig`.
+
+Every error is one line that names the file, the key path and what was expected, so a user
+can fix it without reading a traceback. Unknown keys are errors, with the nearest valid key
+suggested. Validation is generic over the dataclasses below: their type hints are the schema.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import types
+import typing
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Optional
+
+import yaml
+
+from advisor.errors import ConfigError
+
+CALLABLE_PATTERN = re.compile(r"^(?P<module>[\w.\-/]+?)(?P<file>\.py)?:(?P<attr>[A-Za-z_]\w*)$")
+
+
+_positive = (lambda v: v >= 1, "a number >= 1")
+_non_negative = (lambda v: v >= 0, "a number >= 0")
+_callable_ref = (lambda v: bool(CALLABLE_PATTERN.match(v)), "'module:callable' or 'path/to/file.py:callable'")
+
+
+def _check(check, **kwargs):
+    """A dataclass field with an extra (predicate, description) check run after its type matched."""
+    return field(metadata={"check": check}, **kwargs)
+
+
+@dataclass(frozen=True)
+class DataLoaderConfig:
+    num_workers: int = _check(_non_negative, default=0)
+    prefetch_factor: Optional[int] = _check(_positive, default=None)
+    pin_memory: bool = False
+    persistent_workers: bool = False
+    shuffle: bool = True
+
+
+@dataclass(frozen=True)
+class TrainWorkload:
+    """A training job: the loop the user runs today."""
+
+    model: str = _check(_callable_ref)
+    dataset: str = _check(_callable_ref)
+    kind: Literal["train"] = "train"
+    model_args: dict = field(default_factory=dict)
+    dataset_args: dict = field(default_factory=dict)
+    loss: Optional[str] = _check(_callable_ref, default=None)
+    optimizer: dict = field(default_factory=lambda: {"name": "SGD", "lr": 0.01})
+    batch_size: int = _check(_positive, default=32)
+    dataloader: DataLoaderConfig = field(default_factory=DataLoaderConfig)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: Optional[int] = _check(_positive, default=None)
+
+
+# The schema leaves room for the other kinds: each kind maps to its own dataclass.
+WORKLOAD_KINDS: dict[str, Optional[type]] = {"train": TrainWorkload, "infer": None, "pipeline": None}
+
+
+@dataclass(frozen=True)
+class MeasureConfig:
+    warmup_steps: int = _check(_non_negative, default=5)
+    steps: int = _check(_positive, default=40)
+    profile_steps: int = _check(_positive, default=5)
+    timeout_s: float = _check(_positive, default=300.0)
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class SearchConfig:
+    recipes: Any = "auto"
+    trials: int = _check(_positive, default=24)
+    time_budget_s: float = _check(_positive, default=600.0)
+    min_speedup: float = _check(_positive, default=1.05)
+
+
+@dataclass(frozen=True)
+class ConstraintsConfig:
+    max_memory_mb: Optional[float] = _check(_positive, default=None)
+    loss_rtol: float = _check(_non_negative, default=0.05)
+
+
+@dataclass(frozen=True)
+class TrackingConfig:
+    uri: Optional[str] = None
+    experiment: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class AdvisorConfig:
+    name: str
+    workload: TrainWorkload
+    measure: MeasureConfig = field(default_factory=MeasureConfig)
+    search: SearchConfig = field(default_factory=SearchConfig)
+    constraints: ConstraintsConfig = field(default_factory=ConstraintsConfig)
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    path: Path = field(default=Path("config.yaml"), metadata={"internal": True})
+
+    @property
+    def root(self) -> Path:
+        """The folder that `module:callable` references resolve against."""
+        return self.path.parent
+
+
+def load_config(path: str | Path) -> AdvisorConfig:
+    """Reads and validates a config file.
+
+    Raises:
+        ConfigError: with a one-line message naming the file, the key path and the fix.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: config file not found; pass the path of a YAML config")
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise ConfigError(f"{path}: {where}invalid YAML ({problem}); fix the syntax there") from None
+    return parse_config(raw, path.resolve())
+
+
+def parse_config(raw: Any, path: Path) -> AdvisorConfig:
+    """Validates an already-parsed mapping as the config at `path`."""
+    try:
+        if not isinstance(raw, dict):
+            raise _Invalid("", f"expected a mapping of sections, got {_type_name(raw)}")
+        workload = raw.get("workload")
+        kind = workload.get("kind", "train") if isinstance(workload, dict) else "train"
+        if kind not in WORKLOAD_KINDS:
+            raise _Invalid("workload.kind", f"expected one of {_choices(WORKLOAD_KINDS)}, got {kind!r}")
+        if WORKLOAD_KINDS[kind] is None:
+            raise _Invalid("workload.kind", f"{kind!r} is not supported by this version yet; use 'train'")
+        config = _build(AdvisorConfig, raw, "", extra={"path": path})
+        _check_optimizer(config.workload.optimizer)
+        return config
+    except _Invalid as exc:
+        where = f"{exc.key_path}: " if exc.key_path else ""
+        raise ConfigError(f"{path}: {where}{exc.problem}") from None
+
+
+class _Invalid(Exception):
+    def __init__(self, key_path: str, problem: str):
+        super().__init__(f"{key_path}: {problem}")
+        self.key_path = key_path
+        self.problem = problem
+
+
+def _check_optimizer(optimizer: dict) -> None:
+    name = optimizer.get("name")
+    if not isinstance(name, str):
+        raise _Invalid("workload.optimizer.name", "missing; name a torch.optim class, e.g. name: SGD")
+
+
+def _build(cls: type, raw: Any, key_path: str, extra: Optional[dict] = None):
+    if not isinstance(raw, dict):
+        raise _Invalid(key_path, f"expected a mapping, got {_type_name(raw)}")
+    fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
+    for key in raw:
+        if key not in fields:
+            raise _Invalid(_join(key_path, str(key)), f"unknown key{_suggest(str(key), fields)}")
+    hints = typing.get_type_hints(cls)
+    values = dict(extra or {})
+    for name, f in fields.items():
+        sub_path = _join(key_path, name)
+        if name in raw:
+            values[name] = _coerce(hints[name], raw[name], sub_path)
+            predicate, description = f.metadata.get("check", (None, ""))
+            if predicate and values[name] is not None and not predicate(values[name]):
+                raise _Invalid(sub_path, f"expected {description}, got {raw[name]!r}")
+        elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            expected = f.metadata.get("check", (None, _describe(hints[name])))[1]
+            raise _Invalid(sub_path, f"missing; add it ({expected})")
+    return cls(**values)
+
+
+def _coerce(hint: Any, value: Any, key_path: str) -> Any:
+    origin = typing.get_origin(hint)
+    args = typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        (inner,) = [a for a in args if a is not type(None)]
+        return _coerce(inner, value, key_path)
+    if origin is Literal:
+        if value not in args:
+            raise _Invalid(key_path, f"expected one of {_choices(args)}, got {value!r}")
+        return value
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, key_path)
+    if hint is Any:
+        return value
+    ok = {
+        int: isinstance(value, int) and not isinstance(value, bool),
+        float: isinstance(value, (int, float)) and not isinstance(value, bool),
+        bool: isinstance(value, bool),
+        str: isinstance(value, str),
+        dict: isinstance(value, dict),
+    }[hint]
+    if not ok:
+        raise _Invalid(key_path, f"expected {_describe(hint)}, got {value!r} ({_type_name(value)})")
+    return float(value) if hint is float else value
+
+
+def _describe(hint: Any) -> str:
+    if dataclasses.is_dataclass(hint):
+        return "a mapping"
+    words = {int: "an integer", float: "a number", bool: "true or false", str: "a string", dict: "a mapping"}
+    return words.get(hint, "a value")
+
+
+def _suggest(key: str, valid) -> str:
+    close = difflib.get_close_matches(key, list(valid), n=1, cutoff=0.5)
+    if close:
+        return f"; did you mean '{close[0]}'?"
+    return f"; valid keys: {', '.join(valid)}"
+
+
+def _choices(values) -> str:
+    return ", ".join(repr(v) for v in values)
+
+
+def _join(prefix: str, key: str) -> str:
+    return f"{prefix}.{key}" if prefix else key
+
+
+def _type_name(value: Any) -> str:
+    return {dict: "a mapping", list: "a list", type(None): "nothing"}.get(type(value), type(value).__name__)
+
+
+def config_section(config: AdvisorConfig, name: str) -> dict:
+    """A section of the config as a plain dict (for fingerprints and logging)."""
+    return dataclasses.asdict(getattr(config, name))

@@ -1,0 +1,197 @@
+"""Evidence -> ranked diagnoses. Pure functions; every threshold is named in `Thresholds`.
+
+Bands follow the TensorFlow profiler (input-bound at 5% moderate, 20% high) and PyTorch's
+retired profiler plugin (data loader > 5%, memory > 90%).
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Callable, Optional
+
+import psutil
+
+from advisor.evidence import Evidence
+
+SEVERITY_ORDER = {"high": 0, "moderate": 1, "low": 2}
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    input_moderate: float = 0.05  # exposed data-wait share of step time
+    input_high: float = 0.20
+    transfer_moderate: float = 0.05  # host-to-device copy share of step time
+    transfer_high: float = 0.20
+    memory_moderate: float = 0.90  # peak over the memory budget
+    memory_high: float = 1.00
+    overhead_min_ops_per_step: float = 100.0  # many operators per step ...
+    overhead_max_substantial_share: float = 0.50  # ... and most of the step outside substantial ones
+
+
+THRESHOLDS = Thresholds()
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One piece of evidence: a metric, its value, and the threshold it was judged against."""
+
+    metric: str
+    value: float
+    threshold: Optional[float] = None
+    unit: str = ""
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    bottleneck: str  # input-fetch | input-prep | transfer | compute | overhead | memory
+    severity: str  # high | moderate | low
+    share: float  # the share of step time it explains (or, for memory, peak over budget)
+    summary: str
+    evidence: tuple[Finding, ...]
+    fixes: tuple[str, ...]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def diagnose(evidence: Evidence, thresholds: Thresholds = THRESHOLDS) -> list[Diagnosis]:
+    """All diagnoses that apply, the bottleneck first."""
+    rules: tuple[Callable[[Evidence, Thresholds], Optional[Diagnosis]], ...] = (
+        diagnose_memory,
+        diagnose_input,
+        diagnose_transfer,
+        diagnose_overhead,
+        diagnose_compute,
+    )
+    found = [d for rule in rules if (d := rule(evidence, thresholds)) is not None]
+    return sorted(found, key=lambda d: (SEVERITY_ORDER[d.severity], -d.share))
+
+
+def band(value: float, moderate: float, high: float) -> Optional[str]:
+    if value >= high:
+        return "high"
+    if value >= moderate:
+        return "moderate"
+    return None
+
+
+def diagnose_input(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
+    full, derived = evidence.full, evidence.derived
+    if not full.ok:
+        return None
+    wait = full.data_wait_share
+    severity = band(wait, t.input_moderate, t.input_high)
+    if severity is None:
+        return None
+    fetch_share = derived.get("fetch_share_of_stall")
+    is_fetch = fetch_share is not None and fetch_share >= 0.5
+    findings = [Finding("exposed data-wait share", wait, t.input_high if severity == "high" else t.input_moderate)]
+    if "stall_share" in derived:
+        findings.append(Finding("stall share (full vs synthetic batch)", derived["stall_share"]))
+        findings.append(Finding("ideal samples/s (synthetic batch)", derived["ideal_samples_per_s"], unit="samples/s"))
+        findings.append(Finding("actual samples/s", derived["actual_samples_per_s"], unit="samples/s"))
+    if fetch_share is not None:
+        findings += [
+            Finding("per-sample wall time", derived["sample_wall_ms"], unit="ms"),
+            Finding("per-sample CPU time", derived["sample_cpu_ms"], unit="ms"),
+            Finding("fetch share of the stall (off-CPU)", fetch_share, 0.5),
+        ]
+    kind = "fetch" if is_fetch else "prep"
+    why = (
+        "samples wait off the CPU (storage or network latency)"
+        if is_fetch
+        else "samples cost CPU time to prepare (decode, transform, batch)"
+    )
+    summary = f"input-bound ({kind}): the step waits for data {wait:.0%} of the time; {why}"
+    fixes = ("dataloader",) if is_fetch else ("dataloader", "threads")
+    return Diagnosis(f"input-{kind}", severity, wait, summary, tuple(findings), fixes)
+
+
+def diagnose_transfer(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
+    full = evidence.full
+    if not full.ok or full.device != "cuda":
+        return None
+    severity = band(full.transfer_share, t.transfer_moderate, t.transfer_high)
+    if severity is None:
+        return None
+    summary = f"transfer-bound: host-to-device copies take {full.transfer_share:.0%} of the step"
+    finding = Finding("host-to-device copy share", full.transfer_share, t.transfer_moderate)
+    return Diagnosis("transfer", severity, full.transfer_share, summary, (finding,), ("dataloader",))
+
+
+def diagnose_overhead(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
+    ops = evidence.profile.operators if evidence.profile.ok else {}
+    if not ops or not evidence.full.ok:
+        return None
+    per_step, substantial = ops["ops_per_step"], ops["substantial_op_share"]
+    if per_step < t.overhead_min_ops_per_step or substantial > t.overhead_max_substantial_share:
+        return None
+    share = (1 - substantial) * (1 - evidence.full.data_wait_share)
+    summary = (
+        f"overhead-bound: {per_step:.0f} operators per step, {ops['us_per_op']:.0f} us each on average; "
+        f"{1 - substantial:.0%} of compute is outside substantial operators"
+    )
+    findings = (
+        Finding("operators per step", per_step, t.overhead_min_ops_per_step),
+        Finding("mean time per operator", ops["us_per_op"], unit="us"),
+        Finding("share of compute in substantial operators", substantial, t.overhead_max_substantial_share),
+    )
+    severity = "high" if evidence.full.data_wait_share < t.input_high else "moderate"
+    return Diagnosis("overhead", severity, share, summary, findings, ("compile",))
+
+
+def diagnose_compute(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
+    full = evidence.full
+    if not full.ok:
+        return None
+    wait = full.data_wait_share
+    ops = evidence.profile.operators if evidence.profile.ok else {}
+    substantial = ops.get("substantial_op_share", 1.0)
+    share = (1 - wait) * substantial
+    findings = [Finding("exposed data-wait share", wait, t.input_moderate)]
+    if ops:
+        findings.append(Finding("share of compute in substantial operators", substantial))
+        if ops["top"]:
+            top = ops["top"][0]
+            findings.append(Finding(f"top operator {top['name']} (share of operator time)", top["share"]))
+    if "ideal_over_actual" in evidence.derived:
+        findings.append(Finding("ideal over actual throughput", evidence.derived["ideal_over_actual"]))
+    severity = "high" if wait < t.input_moderate else "low"
+    summary = (
+        f"compute-bound: data waits only {wait:.0%} of the step; the model's own operators dominate"
+        if severity == "high"
+        else f"compute takes the remaining {1 - wait:.0%} of the step"
+    )
+    return Diagnosis("compute", severity, share, summary, tuple(findings), ("amp", "compile", "threads"))
+
+
+def memory_budget(evidence: Evidence) -> tuple[float, str]:
+    """The budget peak memory is judged against, and where it comes from."""
+    if evidence.max_memory_mb:
+        return evidence.max_memory_mb, "constraints.max_memory_mb"
+    gpu = evidence.full.gpu
+    if evidence.full.device == "cuda" and gpu.get("memory_mb_total"):
+        return gpu["memory_mb_total"], "GPU memory"
+    return psutil.virtual_memory().total / 2**20, "machine memory"
+
+
+def diagnose_memory(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
+    full = evidence.full
+    budget, source = memory_budget(evidence)
+    fixes = ("checkpointing", "amp")
+    if not full.ok and full.reason.startswith("out of memory"):
+        summary = f"memory-bound: the job ran out of memory ({full.reason})"
+        finding = Finding("peak memory before the failure", full.peak_memory_mb, budget, "MB")
+        return Diagnosis("memory", "high", 1.0, summary, (finding,), fixes)
+    if not full.ok or not full.peak_memory_mb:
+        return None
+    ratio = full.peak_memory_mb / budget
+    severity = band(ratio, t.memory_moderate, t.memory_high)
+    if severity is None:
+        return None
+    summary = f"memory-bound: peak {full.peak_memory_mb:,.0f} MB is {ratio:.0%} of the {budget:,.0f} MB budget ({source})"
+    findings = (
+        Finding(f"peak memory ({full.memory_source})", full.peak_memory_mb, budget, "MB"),
+        Finding("peak over budget", ratio, t.memory_moderate if severity == "moderate" else t.memory_high),
+    )
+    return Diagnosis("memory", severity, ratio, summary, findings, fixes)

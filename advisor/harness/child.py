@@ -1,0 +1,55 @@
+"""Entry point of a measurement child: `python -m advisor.harness.child SPEC RESULT`.
+
+Reads a JSON spec (config path, plan, mode, steps), runs the workload and writes a JSON result:
+status "ok" with the measurement fields, "invalid" when the user's workload breaks its contract
+(the parent turns that into a one-line error), or "failed" with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import traceback
+
+from advisor.errors import UserError
+
+OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory", "MemoryError")
+
+
+def main(spec_path: str, result_path: str) -> int:
+    with open(spec_path) as handle:
+        spec = json.load(handle)
+    try:
+        result = {"status": "ok", **run_spec(spec)}
+    except UserError as exc:
+        result = {"status": "invalid", "reason": str(exc)}
+    except BaseException as exc:  # a failed trial is data for the parent, never a lost study
+        result = {"status": "failed", "reason": failure_reason(exc)}
+        traceback.print_exc()
+    with open(result_path, "w") as handle:
+        json.dump(result, handle)
+    return 0
+
+
+def run_spec(spec: dict) -> dict:
+    from advisor.config import load_config
+    from advisor.harness import train
+    from advisor.workload import load_workload
+
+    config = load_config(spec["config"])
+    workload = load_workload(config)
+    return train.run(config, workload, spec["plan"], spec["mode"], spec["steps"])
+
+
+def failure_reason(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip()
+    first_line = text.splitlines()[0] if text else type(exc).__name__
+    frames = traceback.extract_tb(exc.__traceback__)
+    where = f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
+    if any(marker.lower() in text.lower() for marker in OOM_MARKERS):
+        return f"out of memory: {first_line[:300]}{where}"
+    return f"crashed: {first_line[:300]}{where}"
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

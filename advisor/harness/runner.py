@@ -1,0 +1,92 @@
+"""The parent side of a measurement: start the child, watch it, read its result."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+from advisor.errors import UserError
+from advisor.measure import Measurement, ResourceSampler, kill_tree
+
+STDERR_TAIL_CHARS = 4000
+
+
+class WorkloadInvalid(UserError):
+    """The user's workload breaks its contract (reported by the child); exit status 2."""
+
+
+def run_measurement(
+    config_path: Path,
+    plan: dict,
+    mode: str,
+    steps: int,
+    timeout_s: float,
+    memory_limit_mb: Optional[float] = None,
+) -> Measurement:
+    """Runs one measurement in a fresh child process.
+
+    Raises:
+        WorkloadInvalid: the workload does not satisfy the contract (bad callable, wrong dataset).
+    """
+    with tempfile.TemporaryDirectory(prefix="advisor-run-") as folder:
+        spec_path, result_path, log_path = (Path(folder) / name for name in ("spec.json", "result.json", "child.log"))
+        spec_path.write_text(json.dumps({"config": str(config_path), "plan": plan, "mode": mode, "steps": steps}))
+        started = time.perf_counter()
+        with open(log_path, "w") as log:
+            child = subprocess.Popen(
+                [sys.executable, "-m", "advisor.harness.child", str(spec_path), str(result_path)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # its own process group: a kill takes its workers too
+                env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            )
+            with ResourceSampler(child.pid, memory_limit_mb) as sampler:
+                timed_out = _wait(child, timeout_s)
+        wall_s = time.perf_counter() - started
+        kill_tree(child.pid)  # stray workers of a finished child
+        result = json.loads(result_path.read_text()) if result_path.exists() else None
+        log_tail = log_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+
+    if result and result["status"] == "invalid":
+        raise WorkloadInvalid(result["reason"])
+    common = {"wall_s": wall_s, "peak_memory_mb": sampler.peak_rss_mb, "memory_source": "process tree RSS"}
+    if timed_out:
+        return Measurement.failed(mode, plan, f"hung: no result within the {timeout_s:.0f} s time limit", **common)
+    if sampler.killed_reason:
+        return Measurement.failed(mode, plan, sampler.killed_reason, **common)
+    if result is None:
+        return Measurement.failed(mode, plan, _death_reason(child.returncode, log_tail), **common)
+    if result["status"] == "failed":
+        return Measurement.failed(mode, plan, result["reason"], **common)
+
+    fields = dict(result)
+    window = fields.pop("window", None)
+    if fields.get("memory_source") != "cuda max allocated":
+        fields.update(peak_memory_mb=sampler.peak_rss_mb, memory_source="process tree RSS")
+    fields["gpu"] = sampler.gpu_summary(tuple(window) if window else None)
+    return Measurement.from_dict({**fields, "mode": mode, "plan": plan, "wall_s": wall_s})
+
+
+def _wait(child: subprocess.Popen, timeout_s: float) -> bool:
+    try:
+        child.wait(timeout=timeout_s)
+        return False
+    except subprocess.TimeoutExpired:
+        kill_tree(child.pid)
+        child.wait()
+        return True
+
+
+def _death_reason(returncode: int, log_tail: str) -> str:
+    if returncode == -9:
+        return "killed by SIGKILL (often the kernel's out-of-memory killer)"
+    if returncode < 0:
+        return f"killed by signal {-returncode}"
+    last = [line for line in log_tail.strip().splitlines() if line.strip()]
+    return f"crashed: exit status {returncode}" + (f": {last[-1][:300]}" if last else "")

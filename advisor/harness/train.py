@@ -1,0 +1,263 @@
+"""The training loop the user runs, under a plan, in one of four modes.
+
+Modes (the differential runs, after DS-Analyzer):
+  full       the user's DataLoader over the user's dataset: fetch + prep + compute.
+  cached     the samples computed once and held in memory, batched in the trainer: compute plus
+             batching only. Computing them also probes each sample's wall and CPU time, which
+             splits the per-sample cost into fetch (off-CPU: storage, network) and prep (on-CPU).
+  synthetic  one batch reused on the device: compute only; its step time is the ideal.
+  profile    the full pipeline under torch.profiler, for the operator table; never timed.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from typing import Any, Callable, Iterator
+
+import psutil
+import torch
+from torch.utils.data import DataLoader
+
+from advisor.config import AdvisorConfig
+from advisor.errors import UserError
+from advisor.harness.operators import summarize_profile
+from advisor.measure import step_statistics, tree_cpu_seconds
+from advisor.workload import Workload
+
+CACHED_BATCHES = 8  # batches held in memory by the cached run; enough to cycle through
+PROFILE_WARMUP_STEPS = 2
+
+
+def run(config: AdvisorConfig, workload: Workload, plan: dict, mode: str, steps: int) -> dict:
+    """Runs the loop and returns the measurement fields the child can see from inside."""
+    seed_everything(config.measure.seed)
+    if plan.get("threads.intra_op"):
+        torch.set_num_threads(int(plan["threads.intra_op"]))
+    device = pick_device(config.workload.device)
+    setup_start = time.perf_counter()
+    dataset = workload.build_dataset()
+    check_dataset(dataset, plan["batch_size"], needs_target=workload.loss is None)
+    model = workload.build_model()
+    if not isinstance(model, torch.nn.Module):
+        raise UserError(f"workload.model: the builder returned {type(model).__name__}; return a torch.nn.Module")
+    model = model.to(device)
+    optimizer = build_optimizer(model, config.workload.optimizer)
+    loss_fn = workload.loss or default_loss
+    step = make_train_step(model, optimizer, loss_fn, device)
+
+    probe: dict = {}
+    if mode == "synthetic":
+        batches = repeat_one_batch(dataset, plan["batch_size"], device)
+    elif mode == "cached":
+        batches, probe = cached_batches(dataset, plan["batch_size"], config.workload.dataloader.shuffle)
+    else:
+        batches = cycle(make_loader(dataset, plan, config.workload.dataloader.shuffle))
+
+    warmup = PROFILE_WARMUP_STEPS if mode == "profile" else config.measure.warmup_steps
+    for _ in range(warmup):
+        batch = next(batches)
+        step(to_device(batch, device, plan))
+    setup_s = time.perf_counter() - setup_start
+
+    if mode == "profile":
+        return {"device": device.type, "setup_s": setup_s, "operators": profile_steps(step, batches, device, plan, steps)}
+
+    fields = timed_steps(step, batches, device, plan, steps)
+    fields.update(device=device.type, setup_s=setup_s, sample_probe=probe)
+    if device.type == "cuda":
+        fields.update(peak_memory_mb=torch.cuda.max_memory_allocated() / 2**20, memory_source="cuda max allocated")
+    return fields
+
+
+def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: dict, steps: int) -> dict:
+    """Times each step, split into the wait for the batch, the host-to-device copy and the rest."""
+    step_s, wait_s, transfer_s, losses = [], [], [], []
+    samples = 0
+    cpu_start, window_start, wall_start = tree_cpu_seconds(os.getpid()), time.time(), time.perf_counter()
+    for _ in range(steps):
+        t0 = time.perf_counter()
+        batch = next(batches)
+        t1 = time.perf_counter()
+        batch = to_device(batch, device, plan)
+        synchronize(device)
+        t2 = time.perf_counter()
+        loss = step(batch)
+        losses.append(float(loss))  # .item() waits for the device, closing the step
+        t3 = time.perf_counter()
+        step_s.append(t3 - t0)
+        wait_s.append(t1 - t0)
+        transfer_s.append(t2 - t1)
+        samples += batch_length(batch)
+    wall = time.perf_counter() - wall_start
+    cpu_used = tree_cpu_seconds(os.getpid()) - cpu_start
+    fields = step_statistics(step_s, wait_s, transfer_s, samples)
+    fields.update(
+        losses=losses,
+        cpu_util=min(1.0, cpu_used / (wall * (psutil.cpu_count() or 1))),
+        window=(window_start, time.time()),
+    )
+    return fields
+
+
+def profile_steps(step: Callable, batches: Iterator, device: torch.device, plan: dict, steps: int) -> dict:
+    from torch.profiler import ProfilerActivity, profile
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    compute_s = 0.0
+    with profile(activities=activities) as prof:
+        for _ in range(steps):
+            batch = to_device(next(batches), device, plan)
+            t0 = time.perf_counter()
+            float(step(batch))
+            compute_s += time.perf_counter() - t0
+    return summarize_profile(prof.events(), steps, compute_s, on_cuda=device.type == "cuda")
+
+
+def make_train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable, device) -> Callable:
+    model.train()
+
+    def step(batch: Any) -> torch.Tensor:
+        optimizer.zero_grad(set_to_none=True)
+        output = model(batch[0])
+        loss = loss_fn(output, batch)
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise UserError("workload.loss: the loss must return a scalar tensor; reduce it with .mean()")
+        loss.backward()
+        optimizer.step()
+        return loss.detach()
+
+    return step
+
+
+def default_loss(output: torch.Tensor, batch: Any) -> torch.Tensor:
+    return torch.nn.functional.cross_entropy(output, batch[1])
+
+
+def build_optimizer(model: torch.nn.Module, spec: dict) -> torch.optim.Optimizer:
+    options = dict(spec)
+    name = options.pop("name")
+    cls = getattr(torch.optim, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
+        raise UserError(f"workload.optimizer.name: {name!r} is not a torch.optim optimizer; try SGD or AdamW")
+    try:
+        return cls(model.parameters(), **options)
+    except (TypeError, ValueError) as exc:
+        raise UserError(f"workload.optimizer: {name} rejected its options: {exc}") from None
+
+
+def check_dataset(dataset: Any, batch_size: int, needs_target: bool) -> None:
+    """The dataset contract: map-style, at least one batch long, samples of (input, target, ...)."""
+    if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
+        raise UserError(
+            f"workload.dataset: the builder returned {type(dataset).__name__}; return a map-style torch Dataset"
+        )
+    if len(dataset) < batch_size:
+        raise UserError(f"workload.dataset: {len(dataset)} samples is less than one batch of {batch_size}")
+    sample = dataset[0]
+    if not isinstance(sample, (tuple, list)) or not sample or not isinstance(sample[0], torch.Tensor):
+        raise UserError(
+            f"workload.dataset: sample 0 is {describe(sample)}; each sample must be a tuple (input tensor, target, ...)"
+        )
+    if needs_target and len(sample) < 2:
+        raise UserError("workload.dataset: samples have no target at [1]; add one, or set workload.loss")
+
+
+def describe(value: Any) -> str:
+    if isinstance(value, (tuple, list)):
+        inner = ", ".join(type(v).__name__ for v in value[:3])
+        return f"a {type(value).__name__} of ({inner})"
+    return f"a {type(value).__name__}"
+
+
+def make_loader(dataset: Any, plan: dict, shuffle: bool) -> DataLoader:
+    workers = int(plan["dataloader.num_workers"])
+    options: dict = {}
+    if workers > 0:
+        options["persistent_workers"] = bool(plan["dataloader.persistent_workers"])
+        if plan.get("dataloader.prefetch_factor"):
+            options["prefetch_factor"] = int(plan["dataloader.prefetch_factor"])
+    return DataLoader(
+        dataset,
+        batch_size=int(plan["batch_size"]),
+        shuffle=shuffle,
+        num_workers=workers,
+        pin_memory=bool(plan["dataloader.pin_memory"]) and torch.cuda.is_available(),
+        generator=torch.Generator().manual_seed(0),
+        drop_last=True,
+        **options,
+    )
+
+
+def cycle(loader: DataLoader) -> Iterator:
+    """Batches without end, epoch after epoch, as a long training run sees them."""
+    while True:
+        yield from loader
+
+
+def repeat_one_batch(dataset: Any, batch_size: int, device: torch.device) -> Iterator:
+    batch = to_device(collate([dataset[i] for i in range(batch_size)]), device, {})
+    while True:
+        yield batch
+
+
+def cached_batches(dataset: Any, batch_size: int, shuffle: bool) -> tuple[Iterator, dict]:
+    """Computes samples once (timing each for the fetch/prep probe) and serves them from memory."""
+    count = min(len(dataset), CACHED_BATCHES * batch_size)
+    samples, wall_s, cpu_s = [], 0.0, 0.0
+    for index in range(count):
+        w0, c0 = time.perf_counter(), time.process_time()
+        samples.append(dataset[index])
+        wall_s += time.perf_counter() - w0
+        cpu_s += time.process_time() - c0
+    probe = {"samples": count, "wall_ms": 1000 * wall_s / count, "cpu_ms": 1000 * cpu_s / count}
+    loader = DataLoader(samples, batch_size=batch_size, shuffle=shuffle, num_workers=0, drop_last=True,
+                        generator=torch.Generator().manual_seed(0))
+    return cycle(loader), probe
+
+
+def collate(samples: list) -> Any:
+    return torch.utils.data.default_collate(samples)
+
+
+def to_device(batch: Any, device: torch.device, plan: dict) -> Any:
+    if device.type == "cpu":
+        return batch
+    non_blocking = bool(plan.get("dataloader.pin_memory"))
+    if isinstance(batch, torch.Tensor):
+        return batch.to(device, non_blocking=non_blocking)
+    if isinstance(batch, (tuple, list)):
+        return type(batch)(to_device(item, device, plan) for item in batch)
+    if isinstance(batch, dict):
+        return {key: to_device(value, device, plan) for key, value in batch.items()}
+    return batch
+
+
+def batch_length(batch: Any) -> int:
+    first = batch[0] if isinstance(batch, (tuple, list)) else batch
+    return int(first.shape[0]) if isinstance(first, torch.Tensor) else 1
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+def pick_device(setting: str) -> torch.device:
+    if setting == "cuda" and not torch.cuda.is_available():
+        raise UserError("workload.device: 'cuda' was asked for but no CUDA device is visible; use 'auto' or 'cpu'")
+    if setting == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(setting)
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    torch.manual_seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed)
+    except ImportError:
+        pass
