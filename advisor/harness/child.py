@@ -22,7 +22,10 @@ def main(spec_path: str, result_path: str) -> int:
     try:
         result = {"status": "ok", **run_spec(spec)}
     except UserError as exc:
-        result = {"status": "invalid", "reason": str(exc)}
+        reason = str(exc)
+        if not reason.startswith(spec["config"]):
+            reason = f"{spec['config']}: {reason}"
+        result = {"status": "invalid", "reason": reason}
     except BaseException as exc:  # a failed trial is data for the parent, never a lost study
         result = {"status": "failed", "reason": failure_reason(exc)}
         traceback.print_exc()

@@ -1,7 +1,7 @@
 """MLPs over features already in memory: the compute-bound, memory and overhead references.
 
 - compute-bound: a wide MLP, so a few large matrix multiplies fill each step;
-- memory: a wide, deep MLP with a large batch, whose stored activations pass the budget;
+- memory: a deep, narrow MLP on a large batch, whose stored activations pass the budget;
 - overhead: a deep stack of tiny layers, so each step is hundreds of short operators.
 """
 

@@ -1,0 +1,85 @@
+"""Malformed configs: each gives one line naming the problem, and exit status 2."""
+
+import pytest
+
+from advisor.config import load_config
+from advisor.errors import ConfigError
+from conftest import TINY, merged, run_cli, write_config
+
+PARENT_SIDE = [
+    # (changes to the tiny config, or raw YAML text; words the error must contain)
+    ({"workload": {"model": None}}, "workload.model: missing"),
+    ({"name": None}, "name: missing"),
+    ({"measure": {"steps": "many"}}, "measure.steps: expected an integer"),
+    ({"measure": {"steps": 0}}, "measure.steps: expected a number >= 1"),
+    ({"measure": {"stepz": 3}}, "did you mean 'steps'"),
+    ({"workload": {"dataloadr": {}}}, "did you mean 'dataloader'"),
+    ({"workload": {"device": "tpu"}}, "workload.device: expected one of"),
+    ({"workload": {"kind": "infer"}}, "'infer' is not supported by this version yet"),
+    ({"workload": {"model": "no_colon_here"}}, "workload.model: expected 'module:callable'"),
+    ({"workload": {"dataloader": {"pin_memory": "yes"}}}, "pin_memory: expected true or false"),
+    ({"workload": {"optimizer": {"lr": 0.1}}}, "workload.optimizer.name: missing"),
+    ({"constraints": [1, 2]}, "constraints: expected a mapping"),
+    ("name: tiny\nworkload: {model: a:b\n", "invalid YAML"),
+    ("- just\n- a list\n", "expected a mapping of sections"),
+]
+
+CHILD_SIDE = [
+    ({"workload": {"model": "broken:no_such_builder"}}, "has no attribute 'no_such_builder'"),
+    ({"workload": {"model": "no_such_module:model"}}, "no module named 'no_such_module'"),
+    ({"workload": {"model": "raises_on_import:model"}}, "raised ZeroDivisionError"),
+    ({"workload": {"model": "missing_file.py:model"}}, "missing_file.py not found"),
+    ({"workload": {"dataset": "broken:strings_dataset"}}, "sample 0 is a str"),
+    ({"workload": {"model": "broken:not_a_model"}}, "return a torch.nn.Module"),
+    ({"workload": {"model": "broken:needs_width", "model_args": {"depth": 3}}}, "workload.model_args"),
+    ({"workload": {"optimizer": {"name": "Sparkle"}}}, "'Sparkle' is not a torch.optim optimizer"),
+    ({"workload": {"batch_size": 1000}}, "less than one batch of 1000"),
+    ({"workload": {"loss": "broken:vector_loss"}}, "must return a scalar"),
+]
+
+
+def config_text(changes):
+    return changes if isinstance(changes, str) else merged(TINY, changes)
+
+
+@pytest.mark.parametrize("changes, words", PARENT_SIDE)
+def test_malformed_config_is_one_line(tmp_path, changes, words):
+    path = write_config(tmp_path, config_text(changes))
+    with pytest.raises(ConfigError) as raised:
+        load_config(path)
+    message = str(raised.value)
+    assert words in message
+    assert "\n" not in message
+    assert message.startswith(str(path))
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("changes, words", PARENT_SIDE[:3] + CHILD_SIDE)
+def test_cli_exits_2_with_one_line(tmp_path, changes, words):
+    path = write_config(tmp_path, config_text(changes))
+    result = run_cli("diagnose", str(path))
+    assert result.returncode == 2, result.stderr
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("advisor: error:")]
+    assert len(error_lines) == 1 and words in error_lines[0], result.stderr
+    assert "Traceback" not in result.stderr
+    assert result.stdout == ""
+
+
+def test_missing_config_file(tmp_path):
+    result = run_cli("diagnose", str(tmp_path / "nope.yaml"))
+    assert result.returncode == 2
+    assert "config file not found" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_valid_config_has_defaults(tmp_path):
+    config = load_config(write_config(tmp_path, TINY))
+    assert config.workload.dataloader.num_workers == 0
+    assert config.search.min_speedup == 1.05
+    assert config.root == tmp_path.resolve()
+
+
+def test_reference_configs_load():
+    from conftest import ROOT
+
+    for path in sorted((ROOT / "configs").glob("*.yaml")):
+        assert load_config(path).name == path.stem

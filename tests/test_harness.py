@@ -1,0 +1,97 @@
+"""The real harness in real child processes: failures are data, the parent carries on."""
+
+import json
+import time
+
+import pytest
+
+from advisor.config import load_config
+from advisor.harness import run_measurement
+from advisor.plan import baseline_plan, with_changes
+from conftest import run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def measure(path, mode="full", steps=4, timeout_s=60, **kwargs):
+    config = load_config(path)
+    return run_measurement(config.path, baseline_plan(config), mode, steps, timeout_s, **kwargs)
+
+
+def test_full_run_measures_everything(tiny_config):
+    run = measure(tiny_config())
+    assert run.ok, run.reason
+    assert run.samples == 4 * 8 and run.samples_per_s > 0
+    assert 0 < run.step_ms_p50 <= run.step_ms_p95
+    assert 0 <= run.data_wait_share <= 1
+    assert run.peak_memory_mb > 50 and run.memory_source == "process tree RSS"
+    assert 0 < run.cpu_util <= 1
+    assert len(run.losses) == 4
+    assert run.gpu["available"] is False and run.gpu["note"].startswith("no GPU")
+
+
+def test_worker_memory_counts_in_the_peak(tiny_config):
+    without = measure(tiny_config())
+    with_workers = measure(tiny_config(workload={"dataloader": {"num_workers": 2}}))
+    assert with_workers.ok
+    assert with_workers.peak_memory_mb > without.peak_memory_mb + 50, "worker processes hold their own RSS"
+
+
+def test_differential_modes(tiny_config):
+    path = tiny_config()
+    synthetic, cached = measure(path, "synthetic"), measure(path, "cached")
+    assert synthetic.ok and synthetic.data_wait_share < 0.05
+    assert cached.ok and cached.sample_probe["samples"] == 64 and cached.sample_probe["wall_ms"] > 0
+
+
+def test_profile_run_lists_operators(tiny_config):
+    run = measure(tiny_config(), "profile", steps=2)
+    assert run.ok
+    ops = run.operators
+    assert ops["ops_per_step"] > 0 and ops["top"]
+    assert all(op["name"].startswith("aten::") for op in ops["top"])
+
+
+def test_crash_is_a_failed_measurement(tiny_config):
+    run = measure(tiny_config(workload={"model": "broken:crashing_model"}))
+    assert not run.ok
+    assert run.reason.startswith("crashed: RuntimeError: shape mismatch planted")
+    assert "broken.py" in run.reason
+
+
+def test_out_of_memory_is_a_failed_measurement(tiny_config):
+    run = measure(tiny_config(workload={"model": "broken:oom_model"}))
+    assert not run.ok and run.reason.startswith("out of memory"), run.reason
+
+
+def test_growing_memory_is_killed_at_the_limit(tiny_config):
+    run = measure(tiny_config(workload={"model": "broken:growing_model"}), memory_limit_mb=900)
+    assert not run.ok
+    assert run.reason.startswith("out of memory: the process tree reached"), run.reason
+    assert 900 < run.peak_memory_mb < 2000
+
+
+def test_hang_is_killed_at_the_time_limit(tiny_config):
+    path = tiny_config(workload={"dataset_args": {"hang_after": 20}, "dataloader": {"num_workers": 1}})
+    started = time.perf_counter()
+    run = measure(path, timeout_s=8)
+    assert not run.ok and run.reason.startswith("hung"), run.reason
+    assert time.perf_counter() - started < 30
+
+
+def test_plan_changes_reach_the_child(tiny_config):
+    config = load_config(tiny_config())
+    plan = with_changes(baseline_plan(config), batch_size=4)
+    run = run_measurement(config.path, plan, "full", 3, 60)
+    assert run.ok and run.samples == 12
+
+
+def test_parent_carries_on_after_a_crash(tiny_config):
+    """diagnose on a crashing job still runs every measurement and reports the failure."""
+    result = run_cli("diagnose", str(tiny_config(workload={"model": "broken:crashing_model"})), "--json")
+    assert result.returncode == 1, result.stderr
+    payload = json.loads(result.stdout)
+    runs = payload["evidence"]["runs"]
+    assert set(runs) == {"full", "synthetic", "cached", "profile"}
+    assert runs["full"]["status"] == "failed" and "shape mismatch" in runs["full"]["reason"]
+    assert "[4/4]" in result.stderr, "progress was shown for every run"
