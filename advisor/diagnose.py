@@ -83,7 +83,7 @@ def diagnose_input(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
     severity = band(wait, t.input_moderate, t.input_high)
     if severity is None:
         return None
-    fetch_share = derived.get("fetch_share_of_stall")
+    fetch_share = derived.get("fetch_share_of_input")
     is_fetch = fetch_share is not None and fetch_share >= 0.5
     findings = [Finding("exposed data-wait share", wait, t.input_high if severity == "high" else t.input_moderate)]
     if "stall_share" in derived:
@@ -94,7 +94,7 @@ def diagnose_input(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
         findings += [
             Finding("per-sample wall time", derived["sample_wall_ms"], unit="ms"),
             Finding("per-sample CPU time", derived["sample_cpu_ms"], unit="ms"),
-            Finding("fetch share of the stall (off-CPU)", fetch_share, 0.5),
+            Finding("fetch share of the input work (off-CPU)", fetch_share, 0.5),
         ]
     kind = "fetch" if is_fetch else "prep"
     why = (

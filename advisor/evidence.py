@@ -2,7 +2,7 @@
 
 full (fetch + prep + compute), cached (compute + batching), synthetic (compute only) and a
 separate profiler run, each in its own child. From them: the ideal step time, the stall share,
-and the split of the stall into fetch (off-CPU per-sample time) and prep (on-CPU time).
+and the split of the input work into fetch (off-CPU per-sample time) and prep (on-CPU time).
 """
 
 from __future__ import annotations
@@ -86,32 +86,35 @@ def with_derived(evidence: Evidence) -> Evidence:
 
 
 def derive(full: Measurement, synthetic: Measurement, cached: Measurement) -> dict:
-    """Ideal throughput, stall share and the fetch/prep split of the stall."""
+    """Ideal throughput, stall share and the fetch/prep split of the input work.
+
+    The split uses only quantities measured inside one run (the per-sample probe and the cached
+    run's own batching wait), never the difference of two runs' timings, which machine drift
+    between the runs would corrupt.
+    """
     if not (full.ok and synthetic.ok):
         return {}
     full_ms, ideal_ms = full.step_ms_mean, synthetic.step_ms_mean
-    stall_ms = max(0.0, full_ms - ideal_ms)
     derived = {
         "ideal_samples_per_s": synthetic.samples_per_s,
         "actual_samples_per_s": full.samples_per_s,
         "ideal_step_ms": ideal_ms,
         "actual_step_ms": full_ms,
-        "stall_share": stall_ms / full_ms if full_ms else 0.0,
+        "stall_share": max(0.0, full_ms - ideal_ms) / full_ms if full_ms else 0.0,
         "exposed_wait_share": full.data_wait_share,
         "ideal_over_actual": synthetic.samples_per_s / full.samples_per_s if full.samples_per_s else 0.0,
     }
-    if cached.ok and cached.sample_probe:
-        batching_ms = min(stall_ms, max(0.0, cached.step_ms_mean - ideal_ms))
-        per_sample_ms = stall_ms - batching_ms
+    if cached.ok and cached.sample_probe and full.samples:
         probe = cached.sample_probe
-        cpu_fraction = min(1.0, probe["cpu_ms"] / probe["wall_ms"]) if probe["wall_ms"] > 0 else 1.0
-        fetch_ms = per_sample_ms * (1 - cpu_fraction)
-        prep_ms = per_sample_ms * cpu_fraction + batching_ms
+        batch = full.samples_per_s * full_ms / 1000  # samples per step
+        cpu_ms = min(probe["cpu_ms"], probe["wall_ms"])
+        fetch_ms = batch * (probe["wall_ms"] - cpu_ms)
+        prep_ms = batch * cpu_ms + cached.data_wait_share * cached.step_ms_mean  # + batching
         derived.update(
             sample_wall_ms=probe["wall_ms"],
             sample_cpu_ms=probe["cpu_ms"],
             fetch_ms_per_step=fetch_ms,
             prep_ms_per_step=prep_ms,
-            fetch_share_of_stall=fetch_ms / stall_ms if stall_ms else 0.0,
+            fetch_share_of_input=fetch_ms / (fetch_ms + prep_ms) if fetch_ms + prep_ms > 0 else 0.0,
         )
     return derived

@@ -111,9 +111,10 @@ def tree_rss_mb(pid: int) -> float:
     return total / MB
 
 
-def tree_cpu_seconds(pid: int) -> float:
+def descendants_cpu_seconds(pid: int) -> float:
+    """CPU time of the processes a process started (its DataLoader workers)."""
     total = 0.0
-    for proc in process_tree(pid):
+    for proc in process_tree(pid)[1:]:
         try:
             times = proc.cpu_times()
             total += times.user + times.system

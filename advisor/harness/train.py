@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.harness.operators import summarize_profile
-from advisor.measure import step_statistics, tree_cpu_seconds
+from advisor.measure import descendants_cpu_seconds, step_statistics
 from advisor.workload import Workload
 
 CACHED_BATCHES = 8  # batches held in memory by the cached run; enough to cycle through
@@ -75,7 +75,7 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
     """Times each step, split into the wait for the batch, the host-to-device copy and the rest."""
     step_s, wait_s, transfer_s, losses = [], [], [], []
     samples = 0
-    cpu_start, window_start, wall_start = tree_cpu_seconds(os.getpid()), time.time(), time.perf_counter()
+    cpu_start, window_start, wall_start = cpu_seconds(), time.time(), time.perf_counter()
     for _ in range(steps):
         t0 = time.perf_counter()
         batch = next(batches)
@@ -91,7 +91,7 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
         transfer_s.append(t2 - t1)
         samples += batch_length(batch)
     wall = time.perf_counter() - wall_start
-    cpu_used = tree_cpu_seconds(os.getpid()) - cpu_start
+    cpu_used = cpu_seconds() - cpu_start
     fields = step_statistics(step_s, wait_s, transfer_s, samples)
     fields.update(
         losses=losses,
@@ -101,18 +101,28 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
     return fields
 
 
+def cpu_seconds() -> float:
+    """CPU time of this process (high resolution) and of its workers (psutil's clock ticks)."""
+    return time.process_time() + descendants_cpu_seconds(os.getpid())
+
+
 def profile_steps(step: Callable, batches: Iterator, device: torch.device, plan: dict, steps: int) -> dict:
     from torch.profiler import ProfilerActivity, profile
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
-    compute_s = 0.0
+    compute_s, samples = 0.0, 0
     with profile(activities=activities) as prof:
+        loop_start = time.perf_counter()
         for _ in range(steps):
             batch = to_device(next(batches), device, plan)
             t0 = time.perf_counter()
             float(step(batch))
             compute_s += time.perf_counter() - t0
-    return summarize_profile(prof.events(), steps, compute_s, on_cuda=device.type == "cuda")
+            samples += batch_length(batch)
+        loop_s = time.perf_counter() - loop_start
+    summary = summarize_profile(prof.events(), steps, compute_s, on_cuda=device.type == "cuda")
+    summary["profiled_samples_per_s"] = samples / loop_s  # slowed by the profiler: never a timing
+    return summary
 
 
 def make_train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable, device) -> Callable:
