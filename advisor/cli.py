@@ -30,6 +30,25 @@ def build_parser() -> argparse.ArgumentParser:
     diagnose.add_argument("config", help="path of the YAML config")
     diagnose.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
     diagnose.set_defaults(command=run_diagnose)
+
+    optimize = commands.add_parser("optimize", help="diagnose, trial the matching fixes, verify and rank them")
+    optimize.add_argument("config", help="path of the YAML config")
+    optimize.add_argument("--fresh", action="store_true", help="discard the workload's earlier study and start anew")
+    optimize.add_argument("--results", help="folder for the results (default: advisor-results/ next to the config)")
+    optimize.set_defaults(command=run_optimize)
+
+    worker = commands.add_parser("worker", help="join the workload's study from another process or machine")
+    worker.add_argument("config", help="path of the YAML config (search.storage names the shared study)")
+    worker.set_defaults(command=run_worker)
+
+    report = commands.add_parser("report", help="print the ranked recommendations of the latest session from MLflow")
+    report.add_argument("config", help="path of the YAML config")
+    report.set_defaults(command=run_report)
+
+    ui = commands.add_parser("ui", help="start the MLflow UI on 127.0.0.1 over the config's tracking store")
+    ui.add_argument("config", help="path of the YAML config")
+    ui.add_argument("--port", type=int, default=5000)
+    ui.set_defaults(command=run_ui)
     return parser
 
 
@@ -61,6 +80,74 @@ def run_diagnose(args: argparse.Namespace) -> int:
     else:
         print(render_diagnosis(config.name, evidence, diagnoses))
     return 0 if evidence.full.ok else 1
+
+
+def run_optimize(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    from advisor import search, tracking
+    from advisor.config import load_config
+    from advisor.fingerprint import fingerprint
+    from advisor.report import render_diagnosis, render_recommendations, write_results
+    from advisor.session import optimize, session_payload
+
+    config = load_config(args.config)
+    progress = progress_printer()
+    if args.fresh:
+        search.remove_study(config)
+    result = optimize(config, progress)
+    payload = session_payload(result, fingerprint(config, result.evidence.full.environment))
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(result.started))
+    folder = Path(args.results) if args.results else config.root / "advisor-results" / config.name / stamp
+    diagnosis_text = render_diagnosis(config.name, result.evidence, result.diagnoses)
+    ids = tracking.log_session(config, payload, lambda completed: write_results(completed, diagnosis_text, folder))
+    print(render_recommendations(payload))
+    print(f"\nresults: {folder}  (recommendations.json, report.md, plots)")
+    print(f"MLflow: {ids['uri']}  session run {ids['session']}; browse with: advisor ui {args.config}")
+    return 0
+
+
+def run_worker(args: argparse.Namespace) -> int:
+    from advisor.config import load_config
+    from advisor.session import join_study
+
+    config = load_config(args.config)
+    ran = join_study(config, progress_printer())
+    print(f"worker finished: ran {ran} trial(s) of study '{config.name}'")
+    return 0
+
+
+def run_report(args: argparse.Namespace) -> int:
+    from advisor.config import load_config
+    from advisor.tracking import latest_session
+
+    config = load_config(args.config)
+    session, recommendations = latest_session(config)
+    print(f"{config.name}: session {session['name']} (run {session['run_id']}), bottleneck {session['tags'].get('bottleneck')}")
+    if not recommendations:
+        print("no recommendations: nothing cleared the bar")
+    for rec in recommendations:
+        metrics = rec["metrics"]
+        print(
+            f"#{int(metrics['rank'])} {rec['tags'].get('recipe')}: {metrics['speedup']:.2f}x "
+            f"(95% {metrics['speedup_low']:.2f}-{metrics['speedup_high']:.2f}x), "
+            f"verified {rec['tags'].get('verified')}, run {rec['run_id']}"
+        )
+    return 0
+
+
+def run_ui(args: argparse.Namespace) -> int:
+    import os
+
+    from advisor.config import load_config
+    from advisor.tracking import tracking_uri
+
+    config = load_config(args.config)
+    command = ["mlflow", "ui", "--backend-store-uri", tracking_uri(config), "--host", "127.0.0.1", "--port", str(args.port)]
+    print(f"MLflow UI on http://127.0.0.1:{args.port} over {tracking_uri(config)}", file=sys.stderr)
+    os.execvp(command[0], command)
+    return 0
 
 
 if __name__ == "__main__":

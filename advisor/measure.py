@@ -45,6 +45,8 @@ class Measurement:
     wall_s: float = 0.0
     sample_probe: dict = field(default_factory=dict)
     operators: dict = field(default_factory=dict)
+    warmup_ms: tuple = ()
+    environment: dict = field(default_factory=dict)
 
     @property
     def ok(self) -> bool:
@@ -58,6 +60,7 @@ class Measurement:
         names = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in names}
         values["losses"] = tuple(values.get("losses", ()))
+        values["warmup_ms"] = tuple(values.get("warmup_ms", ()))
         return cls(**values)
 
     @classmethod

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from advisor.diagnose import Diagnosis, Finding
 from advisor.evidence import Evidence
 
@@ -71,3 +74,77 @@ def _cores() -> int:
     import os
 
     return os.cpu_count() or 1
+
+
+def render_recommendations(payload: dict) -> str:
+    """The ranked table the terminal shows, and `advisor report` prints from MLflow."""
+    base = payload["baseline"]
+    lines = [
+        f"baseline: {base['samples_per_s']:,.0f} {payload['unit']}"
+        + (f" (ideal {base['ideal_samples_per_s']:,.0f})" if base.get("ideal_samples_per_s") else ""),
+        "",
+    ]
+    recs = payload["recommendations"]
+    if not recs:
+        lines.append(f"nothing clears the bar: no fix was verified at >= {payload['min_speedup']:.2f}x with unchanged results")
+    else:
+        lines.append(f"{'rank':<5}{'fix':<34}{'speedup':>8}  {'95% interval':<14}{'verified':<10}{'numerics':<10}{'peak MB':>8}")
+        for rec in recs:
+            low, high = rec["interval"]
+            numerics = rec["numerics"]
+            numerics_text = "n/a" if not numerics else ("ok" if numerics["passed"] else "FAILED")
+            lines.append(
+                f"{rec['rank']:<5}{'+'.join(rec['recipes'])[:33]:<34}{rec['speedup']:>7.2f}x  "
+                f"{low:.2f}-{high:.2f}x{'':<4}{'yes' if rec['verified'] else 'no':<10}{numerics_text:<10}{rec['peak_memory_mb']:>8,.0f}"
+            )
+            lines.append(f"     {', '.join(f'{k}={v}' for k, v in rec['changes'].items())}")
+            for recipe, share in rec.get("contributions", {}).items():
+                lines.append(f"     without {recipe}: {share['speedup_without']:.2f}x ({recipe} adds {share['factor']:.2f}x)")
+            if rec.get("compile"):
+                cost = rec["compile"]
+                even = cost.get("break_even_steps")
+                lines.append(
+                    f"     compile {cost['compile_s']:.1f} s, paid back after "
+                    + (f"{even:,.0f} steps" if even else "never (no faster per step)")
+                )
+    for rejection in payload["rejected"]:
+        lines.append(f"rejected {'+'.join(rejection['recipes'])} ({rejection['plan_changes']}): {rejection['reason']}")
+    if payload["recommendations"]:
+        top = payload["recommendations"][0]
+        lines += ["", f"apply #1 ({top['reason']}):", top["snippet"]]
+    return "\n".join(lines)
+
+
+def write_results(payload: dict, diagnosis_text: str, folder: Path) -> Path:
+    """Writes recommendations.json, report.md and the plots into `folder`."""
+    from advisor import plots
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "recommendations.json").write_text(json.dumps(payload, indent=2, default=str))
+    figures = [plots.plot_history(payload, folder / "history.png")]
+    if payload["recommendations"]:
+        figures.insert(0, plots.plot_speedups(payload, folder / "speedup.png"))
+        figures.insert(0, plots.plot_breakdown(payload, payload["baseline"]["step_breakdown_ms"], folder / "breakdown.png"))
+    report = [
+        f"# advisor: {payload['workload']}",
+        "",
+        f"Session of {payload['started']} ({payload['duration_s']:.0f} s), fingerprint `{payload['fingerprint']}`.",
+        "",
+        "## Diagnosis",
+        "",
+        "```",
+        diagnosis_text,
+        "```",
+        "",
+        "## Recommendations",
+        "",
+        "```",
+        render_recommendations(payload),
+        "```",
+        "",
+        f"Recipes tried: {', '.join(payload['recipes_tried']) or 'none'}.",
+    ]
+    report += [f"- {name} not tried: {why}" for name, why in payload["recipes_skipped"].items()]
+    report += ["", "## Plots", ""] + [f"![{figure.stem}]({figure.name})" for figure in figures]
+    (folder / "report.md").write_text("\n".join(report) + "\n")
+    return folder

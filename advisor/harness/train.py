@@ -25,6 +25,7 @@ from advisor.errors import UserError
 from advisor.harness.operators import summarize_profile
 from advisor.measure import descendants_cpu_seconds, step_statistics
 from advisor.workload import Workload
+from recipes import amp, checkpointing, compile, threads
 
 CACHED_BATCHES = 8  # batches held in memory by the cached run; enough to cycle through
 PROFILE_WARMUP_STEPS = 2
@@ -33,8 +34,8 @@ PROFILE_WARMUP_STEPS = 2
 def run(config: AdvisorConfig, workload: Workload, plan: dict, mode: str, steps: int) -> dict:
     """Runs the loop and returns the measurement fields the child can see from inside."""
     seed_everything(config.measure.seed)
-    if plan.get("threads.intra_op"):
-        torch.set_num_threads(int(plan["threads.intra_op"]))
+    default_threads = torch.get_num_threads()
+    threads.apply_threads(plan.get("threads.intra_op"))
     device = pick_device(config.workload.device)
     setup_start = time.perf_counter()
     dataset = workload.build_dataset()
@@ -42,10 +43,11 @@ def run(config: AdvisorConfig, workload: Workload, plan: dict, mode: str, steps:
     model = workload.build_model()
     if not isinstance(model, torch.nn.Module):
         raise UserError(f"workload.model: the builder returned {type(model).__name__}; return a torch.nn.Module")
-    model = model.to(device)
+    environment = describe_environment(model, device, default_threads, dataset[0])
+    model = checkpointing.wrap(model.to(device), plan.get("checkpointing.share") or 0.0)
     optimizer = build_optimizer(model, config.workload.optimizer)
-    loss_fn = workload.loss or default_loss
-    step = make_train_step(model, optimizer, loss_fn, device)
+    model = compile.compile_model(model, plan.get("compile.mode"))
+    step = make_train_step(model, optimizer, workload.loss or default_loss, device, plan.get("amp.dtype"))
 
     probe: dict = {}
     if mode == "synthetic":
@@ -56,16 +58,19 @@ def run(config: AdvisorConfig, workload: Workload, plan: dict, mode: str, steps:
         batches = cycle(make_loader(dataset, plan, config.workload.dataloader.shuffle))
 
     warmup = PROFILE_WARMUP_STEPS if mode == "profile" else config.measure.warmup_steps
+    warmup_ms = []
     for _ in range(warmup):
-        batch = next(batches)
-        step(to_device(batch, device, plan))
+        t0 = time.perf_counter()
+        float(step(to_device(next(batches), device, plan)))
+        warmup_ms.append(1000 * (time.perf_counter() - t0))
     setup_s = time.perf_counter() - setup_start
+    common = {"device": device.type, "setup_s": setup_s, "warmup_ms": warmup_ms, "environment": environment}
 
     if mode == "profile":
-        return {"device": device.type, "setup_s": setup_s, "operators": profile_steps(step, batches, device, plan, steps)}
+        return {**common, "operators": profile_steps(step, batches, device, plan, steps)}
 
     fields = timed_steps(step, batches, device, plan, steps)
-    fields.update(device=device.type, setup_s=setup_s, sample_probe=probe)
+    fields.update(common, sample_probe=probe)
     if device.type == "cuda":
         fields.update(peak_memory_mb=torch.cuda.max_memory_allocated() / 2**20, memory_source="cuda max allocated")
     return fields
@@ -125,20 +130,43 @@ def profile_steps(step: Callable, batches: Iterator, device: torch.device, plan:
     return summary
 
 
-def make_train_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable, device) -> Callable:
+def make_train_step(
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable, device: torch.device, amp_dtype=None
+) -> Callable:
+    """One optimisation step as the user writes it, with autocast and loss scaling when the plan asks."""
     model.train()
+    scaler = amp.grad_scaler(device.type, amp_dtype)
 
     def step(batch: Any) -> torch.Tensor:
         optimizer.zero_grad(set_to_none=True)
-        output = model(batch[0])
-        loss = loss_fn(output, batch)
+        with amp.autocast(device.type, amp_dtype):
+            output = model(batch[0])
+            loss = loss_fn(output, batch)
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             raise UserError("workload.loss: the loss must return a scalar tensor; reduce it with .mean()")
-        loss.backward()
-        optimizer.step()
-        return loss.detach()
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
+        return loss.detach().float()
 
     return step
+
+
+def describe_environment(model: torch.nn.Module, device: torch.device, default_threads: int, sample: Any) -> dict:
+    """What recipe selection and the fingerprint need to know, seen from inside the child."""
+    return {
+        "sample": [describe_tensor(item) for item in sample],
+        "device": device.type,
+        "default_threads": default_threads,
+        "blocks": checkpointing.count_blocks(model),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "torch": torch.__version__,
+        "gpu_name": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
+    }
 
 
 def default_loss(output: torch.Tensor, batch: Any) -> torch.Tensor:
@@ -172,6 +200,12 @@ def check_dataset(dataset: Any, batch_size: int, needs_target: bool) -> None:
         )
     if needs_target and len(sample) < 2:
         raise UserError("workload.dataset: samples have no target at [1]; add one, or set workload.loss")
+
+
+def describe_tensor(value: Any) -> str:
+    if isinstance(value, torch.Tensor):
+        return f"{str(value.dtype).removeprefix('torch.')}{list(value.shape)}"
+    return type(value).__name__
 
 
 def describe(value: Any) -> str:

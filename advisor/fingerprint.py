@@ -1,0 +1,78 @@
+"""The workload's fingerprint: what, if it changed, can invalidate earlier advice.
+
+Components: the source of the model's and the dataset's code, the model's parameter count,
+a sample batch's shapes and dtypes (from the baseline's runs), the config's workload section,
+the Python and torch versions, and the hardware. The digest is a short hash of them all; the
+components are kept so that two fingerprints can be compared in words.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Optional
+
+from advisor.config import CALLABLE_PATTERN, AdvisorConfig
+
+
+def source_of(ref: Optional[str], root: Path) -> Optional[Path]:
+    """The file a `module:callable` reference points at, found without importing it."""
+    match = CALLABLE_PATTERN.match(ref or "")
+    if not match:
+        return None
+    if match["file"]:
+        return (root / f"{match['module']}.py").resolve()
+    sys.path.insert(0, str(root))
+    try:
+        spec = importlib.util.find_spec(match["module"])
+    except (ImportError, ValueError):
+        spec = None
+    finally:
+        sys.path.remove(str(root))
+    return Path(spec.origin) if spec and spec.origin else None
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def package_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "absent"
+
+
+def fingerprint(config: AdvisorConfig, environment: Optional[dict] = None) -> dict:
+    """The components and their digest. `environment` is what the child saw (parameters, GPU)."""
+    environment = environment or {}
+    workload = config.workload
+    sources = {}
+    for key in ("model", "dataset", "loss"):
+        path = source_of(getattr(workload, key), config.root)
+        if path and path.is_file():
+            sources[key] = {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16]}
+    components = {
+        "sources": sources,
+        "parameters": environment.get("parameters"),
+        "sample": environment.get("sample"),
+        "workload": json.loads(json.dumps(dataclasses.asdict(workload), default=str)),
+        "python": platform.python_version(),
+        "torch": package_version("torch"),
+        "hardware": {"cpu": cpu_model(), "cores": os.cpu_count(), "gpu": environment.get("gpu_name")},
+    }
+    digest = hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest()[:12]
+    return {"digest": digest, "components": components}

@@ -1,0 +1,84 @@
+"""PNG plots for report.md: step-time breakdown, speedup with its interval, optimisation history."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+def label(rec: dict, width: int = 38) -> str:
+    changes = ", ".join(f"{key.split('.')[-1]}={value}" for key, value in rec["changes"].items())
+    text = f"#{rec['rank']} {changes}"
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+PARTS = (("data wait", "#e07b39"), ("transfer", "#9b59b6"), ("compute", "#3c78b4"))
+
+
+def plot_breakdown(payload: dict, baseline_ms: dict, path: Path) -> Path:
+    rows = [("baseline", baseline_ms)] + [
+        (label(r), r["step_breakdown_ms"]) for r in payload["recommendations"]
+    ]
+    rows = [(label, parts) for label, parts in rows if parts]
+    fig, ax = plt.subplots(figsize=(8, 0.6 * len(rows) + 1.5))
+    for index, (label, parts) in enumerate(reversed(rows)):
+        left = 0.0
+        for part, color in PARTS:
+            width = parts.get(part, 0.0)
+            ax.barh(index, width, left=left, color=color, label=part if index == 0 else None)
+            left += width
+    ax.set_yticks(range(len(rows)), [label for label, _ in reversed(rows)])
+    ax.set_xlabel("mean step time (ms)")
+    ax.set_title("Where a step's time goes, before and after")
+    ax.legend(loc="lower right")
+    return _save(fig, path)
+
+
+def plot_speedups(payload: dict, path: Path) -> Path:
+    recs = payload["recommendations"]
+    fig, ax = plt.subplots(figsize=(8, 0.6 * len(recs) + 1.5))
+    for index, rec in enumerate(reversed(recs)):
+        low, high = rec["interval"]
+        color = "#2e8b57" if rec["verified"] else "#999999"
+        ax.errorbar(rec["speedup"], index, xerr=[[rec["speedup"] - low], [high - rec["speedup"]]], fmt="o", color=color, capsize=4)
+    ax.axvline(payload["min_speedup"], linestyle="--", color="#c0392b", label=f"min_speedup {payload['min_speedup']:.2f}x")
+    ax.axvline(1.0, color="#555555", linewidth=0.8)
+    ax.set_yticks(range(len(recs)), [label(r) for r in reversed(recs)])
+    ax.set_xlabel("speedup over the baseline (95% interval, paired interleaved runs)")
+    ax.set_title("Verified speedups (green) and the rest (grey)")
+    ax.legend(loc="lower right")
+    return _save(fig, path)
+
+
+def plot_history(payload: dict, path: Path) -> Path:
+    trials = sorted(payload["trials"], key=lambda t: t["number"])
+    fig, ax = plt.subplots(figsize=(8, 4))
+    good = [(t["number"], t["measurement"]["samples_per_s"]) for t in trials if t["feasible"]]
+    bad = [t["number"] for t in trials if not t["feasible"]]
+    if good:
+        ax.scatter(*zip(*good), color="#3c78b4", label="trial")
+    if bad:
+        ax.scatter(bad, [0] * len(bad), marker="x", color="#c0392b", label="infeasible (crash, hang, memory)")
+    best, line = 0.0, []
+    for t in trials:
+        if t["feasible"]:
+            best = max(best, t["measurement"]["samples_per_s"])
+        line.append((t["number"], best))
+    if line:
+        ax.step(*zip(*line), where="post", color="#2e8b57", label="best so far")
+    ax.axhline(payload["baseline"]["samples_per_s"], linestyle="--", color="#555555", label="baseline")
+    ax.set_xlabel("trial")
+    ax.set_ylabel(payload["unit"])
+    ax.set_title("Optimisation history")
+    ax.legend(loc="lower right")
+    return _save(fig, path)
+
+
+def _save(fig, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

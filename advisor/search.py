@@ -1,0 +1,227 @@
+"""The Optuna study: one trial = one plan measured in a fresh child. The only module importing optuna.
+
+The study lives in storage named by `search.storage` (a PostgreSQL URL lets workers on many
+machines share it) or, by default, in a journal file next to the config, which several
+processes on one machine (or on a shared file system) can use at once. The baseline plan is
+enqueued when the study is created, so it is always trial 0. Crashes, hangs and plans over the
+memory budget are recorded as infeasible through Optuna's constraints, so the sampler learns
+to avoid them. An interrupted trial is enqueued again on the next run; finished ones never are.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+import optuna
+from optuna.storages import JournalStorage
+from optuna.storages.journal import JournalFileBackend
+from optuna.trial import FrozenTrial, TrialState
+
+from advisor.config import AdvisorConfig
+from advisor.measure import Measurement
+from recipes import Choice, IntRange, Param
+
+optuna.logging.set_verbosity(optuna.logging.WARNING)
+
+MEASUREMENT_ATTR = "measurement"
+PLAN_ATTR = "plan"
+CONSTRAINT = "infeasible"  # Optuna constraint: > 0 means infeasible, and TPE learns to avoid it
+INTERRUPTED_ATTR = "interrupted"
+REQUEUED_ATTR = "requeued_trials"
+SPACE_ATTR = "space"
+
+Progress = Callable[[str], None]
+Measure = Callable[[dict], Measurement]
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """A finished trial, as the rest of advisor sees it."""
+
+    number: int
+    plan: dict
+    measurement: Measurement
+    feasible: bool
+
+    @property
+    def samples_per_s(self) -> float:
+        return self.measurement.samples_per_s if self.feasible else 0.0
+
+
+def storage_url(config: AdvisorConfig) -> str:
+    """Where the study lives: the configured URL, or a journal file next to the config."""
+    return config.search.storage or str(config.root / f"{config.name}.optuna-journal")
+
+
+def open_storage(url: str) -> optuna.storages.BaseStorage | str:
+    if "://" in url:  # postgresql://..., sqlite:///..., mysql://...
+        return url
+    return JournalStorage(JournalFileBackend(url))
+
+
+def find_study(config: AdvisorConfig) -> Optional[optuna.Study]:
+    """The workload's study if it exists (interrupted trials enqueued again), else None."""
+    storage = open_storage(storage_url(config))
+    try:
+        study = optuna.load_study(study_name=config.name, storage=storage, sampler=make_sampler(config))
+    except KeyError:
+        return None
+    requeue_interrupted(study)
+    return study
+
+
+def create_study(
+    config: AdvisorConfig, space: dict[str, Param], baseline_params: dict, attrs: dict, first: Sequence[dict] = ()
+) -> optuna.Study:
+    """Creates the workload's study: the session's facts stored in it, the baseline enqueued first
+    and the `first` plans (earlier best plans, textbook settings) right after it.
+
+    Creation is atomic in every Optuna storage, so of several processes starting at once exactly
+    one creates the study and enqueues the baseline; the others load it.
+    """
+    storage = open_storage(storage_url(config))
+    try:
+        study = optuna.create_study(
+            study_name=config.name, storage=storage, sampler=make_sampler(config), direction="maximize"
+        )
+    except optuna.exceptions.DuplicatedStudyError:
+        return find_study(config)
+    for key, value in {**attrs, SPACE_ATTR: space_to_json(space)}.items():
+        study.set_user_attr(key, value)
+    study.enqueue_trial(baseline_params)
+    for params in first:
+        study.enqueue_trial({**baseline_params, **{k: v for k, v in params.items() if k in space}})
+    return study
+
+
+def space_to_json(space: dict[str, Param]) -> dict:
+    return {
+        key: {"int": [p.low, p.high, p.log]} if isinstance(p, IntRange) else {"choice": list(p.options)}
+        for key, p in space.items()
+    }
+
+
+def space_from_json(data: dict) -> dict[str, Param]:
+    return {
+        key: IntRange(*spec["int"]) if "int" in spec else Choice(tuple(spec["choice"])) for key, spec in data.items()
+    }
+
+
+def make_sampler(config: AdvisorConfig) -> optuna.samplers.BaseSampler:
+    startup = min(10, max(3, config.search.trials // 3))
+    return optuna.samplers.TPESampler(seed=config.measure.seed, n_startup_trials=startup)
+
+
+def is_feasible_trial(trial: FrozenTrial) -> bool:
+    return all(value <= 0 for value in trial.constraints.values())
+
+
+def requeue_interrupted(study: optuna.Study) -> None:
+    """Enqueues again the trials an interrupt cut short, once each."""
+    done = set(study.user_attrs.get(REQUEUED_ATTR, []))
+    interrupted = [
+        t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(INTERRUPTED_ATTR) and t.number not in done
+    ]
+    for trial in interrupted:
+        study.enqueue_trial(trial.params)
+    if interrupted:
+        study.set_user_attr(REQUEUED_ATTR, sorted(done | {t.number for t in interrupted}))
+
+
+def suggest(trial: optuna.Trial, space: dict[str, Param]) -> dict:
+    params = {}
+    for key, param in space.items():
+        if isinstance(param, IntRange):
+            params[key] = trial.suggest_int(key, param.low, param.high, log=param.log)
+        elif isinstance(param, Choice):
+            params[key] = trial.suggest_categorical(key, list(param.options))
+        else:
+            raise TypeError(f"unknown parameter kind for {key}: {param!r}")
+    return params
+
+
+def counted_trials(study: optuna.Study) -> int:
+    """Trials that count against the budget: finished or under way (not merely waiting)."""
+    states = (TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING, TrialState.PRUNED)
+    return sum(1 for t in study.get_trials(deepcopy=False, states=states) if not t.user_attrs.get(INTERRUPTED_ATTR))
+
+
+def run_trials(
+    study: optuna.Study,
+    space: dict[str, Param],
+    baseline: dict,
+    measure: Measure,
+    budget_trials: int,
+    deadline: float,
+    max_memory_mb: Optional[float],
+    progress: Progress = lambda line: None,
+) -> int:
+    """Asks, measures and tells until the trial budget or the deadline is reached.
+
+    Returns the number of trials this process ran. Several processes may run this on one
+    study at once; each trial is asked once, so none is lost or run twice.
+    """
+    ran = 0
+    while counted_trials(study) < budget_trials and time.time() < deadline:
+        trial = study.ask()
+        plan = {**baseline, **suggest(trial, space)}
+        trial.set_user_attr(PLAN_ATTR, plan)
+        try:
+            run = measure(plan)
+        except KeyboardInterrupt:
+            trial.set_user_attr(INTERRUPTED_ATTR, True)
+            study.tell(trial, state=TrialState.FAIL)
+            raise
+        feasible = is_feasible(run, max_memory_mb)
+        trial.set_user_attr(MEASUREMENT_ATTR, run.to_dict())
+        trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
+        study.tell(trial, run.samples_per_s if run.ok else 0.0)
+        ran += 1
+        progress(describe_trial(study, trial.number, plan, run, feasible, budget_trials, baseline))
+    return ran
+
+
+def is_feasible(run: Measurement, max_memory_mb: Optional[float]) -> bool:
+    return run.ok and (max_memory_mb is None or run.peak_memory_mb <= max_memory_mb)
+
+
+def infeasible_reason(run: Measurement, max_memory_mb: Optional[float]) -> str:
+    if not run.ok:
+        return run.reason
+    if max_memory_mb is not None and run.peak_memory_mb > max_memory_mb:
+        return f"over the memory budget: peak {run.peak_memory_mb:,.0f} MB > {max_memory_mb:,.0f} MB"
+    return ""
+
+
+def finished_trials(study: optuna.Study) -> list[TrialResult]:
+    results = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        run = Measurement.from_dict(trial.user_attrs[MEASUREMENT_ATTR])
+        results.append(TrialResult(trial.number, trial.user_attrs[PLAN_ATTR], run, is_feasible_trial(trial)))
+    return results
+
+
+def describe_trial(
+    study: optuna.Study, number: int, plan: dict, run: Measurement, feasible: bool, budget: int, baseline: dict
+) -> str:
+    changes = ", ".join(f"{k}={v}" for k, v in plan.items() if v != baseline.get(k)) or "baseline"
+    trials = finished_trials(study)
+    best = max((t.samples_per_s for t in trials), default=0.0)
+    base = next((t.samples_per_s for t in trials if t.number == 0), 0.0)
+    outcome = f"{run.samples_per_s:,.0f} samples/s" if feasible else f"infeasible: {run.reason or 'over the memory budget'}"
+    best_text = f"best {best:,.0f} samples/s" + (f" ({best / base:.2f}x)" if base else "")
+    return f"  trial #{number} [{len(trials)}/{budget}]  {changes}  ->  {outcome}   [{best_text}]"
+
+
+def remove_study(config: AdvisorConfig) -> None:
+    """Deletes the workload's study (for `--fresh`)."""
+    url = storage_url(config)
+    try:
+        optuna.delete_study(study_name=config.name, storage=open_storage(url))
+    except KeyError:
+        pass
+    if "://" not in url:
+        Path(url).unlink(missing_ok=True)

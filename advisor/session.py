@@ -1,0 +1,467 @@
+"""One optimize session, as data flowing stage to stage:
+
+evidence -> diagnoses -> candidate recipes -> trials (Optuna) -> numerics gate -> interleaved
+verification (with each recipe's share by leaving it out) -> ranked recommendations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from advisor import search
+from advisor.config import AdvisorConfig
+from advisor.diagnose import Diagnosis, diagnose
+from advisor.errors import UserError
+from advisor.evidence import Evidence, collect_evidence
+from advisor.harness import run_measurement
+from advisor.measure import Measurement
+from advisor.plan import baseline_plan
+from advisor.verify import Verdict, compare_losses, interleave, judge, step_breakdown
+from recipes import RECIPES, Context, Param, Recipe, by_name
+from recipes.compile import break_even_steps
+
+Progress = Callable[[str], None]
+RISK_ORDER = {"exact": 0, "tolerance": 1, "changes semantics": 2}
+ACTIONABLE = ("high", "moderate")
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    rank: int
+    recipes: tuple[str, ...]
+    plan: dict
+    changes: dict
+    speedup: float
+    interval: tuple[float, float]
+    verified: bool
+    reason: str
+    numerics: dict
+    peak_memory_mb: float
+    snippet: str
+    trial: int
+    samples_per_s: float
+    compile: dict = field(default_factory=dict)
+    contributions: dict = field(default_factory=dict)
+    step_breakdown_ms: dict = field(default_factory=dict)
+    mlflow_run_id: Optional[str] = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    plan_changes: dict
+    recipes: tuple[str, ...]
+    reason: str
+    trial: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class SessionResult:
+    config: AdvisorConfig
+    evidence: Evidence
+    diagnoses: list[Diagnosis]
+    context: Context
+    chosen: tuple[str, ...]
+    skipped: dict[str, str]
+    baseline: dict
+    baseline_samples_per_s: float
+    baseline_breakdown_ms: dict
+    trials: list[search.TrialResult]
+    recommendations: list[Recommendation]
+    rejected: list[Rejection]
+    started: float
+    finished: float
+    memory_fix: bool = False
+    baseline_peak_mb: float = 0.0
+
+
+def cpu_has_bf16() -> bool:
+    """Native bfloat16 on this CPU (x86 avx512_bf16 or AMX; Arm's bf16)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return False
+    return any(flag in flags for flag in ("avx512_bf16", "amx_bf16", " bf16"))
+
+
+def make_context(evidence: Evidence, diagnoses: list[Diagnosis]) -> Context:
+    environment = evidence.full.environment or evidence.synthetic.environment
+    return Context(
+        device=environment.get("device", "cpu"),
+        cores=os.cpu_count() or 1,
+        default_threads=environment.get("default_threads", os.cpu_count() or 1),
+        blocks=environment.get("blocks", 0),
+        cpu_bf16=cpu_has_bf16(),
+        bottlenecks=tuple(d.bottleneck for d in diagnoses if d.severity in ACTIONABLE),
+    )
+
+
+def select_recipes(setting, context: Context) -> tuple[list[Recipe], dict[str, str]]:
+    """The recipes to trial, and why each other one was left out.
+
+    `auto` takes every applicable recipe that targets a diagnosed bottleneck; a list names them.
+    """
+    known = {recipe.name: recipe for recipe in RECIPES}
+    if setting == "auto":
+        wanted = [r for r in RECIPES if set(r.targets) & set(context.bottlenecks)]
+    else:
+        names = [setting] if isinstance(setting, str) else list(setting)
+        for name in names:
+            if name not in known:
+                close = difflib.get_close_matches(str(name), known, n=1)
+                hint = f"; did you mean '{close[0]}'?" if close else f"; known: {', '.join(known)}"
+                raise UserError(f"search.recipes: unknown recipe {name!r}{hint}")
+        wanted = [known[name] for name in names]
+    chosen, skipped = [], {}
+    for recipe in RECIPES:
+        reason = recipe.why_not(context)
+        if recipe not in wanted:
+            skipped[recipe.name] = "targets no diagnosed bottleneck" if setting == "auto" else "not listed"
+        elif reason:
+            skipped[recipe.name] = reason
+        else:
+            chosen.append(recipe)
+    return chosen, skipped
+
+
+def search_space(recipes: list[Recipe], context: Context) -> dict[str, Param]:
+    space: dict[str, Param] = {}
+    for recipe in recipes:
+        space.update(recipe.space(context))
+    return space
+
+
+def spelled_out(plan: dict, context: Context) -> dict:
+    """A plan with torch's defaults written in, so it can be compared key by key with trials."""
+    defaults = {"threads.intra_op": context.default_threads, "dataloader.prefetch_factor": 2}
+    return {**plan, **{key: value for key, value in defaults.items() if plan.get(key) is None}}
+
+
+def active_recipes(plan: dict, baseline: dict) -> tuple[Recipe, ...]:
+    return tuple(r for r in RECIPES if r.active(effective(plan), effective(baseline)))
+
+
+def effective(plan: dict) -> dict:
+    """A plan with the keys that do nothing removed (prefetch and persistence need workers)."""
+    if not plan.get("dataloader.num_workers"):
+        return {k: v for k, v in plan.items() if k not in ("dataloader.prefetch_factor", "dataloader.persistent_workers")}
+    return plan
+
+
+def combined_risk(recipes: tuple[Recipe, ...]) -> str:
+    return max((r.risk for r in recipes), key=RISK_ORDER.__getitem__, default="exact")
+
+
+def snippet_for(plan: dict, recipes: tuple[Recipe, ...]) -> str:
+    return "\n\n".join(f"# {r.name}: {r.summary}\n{r.snippet(plan)}" for r in recipes)
+
+
+def measure_with(config: AdvisorConfig) -> Callable[[dict], Measurement]:
+    def measure(plan: dict) -> Measurement:
+        return run_measurement(config.path, plan, "full", config.measure.steps, config.measure.timeout_s)
+
+    return measure
+
+
+def optimize(config: AdvisorConfig, progress: Progress = lambda line: None, warm_start: tuple[dict, ...] = ()) -> SessionResult:
+    """Diagnoses, searches, verifies. Resumes the workload's study when one exists."""
+    started = time.time()
+    study = search.find_study(config)
+    if study is not None and search.SPACE_ATTR in study.user_attrs:
+        facts = SessionFacts.from_attrs(study.user_attrs)
+        done = len(search.finished_trials(study))
+        progress(f"resuming study '{config.name}' ({done} trials done; the baseline's diagnosis is reused)")
+    else:
+        progress("diagnosing the baseline:")
+        facts = plan_session(config, collect_evidence(config, progress))
+        study = None
+        if facts.space:
+            first = (*warm_start, *textbook_params(facts))
+            study = search.create_study(
+                config, facts.space, {key: facts.baseline[key] for key in facts.space}, facts.to_attrs(), first
+            )
+    diagnoses = diagnose(facts.evidence)
+    if diagnoses:
+        progress(f"bottleneck: {diagnoses[0].bottleneck}; trying: {', '.join(facts.chosen) or 'nothing'}")
+
+    measure = measure_with(config)
+    trials: list[search.TrialResult] = []
+    if study is not None:
+        progress(f"trials ({config.search.trials}, at most {config.search.time_budget_s:.0f} s), study in {search.storage_url(config)}:")
+        search.run_trials(
+            study, facts.space, facts.baseline, measure, config.search.trials,
+            time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress,
+        )
+        trials = search.finished_trials(study)
+    return conclude(config, facts, diagnoses, trials, measure, progress, started)
+
+
+def join_study(config: AdvisorConfig, progress: Progress = lambda line: None) -> int:
+    """`advisor worker`: runs trials of an existing study until its budget is spent."""
+    study = search.find_study(config)
+    if study is None or search.SPACE_ATTR not in study.user_attrs:
+        raise UserError(
+            f"no study '{config.name}' in {search.storage_url(config)} yet; start it with advisor optimize {config.path}"
+        )
+    facts = SessionFacts.from_attrs(study.user_attrs)
+    return search.run_trials(
+        study, facts.space, facts.baseline, measure_with(config), config.search.trials,
+        time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress,
+    )
+
+
+@dataclass(frozen=True)
+class SessionFacts:
+    """What a session decides before its trials; stored in the study so workers and resumes share it."""
+
+    evidence: Evidence
+    context: Context
+    chosen: tuple[str, ...]
+    skipped: dict
+    baseline: dict
+    space: dict
+
+    def to_attrs(self) -> dict:
+        return {
+            "evidence": self.evidence.to_dict(),
+            "context": asdict(self.context),
+            "chosen": list(self.chosen),
+            "skipped": self.skipped,
+            "baseline": self.baseline,
+        }
+
+    @classmethod
+    def from_attrs(cls, attrs: dict) -> "SessionFacts":
+        context = attrs["context"]
+        return cls(
+            evidence=Evidence.from_dict(attrs["evidence"]),
+            context=Context(**{**context, "bottlenecks": tuple(context["bottlenecks"])}),
+            chosen=tuple(attrs["chosen"]),
+            skipped=attrs["skipped"],
+            baseline=attrs["baseline"],
+            space=search.space_from_json(attrs[search.SPACE_ATTR]),
+        )
+
+
+def textbook_params(facts: "SessionFacts") -> list[dict]:
+    """Each chosen recipe at its textbook setting, on top of the baseline: the first trials after it."""
+    base = {key: facts.baseline[key] for key in facts.space}
+    plans = []
+    for name in facts.chosen:
+        params = {**base, **{k: v for k, v in by_name(name).textbook(facts.context).items() if k in facts.space}}
+        if params != base and params not in plans:
+            plans.append(params)
+    return plans
+
+
+def plan_session(config: AdvisorConfig, evidence: Evidence) -> SessionFacts:
+    """From the baseline's evidence to the recipes and the search space."""
+    context = make_context(evidence, diagnose(evidence))
+    chosen, skipped = select_recipes(config.search.recipes, context)
+    return SessionFacts(
+        evidence=evidence,
+        context=context,
+        chosen=tuple(r.name for r in chosen),
+        skipped=skipped,
+        baseline=spelled_out(baseline_plan(config), context),
+        space=search_space(chosen, context),
+    )
+
+
+def conclude(config, facts, diagnoses, trials, measure, progress, started) -> SessionResult:
+    """From the trials to ranked, verified recommendations."""
+    baseline, max_memory = facts.baseline, config.constraints.max_memory_mb
+    base_trial = next((t for t in trials if t.number == 0), None)
+    base_run = base_trial.measurement if base_trial else facts.evidence.full
+    memory_fix = max_memory is not None and base_run.ok and base_run.peak_memory_mb > max_memory
+    candidates, rejected = gate_candidates(trials, base_run, baseline, config, memory_fix)
+    recommendations: list[Recommendation] = []
+    baseline_breakdown = step_breakdown([facts.evidence.full])
+    if candidates:
+        recommendations, baseline_breakdown, late_rejections = verify_candidates(
+            candidates, baseline, config, measure, memory_fix, progress
+        )
+        rejected += late_rejections
+    return SessionResult(
+        config=config, evidence=facts.evidence, diagnoses=diagnoses, context=facts.context,
+        chosen=facts.chosen, skipped=facts.skipped, baseline=baseline,
+        baseline_samples_per_s=base_run.samples_per_s, baseline_breakdown_ms=baseline_breakdown,
+        trials=trials, recommendations=recommendations, rejected=rejected,
+        started=started, finished=time.time(), memory_fix=memory_fix, baseline_peak_mb=base_run.peak_memory_mb,
+    )
+
+
+def gate_candidates(
+    trials: list[search.TrialResult],
+    base_run: Measurement,
+    baseline: dict,
+    config: AdvisorConfig,
+    memory_fix: bool,
+) -> tuple[list[search.TrialResult], list[Rejection]]:
+    """Distinct feasible plans that change something, best first; numerics failures set aside."""
+    seen, candidates, rejected = set(), [], []
+    for trial in sorted(trials, key=lambda t: t.samples_per_s, reverse=True):
+        recipes = active_recipes(trial.plan, baseline)
+        key = tuple(sorted((k, str(v)) for k, v in effective(trial.plan).items()))
+        if not recipes or key in seen:
+            continue
+        seen.add(key)
+        if not trial.feasible:
+            reason = search.infeasible_reason(trial.measurement, config.constraints.max_memory_mb)
+            rejected.append(Rejection(changes_of(trial.plan, baseline), names(recipes), reason, trial.number))
+            continue
+        numerics = compare_losses(trial.measurement.losses, base_run.losses, combined_risk(recipes), config.constraints.loss_rtol)
+        if not numerics.passed:
+            rejected.append(Rejection(changes_of(trial.plan, baseline), names(recipes), f"numerics: {numerics.note}", trial.number))
+            continue
+        if not memory_fix and trial.samples_per_s <= base_run.samples_per_s:
+            continue  # slower than the baseline in its trial: not worth verifying
+        candidates.append(trial)
+    return candidates[: config.search.verify_top], rejected
+
+
+def verify_candidates(
+    candidates: list[search.TrialResult],
+    baseline: dict,
+    config: AdvisorConfig,
+    measure: Callable[[dict], Measurement],
+    memory_fix: bool,
+    progress: Progress,
+) -> tuple[list[Recommendation], dict, list[Rejection]]:
+    plans = {f"#{t.number}": t.plan for t in candidates}
+    best = candidates[0]
+    best_recipes = active_recipes(best.plan, baseline)
+    leave_outs = {}
+    if len(best_recipes) > 1:
+        for recipe in best_recipes:
+            leave_outs[f"#{best.number} without {recipe.name}"] = {**best.plan, **{k: baseline[k] for k in recipe.keys}}
+    progress(f"verifying {len(plans)} candidate(s), interleaved with the baseline, {config.search.pairs} rounds:")
+    rounds = interleave(baseline, {**plans, **leave_outs}, measure, config.search.pairs, progress)
+
+    verdicts: dict[str, Verdict] = {}
+    for name, plan in {**plans, **leave_outs}.items():
+        runs = rounds.candidates[name]
+        recipes = active_recipes(plan, baseline)
+        numerics = worst_numerics(runs, rounds.baseline, combined_risk(recipes), config.constraints.loss_rtol)
+        verdicts[name] = judge(
+            name, rounds.ratios(name), config.search.min_speedup, numerics, memory_fix,
+            [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
+        )
+
+    recommendations, rejections = [], []
+    for trial in candidates:
+        name = f"#{trial.number}"
+        verdict = verdicts[name]
+        recipes = active_recipes(trial.plan, baseline)
+        if verdict.numerics is not None and not verdict.numerics.passed:
+            rejections.append(Rejection(changes_of(trial.plan, baseline), names(recipes), verdict.reason, trial.number))
+            continue
+        runs = rounds.candidates[name]
+        contributions = {}
+        if trial is best:
+            for recipe in recipes:
+                without = verdicts.get(f"{name} without {recipe.name}")
+                if without and without.speedup > 0:
+                    contributions[recipe.name] = {
+                        "speedup_without": without.speedup,
+                        "factor": verdict.speedup / without.speedup,
+                    }
+        recommendations.append(
+            Recommendation(
+                rank=0, recipes=names(recipes), plan=trial.plan, changes=changes_of(trial.plan, baseline),
+                speedup=verdict.speedup, interval=(verdict.low, verdict.high), verified=verdict.verified,
+                reason=verdict.reason, numerics=asdict(verdict.numerics) if verdict.numerics else {},
+                peak_memory_mb=verdict.peak_memory_mb, snippet=snippet_for(trial.plan, recipes),
+                trial=trial.number, samples_per_s=mean_rate(runs),
+                compile=compile_cost(runs, rounds.baseline) if "compile" in names(recipes) else {},
+                contributions=contributions, step_breakdown_ms=step_breakdown(runs),
+            )
+        )
+    ranked = [dataclasses.replace(r, rank=index) for index, r in enumerate(rank(recommendations), start=1)]
+    return ranked, step_breakdown(rounds.baseline), rejections
+
+
+def rank(recommendations: list[Recommendation]) -> list[Recommendation]:
+    """Verified first, fastest first; but among the fixes the measurements cannot tell apart from
+    the fastest (their interval reaches its speedup), the one with the least peak memory leads."""
+    ordered = sorted(recommendations, key=lambda r: (not r.verified, -r.speedup))
+    if not ordered:
+        return ordered
+    best = ordered[0]
+    tied = [r for r in ordered if r.verified == best.verified and r.interval[1] >= best.speedup]
+    rest = [r for r in ordered if r not in tied]
+    return sorted(tied, key=lambda r: r.peak_memory_mb) + rest
+
+
+def worst_numerics(runs, baseline_runs, risk, loss_rtol):
+    results = [
+        compare_losses(c.losses, b.losses, risk, loss_rtol) for c, b in zip(runs, baseline_runs) if c.ok and b.ok
+    ]
+    return max(results, key=lambda r: (not r.passed, r.max_rel_diff), default=None)
+
+
+def compile_cost(runs: list[Measurement], baseline_runs: list[Measurement]) -> dict:
+    """Compile time (warm-up beyond steady steps) and the steps after which it pays off."""
+    good = [r for r in runs if r.ok and r.warmup_ms]
+    base = [r for r in baseline_runs if r.ok]
+    if not good or not base:
+        return {}
+    step_ms = sum(r.step_ms_mean for r in good) / len(good)
+    base_ms = sum(r.step_ms_mean for r in base) / len(base)
+    compile_s = sum(max(0.0, (sum(r.warmup_ms) - len(r.warmup_ms) * step_ms) / 1000) for r in good) / len(good)
+    return {"compile_s": compile_s, "break_even_steps": break_even_steps(compile_s, base_ms / 1000, step_ms / 1000)}
+
+
+def mean_rate(runs: list[Measurement]) -> float:
+    good = [r.samples_per_s for r in runs if r.ok]
+    return sum(good) / len(good) if good else 0.0
+
+
+def changes_of(plan: dict, baseline: dict) -> dict:
+    return {k: v for k, v in effective(plan).items() if v != baseline.get(k)}
+
+
+def names(recipes: tuple[Recipe, ...]) -> tuple[str, ...]:
+    return tuple(r.name for r in recipes)
+
+
+def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
+    """The `recommendations.json` contract (also the MLflow artifact)."""
+    config = result.config
+    return {
+        "workload": config.name,
+        "config": str(config.path),
+        "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(result.started)),
+        "duration_s": result.finished - result.started,
+        "fingerprint": print_fingerprint["digest"],
+        "fingerprint_components": print_fingerprint["components"],
+        "unit": "samples/s",
+        "baseline": {
+            "plan": result.baseline,
+            "samples_per_s": result.baseline_samples_per_s,
+            "peak_memory_mb": result.baseline_peak_mb,
+            "measurement": result.evidence.full.to_dict(),
+            "ideal_samples_per_s": result.evidence.derived.get("ideal_samples_per_s"),
+            "step_breakdown_ms": result.baseline_breakdown_ms,
+        },
+        "diagnoses": [d.to_dict() for d in result.diagnoses],
+        "recipes_tried": list(result.chosen),
+        "recipes_skipped": result.skipped,
+        "min_speedup": config.search.min_speedup,
+        "memory_fix": result.memory_fix,
+        "max_memory_mb": config.constraints.max_memory_mb,
+        "recommendations": [r.to_dict() for r in result.recommendations],
+        "rejected": [asdict(r) for r in result.rejected],
+        "trials": [
+            {"number": t.number, "plan": t.plan, "feasible": t.feasible, "measurement": t.measurement.to_dict()}
+            for t in result.trials
+        ],
+    }

@@ -1,0 +1,170 @@
+"""Verification: interleaved re-measurement against the baseline, paired ratios, a bootstrap interval.
+
+Timings on a shared machine drift by tens of percent within minutes, so a candidate is never
+compared with a baseline measured at another time. Each round measures the baseline and every
+candidate back to back (order rotated between rounds); the ratio is taken within the round, so
+drift common to the round cancels. A fix is verified only when the lower end of the 95%
+interval of its speedup clears `min_speedup` (or, for a memory fix, when every run stays
+under the budget) and its numerics match the baseline's.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Optional, Sequence
+
+from advisor.measure import Measurement
+
+EXACT_RTOL = 1e-3  # an "exact" recipe reorders float sums at most (threads, workers)
+BOOTSTRAP_RESAMPLES = 4000
+
+
+@dataclass(frozen=True)
+class NumericsResult:
+    passed: bool
+    risk: str
+    max_rel_diff: float
+    rtol: float
+    steps: int
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A candidate's verification: its paired speedups and what they support."""
+
+    name: str
+    ratios: tuple[float, ...]
+    speedup: float  # geometric mean of the paired ratios
+    low: float
+    high: float
+    verified: bool
+    reason: str
+    numerics: Optional[NumericsResult] = None
+    peak_memory_mb: float = 0.0
+    step_breakdown_ms: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def compare_losses(candidate: Sequence[float], baseline: Sequence[float], risk: str, loss_rtol: float) -> NumericsResult:
+    """Compares seeded loss trajectories step by step (same seeds, same batches, same order)."""
+    if risk == "changes semantics":
+        return NumericsResult(True, risk, 0.0, 0.0, 0, "changes what is computed: not compared, flagged")
+    steps = min(len(candidate), len(baseline))
+    rtol = EXACT_RTOL if risk == "exact" else loss_rtol
+    if steps == 0:
+        return NumericsResult(False, risk, math.inf, rtol, 0, "no losses to compare")
+    diffs = [abs(c - b) / max(abs(b), 1e-12) for c, b in zip(candidate[:steps], baseline[:steps])]
+    worst = max(diffs) if all(math.isfinite(d) for d in diffs) else math.inf
+    note = "" if worst <= rtol else f"loss differs by {worst:.2%} at worst, over the {rtol:.2%} tolerance"
+    return NumericsResult(worst <= rtol, risk, worst, rtol, steps, note)
+
+
+def bootstrap_interval(ratios: Sequence[float], confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
+    """Geometric-mean speedup and its bootstrap interval, from paired ratios.
+
+    Resamples the log-ratios; the resampled deviations are widened by sqrt(n / (n - 1)), the
+    small-sample correction, since a plain percentile bootstrap over five pairs is too narrow.
+    """
+    logs = [math.log(r) for r in ratios]
+    n = len(logs)
+    center = statistics.fmean(logs)
+    if n < 2:
+        return math.exp(center), 0.0, math.inf
+    widen = math.sqrt(n / (n - 1))
+    rng = random.Random(seed)
+    means = sorted(
+        center + widen * (statistics.fmean(rng.choices(logs, k=n)) - center) for _ in range(BOOTSTRAP_RESAMPLES)
+    )
+    tail = (1 - confidence) / 2
+    low = means[int(tail * (BOOTSTRAP_RESAMPLES - 1))]
+    high = means[int((1 - tail) * (BOOTSTRAP_RESAMPLES - 1))]
+    return math.exp(center), math.exp(low), math.exp(high)
+
+
+def judge(
+    name: str,
+    ratios: Sequence[float],
+    min_speedup: float,
+    numerics: Optional[NumericsResult] = None,
+    memory_fix: bool = False,
+    peaks_mb: Sequence[float] = (),
+    max_memory_mb: Optional[float] = None,
+) -> Verdict:
+    """The verdict on one candidate from its paired ratios; a pure function."""
+    speedup, low, high = bootstrap_interval(ratios) if ratios else (0.0, 0.0, 0.0)
+    peak = max(peaks_mb, default=0.0)
+    if not ratios:
+        verified, reason = False, "no successful pair of runs"
+    elif numerics is not None and not numerics.passed:
+        verified, reason = False, f"numerics: {numerics.note}"
+    elif memory_fix:
+        under = max_memory_mb is not None and peak <= max_memory_mb
+        verified = under
+        reason = (
+            f"every run stayed under the {max_memory_mb:,.0f} MB budget (peak {peak:,.0f} MB)"
+            if under
+            else f"peak {peak:,.0f} MB is over the {max_memory_mb or 0:,.0f} MB budget"
+        )
+    elif low >= min_speedup:
+        verified, reason = True, f"95% interval {low:.2f}x-{high:.2f}x clears {min_speedup:.2f}x"
+    else:
+        verified, reason = False, f"95% interval {low:.2f}x-{high:.2f}x does not clear {min_speedup:.2f}x"
+    return Verdict(name, tuple(ratios), speedup, low, high, verified, reason, numerics, peak)
+
+
+@dataclass(frozen=True)
+class Rounds:
+    """The runs of an interleaved verification: per round, the baseline and each candidate."""
+
+    baseline: list[Measurement]
+    candidates: dict[str, list[Measurement]]
+
+    def ratios(self, name: str) -> list[float]:
+        return [
+            c.samples_per_s / b.samples_per_s
+            for b, c in zip(self.baseline, self.candidates[name])
+            if b.ok and c.ok and b.samples_per_s > 0
+        ]
+
+
+def interleave(
+    baseline_plan: dict,
+    candidates: dict[str, dict],
+    measure: Callable[[dict], Measurement],
+    pairs: int,
+    progress: Callable[[str], None] = lambda line: None,
+) -> Rounds:
+    """Runs `pairs` rounds; in each, the baseline and every candidate, order rotated per round."""
+    names = ["baseline", *candidates]
+    plans = {"baseline": baseline_plan, **candidates}
+    runs: dict[str, list[Measurement]] = {name: [] for name in names}
+    for round_index in range(pairs):
+        shift = round_index % len(names)
+        order = names[shift:] + names[:shift]
+        for name in order:
+            runs[name].append(measure(plans[name]))
+        progress(f"  round {round_index + 1}/{pairs}: " + ", ".join(_round_summary(runs, name) for name in names))
+    return Rounds(runs.pop("baseline"), runs)
+
+
+def _round_summary(runs: dict[str, list[Measurement]], name: str) -> str:
+    run = runs[name][-1]
+    value = f"{run.samples_per_s:,.0f}/s" if run.ok else "failed"
+    return f"{name} {value}"
+
+
+def step_breakdown(runs: Sequence[Measurement]) -> dict:
+    """Mean step time split into data wait, host-to-device copy and compute, over successful runs."""
+    good = [r for r in runs if r.ok]
+    if not good:
+        return {}
+    step = statistics.fmean(r.step_ms_mean for r in good)
+    wait = statistics.fmean(r.data_wait_share * r.step_ms_mean for r in good)
+    copy = statistics.fmean(r.transfer_share * r.step_ms_mean for r in good)
+    return {"data wait": wait, "transfer": copy, "compute": max(0.0, step - wait - copy)}

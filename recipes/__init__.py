@@ -1,0 +1,23 @@
+"""The fixes advisor knows, listed statically: one module per recipe, read top to bottom."""
+
+from __future__ import annotations
+
+from recipes import amp, checkpointing, compile, dataloader, threads
+from recipes.base import Choice, Context, IntRange, Param, Recipe
+
+RECIPES: tuple[Recipe, ...] = (
+    dataloader.RECIPE,
+    threads.RECIPE,
+    amp.RECIPE,
+    checkpointing.RECIPE,
+    compile.RECIPE,
+)
+
+__all__ = ["RECIPES", "Choice", "Context", "IntRange", "Param", "Recipe", "by_name"]
+
+
+def by_name(name: str) -> Recipe:
+    for recipe in RECIPES:
+        if recipe.name == name:
+            return recipe
+    raise KeyError(name)

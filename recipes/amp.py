@@ -1,0 +1,68 @@
+"""Automatic mixed precision: bfloat16 autocast on the CPU or CUDA, float16 with a GradScaler on CUDA.
+
+Lower precision halves the bytes of activations and, on hardware with native support
+(AVX512-BF16 or AMX on the CPU, tensor cores on the GPU), runs matrix multiplies faster.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Optional
+
+import torch
+
+from recipes.base import Choice, Context, Recipe
+
+
+def why_not(context: Context) -> Optional[str]:
+    if context.device == "cpu" and not context.cpu_bf16:
+        return "this CPU has no native bfloat16 (avx512_bf16 or amx_bf16), so autocast would be emulated; float16 needs CUDA"
+    return None
+
+
+def space(context: Context) -> dict:
+    options = (None, "bfloat16", "float16") if context.device == "cuda" else (None, "bfloat16")
+    return {"amp.dtype": Choice(options)}
+
+
+def snippet(plan: dict) -> str:
+    dtype = plan["amp.dtype"]
+    if dtype == "float16":
+        return (
+            "scaler = torch.amp.GradScaler('cuda')\n"
+            "with torch.autocast('cuda', dtype=torch.float16):\n"
+            "    loss = loss_fn(model(x), y)\n"
+            "scaler.scale(loss).backward(); scaler.step(optimizer); scaler.update()"
+        )
+    return (
+        "with torch.autocast(device.type, dtype=torch.bfloat16):\n"
+        "    loss = loss_fn(model(x), y)\n"
+        "loss.backward(); optimizer.step()"
+    )
+
+
+def autocast(device_type: str, dtype: Optional[str]) -> Any:
+    """The autocast context for a plan's `amp.dtype` (a no-op context for None)."""
+    if not dtype:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type, dtype=getattr(torch, dtype))
+
+
+def grad_scaler(device_type: str, dtype: Optional[str]) -> Optional[Any]:
+    """float16 gradients underflow without loss scaling; bfloat16 keeps float32's range."""
+    if dtype != "float16":
+        return None
+    return torch.amp.GradScaler(device_type)
+
+
+RECIPE = Recipe(
+    name="amp",
+    summary="mixed precision: bfloat16 autocast (float16 with a GradScaler on CUDA)",
+    targets=("compute", "memory"),
+    risk="tolerance",
+    keys=("amp.dtype",),
+    why_not=why_not,
+    space=space,
+    snippet=snippet,
+    textbook=lambda context: {"amp.dtype": "bfloat16"},
+)

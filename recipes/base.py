@@ -1,0 +1,67 @@
+"""What every recipe declares: when it applies, its search space, its risk, its snippet.
+
+A recipe is a thin declaration (`Recipe`) beside the pure functions that apply it, in its own
+module. Search-space keys are plan keys, so a trial's parameters are a plan's changes as they
+are, and the same names show up in Optuna and in MLflow.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Optional, Union
+
+RISKS = ("exact", "tolerance", "changes semantics")
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the parent knows about the job when it picks recipes (from the baseline's runs)."""
+
+    device: str  # "cpu" or "cuda"
+    cores: int
+    default_threads: int  # torch's intra-op threads when the user sets none
+    blocks: int  # blocks checkpointing can wrap (0: none found)
+    cpu_bf16: bool  # the CPU has native bfloat16 arithmetic
+    bottlenecks: tuple[str, ...] = ()  # diagnosed, most severe first
+
+
+@dataclass(frozen=True)
+class IntRange:
+    low: int
+    high: int
+    log: bool = False
+
+
+@dataclass(frozen=True)
+class Choice:
+    options: tuple
+
+
+Param = Union[IntRange, Choice]
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """One fix: its metadata and its behaviour, as plain functions of a `Context` or a plan."""
+
+    name: str
+    summary: str
+    targets: tuple[str, ...]  # the bottlenecks it fixes
+    risk: str  # one of RISKS
+    keys: tuple[str, ...]  # the plan keys it owns
+    why_not: Callable[[Context], Optional[str]]  # None when it applies, else the reason it doesn't
+    space: Callable[[Context], dict[str, Param]]
+    snippet: Callable[[dict], str]
+    textbook: Callable[[Context], dict]  # the setting a blog post would pick: tried first
+
+    def active(self, plan: dict, baseline: dict) -> bool:
+        """Whether `plan` changes any of this recipe's keys from the baseline."""
+        return any(plan.get(key) != baseline.get(key) for key in self.keys)
+
+
+def always(context: Context) -> Optional[str]:
+    return None
+
+
+def format_value(value: Any) -> str:
+    return repr(value) if isinstance(value, str) else str(value)

@@ -1,0 +1,54 @@
+"""Operator fusion with torch.compile.
+
+Fuses the many short operators of a step into fewer kernels, removing per-operator dispatch
+cost. The first steps pay the compile time; the report gives it and the step count after
+which it pays off.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from recipes.base import Choice, Context, Recipe
+
+
+def why_not(context: Context) -> Optional[str]:
+    return None
+
+
+def space(context: Context) -> dict:
+    if context.device == "cuda":
+        return {"compile.mode": Choice((None, "default", "reduce-overhead", "max-autotune"))}
+    # On the CPU, reduce-overhead (CUDA graphs) adds nothing and max-autotune compiles for minutes.
+    return {"compile.mode": Choice((None, "default"))}
+
+
+def snippet(plan: dict) -> str:
+    return f"model = torch.compile(model, mode={plan['compile.mode']!r})  # first steps compile; later ones run fused"
+
+
+def compile_model(model: Any, mode: Optional[str]) -> Any:
+    if not mode:
+        return model
+    return torch.compile(model, mode=mode)
+
+
+def break_even_steps(compile_s: float, eager_step_s: float, compiled_step_s: float) -> Optional[float]:
+    """Steps after which the compile time is paid back; None when the compiled step is no faster."""
+    saved = eager_step_s - compiled_step_s
+    return compile_s / saved if saved > 0 else None
+
+
+RECIPE = Recipe(
+    name="compile",
+    summary="fuse operators with torch.compile",
+    targets=("overhead", "compute"),
+    risk="tolerance",
+    keys=("compile.mode",),
+    why_not=why_not,
+    space=space,
+    snippet=snippet,
+    textbook=lambda context: {"compile.mode": "default"},
+)

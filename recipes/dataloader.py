@@ -1,0 +1,67 @@
+"""DataLoader tuning: worker processes, prefetch depth, persistent workers, pinned memory.
+
+Workers load and prepare batches in parallel with the training step. For fetch stalls the
+space reaches past the core count: a worker waiting on storage costs no CPU.
+"""
+
+from __future__ import annotations
+
+from recipes.base import Choice, Context, IntRange, Recipe, always
+
+FETCH_WORKERS_PER_CORE = 4  # workers blocked on I/O are cheap; let the search find how many
+MIN_FETCH_WORKERS = 8
+
+
+def max_workers(context: Context) -> int:
+    if "input-fetch" in context.bottlenecks:
+        return max(MIN_FETCH_WORKERS, FETCH_WORKERS_PER_CORE * context.cores)
+    return max(2, context.cores)
+
+
+def space(context: Context) -> dict:
+    params = {
+        "dataloader.num_workers": IntRange(0, max_workers(context)),
+        "dataloader.prefetch_factor": Choice((2, 4, 8)),
+        "dataloader.persistent_workers": Choice((False, True)),
+    }
+    if context.device == "cuda":  # pinned host memory only speeds copies to a GPU
+        params["dataloader.pin_memory"] = Choice((False, True))
+    return params
+
+
+def snippet(plan: dict) -> str:
+    workers = plan["dataloader.num_workers"]
+    options = [f"num_workers={workers}"]
+    if workers > 0:
+        options += [
+            f"prefetch_factor={plan.get('dataloader.prefetch_factor') or 2}",
+            f"persistent_workers={bool(plan.get('dataloader.persistent_workers'))}",
+        ]
+    if plan.get("dataloader.pin_memory"):
+        options.append("pin_memory=True  # and .to(device, non_blocking=True)")
+    return "loader = DataLoader(dataset, batch_size=..., shuffle=True,\n                    " + ",\n                    ".join(options) + ")"
+
+
+def textbook(context: Context) -> dict:
+    plan = {"dataloader.num_workers": context.cores, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": True}
+    if context.device == "cuda":
+        plan["dataloader.pin_memory"] = True
+    return plan
+
+
+RECIPE = Recipe(
+    name="dataloader",
+    summary="load batches in parallel worker processes, ahead of the step",
+    targets=("input-fetch", "input-prep", "transfer"),
+    risk="exact",
+    keys=(
+        "dataloader.num_workers",
+        "dataloader.prefetch_factor",
+        "dataloader.persistent_workers",
+        "dataloader.pin_memory",
+    ),
+    why_not=always,
+    space=space,
+    snippet=snippet,
+    textbook=textbook,
+)
