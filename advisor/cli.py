@@ -19,7 +19,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"advisor: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("advisor: interrupted", file=sys.stderr)
+        print("advisor: interrupted; finished trials are kept: run the same command again to resume", file=sys.stderr)
         return 130
 
 
@@ -144,9 +144,10 @@ def run_ui(args: argparse.Namespace) -> int:
     from advisor.tracking import tracking_uri
 
     config = load_config(args.config)
-    command = ["mlflow", "ui", "--backend-store-uri", tracking_uri(config), "--host", "127.0.0.1", "--port", str(args.port)]
+    command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", tracking_uri(config),
+               "--host", "127.0.0.1", "--port", str(args.port)]
     print(f"MLflow UI on http://127.0.0.1:{args.port} over {tracking_uri(config)}", file=sys.stderr)
-    os.execvp(command[0], command)
+    os.execv(command[0], command)
     return 0
 
 

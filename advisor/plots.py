@@ -9,7 +9,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
-def label(rec: dict, width: int = 38) -> str:
+def row_label(rec: dict, width: int = 38) -> str:
     changes = ", ".join(f"{key.split('.')[-1]}={value}" for key, value in rec["changes"].items())
     text = f"#{rec['rank']} {changes}"
     return text if len(text) <= width else text[: width - 1] + "…"
@@ -20,7 +20,7 @@ PARTS = (("data wait", "#e07b39"), ("transfer", "#9b59b6"), ("compute", "#3c78b4
 
 def plot_breakdown(payload: dict, baseline_ms: dict, path: Path) -> Path:
     rows = [("baseline", baseline_ms)] + [
-        (label(r), r["step_breakdown_ms"]) for r in payload["recommendations"]
+        (row_label(r), r["step_breakdown_ms"]) for r in payload["recommendations"]
     ]
     rows = [(label, parts) for label, parts in rows if parts]
     fig, ax = plt.subplots(figsize=(8, 0.6 * len(rows) + 1.5))
@@ -46,7 +46,7 @@ def plot_speedups(payload: dict, path: Path) -> Path:
         ax.errorbar(rec["speedup"], index, xerr=[[rec["speedup"] - low], [high - rec["speedup"]]], fmt="o", color=color, capsize=4)
     ax.axvline(payload["min_speedup"], linestyle="--", color="#c0392b", label=f"min_speedup {payload['min_speedup']:.2f}x")
     ax.axvline(1.0, color="#555555", linewidth=0.8)
-    ax.set_yticks(range(len(recs)), [label(r) for r in reversed(recs)])
+    ax.set_yticks(range(len(recs)), [row_label(r) for r in reversed(recs)])
     ax.set_xlabel("speedup over the baseline (95% interval, paired interleaved runs)")
     ax.set_title("Verified speedups (green) and the rest (grey)")
     ax.legend(loc="lower right")

@@ -99,7 +99,9 @@ def render_recommendations(payload: dict) -> str:
             )
             lines.append(f"     {', '.join(f'{k}={v}' for k, v in rec['changes'].items())}")
             for recipe, share in rec.get("contributions", {}).items():
-                lines.append(f"     without {recipe}: {share['speedup_without']:.2f}x ({recipe} adds {share['factor']:.2f}x)")
+                low, high = share["interval"]
+                verdict = "" if share["shown"] else ": not shown to help; the plan may drop it"
+                lines.append(f"     {recipe} adds {share['factor']:.2f}x ({low:.2f}-{high:.2f}x){verdict}")
             if rec.get("compile"):
                 cost = rec["compile"]
                 even = cost.get("break_even_steps")

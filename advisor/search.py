@@ -10,6 +10,8 @@ to avoid them. An interrupted trial is enqueued again on the next run; finished 
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +34,7 @@ CONSTRAINT = "infeasible"  # Optuna constraint: > 0 means infeasible, and TPE le
 INTERRUPTED_ATTR = "interrupted"
 REQUEUED_ATTR = "requeued_trials"
 SPACE_ATTR = "space"
+WORKER_ATTR = "worker"  # host:pid of the process that ran the trial
 
 Progress = Callable[[str], None]
 Measure = Callable[[dict], Measurement]
@@ -66,9 +69,11 @@ def find_study(config: AdvisorConfig) -> Optional[optuna.Study]:
     """The workload's study if it exists (interrupted trials enqueued again), else None."""
     storage = open_storage(storage_url(config))
     try:
-        study = optuna.load_study(study_name=config.name, storage=storage, sampler=make_sampler(config))
+        study = optuna.load_study(study_name=config.name, storage=storage)
     except KeyError:
         return None
+    if SPACE_ATTR in study.user_attrs:
+        study.sampler = make_sampler(config, space_from_json(study.user_attrs[SPACE_ATTR]))
     requeue_interrupted(study)
     return study
 
@@ -85,7 +90,7 @@ def create_study(
     storage = open_storage(storage_url(config))
     try:
         study = optuna.create_study(
-            study_name=config.name, storage=storage, sampler=make_sampler(config), direction="maximize"
+            study_name=config.name, storage=storage, sampler=make_sampler(config, space), direction="maximize"
         )
     except optuna.exceptions.DuplicatedStudyError:
         return find_study(config)
@@ -110,9 +115,24 @@ def space_from_json(data: dict) -> dict[str, Param]:
     }
 
 
-def make_sampler(config: AdvisorConfig) -> optuna.samplers.BaseSampler:
+def make_sampler(config: AdvisorConfig, space: Optional[dict[str, Param]] = None) -> optuna.samplers.BaseSampler:
+    """Every plan in turn when the space fits the budget; TPE, which learns, when it does not."""
+    if space is not None and space_size(space) <= config.search.trials:
+        return optuna.samplers.BruteForceSampler(seed=config.measure.seed)
     startup = min(10, max(3, config.search.trials // 3))
     return optuna.samplers.TPESampler(seed=config.measure.seed, n_startup_trials=startup)
+
+
+def space_size(space: dict[str, Param]) -> int:
+    size = 1
+    for param in space.values():
+        size *= (param.high - param.low + 1) if isinstance(param, IntRange) else len(param.options)
+    return size
+
+
+def trial_budget(config: AdvisorConfig, space: dict[str, Param]) -> int:
+    """No more trials than there are distinct plans."""
+    return min(config.search.trials, space_size(space))
 
 
 def is_feasible_trial(trial: FrozenTrial) -> bool:
@@ -169,6 +189,7 @@ def run_trials(
         trial = study.ask()
         plan = {**baseline, **suggest(trial, space)}
         trial.set_user_attr(PLAN_ATTR, plan)
+        trial.set_user_attr(WORKER_ATTR, f"{socket.gethostname()}:{os.getpid()}")
         try:
             run = measure(plan)
         except KeyboardInterrupt:

@@ -22,13 +22,14 @@ from advisor.evidence import Evidence, collect_evidence
 from advisor.harness import run_measurement
 from advisor.measure import Measurement
 from advisor.plan import baseline_plan
-from advisor.verify import Verdict, compare_losses, interleave, judge, step_breakdown
+from advisor.verify import bootstrap_interval, compare_losses, interleave, judge, step_breakdown
 from recipes import RECIPES, Context, Param, Recipe, by_name
 from recipes.compile import break_even_steps
 
 Progress = Callable[[str], None]
 RISK_ORDER = {"exact": 0, "tolerance": 1, "changes semantics": 2}
 ACTIONABLE = ("high", "moderate")
+MEMORY_TIE_SAVING = 0.10  # a lean fix leads an indistinguishable faster one when it saves this share
 
 
 @dataclass(frozen=True)
@@ -195,9 +196,10 @@ def optimize(config: AdvisorConfig, progress: Progress = lambda line: None, warm
     measure = measure_with(config)
     trials: list[search.TrialResult] = []
     if study is not None:
-        progress(f"trials ({config.search.trials}, at most {config.search.time_budget_s:.0f} s), study in {search.storage_url(config)}:")
+        budget = search.trial_budget(config, facts.space)
+        progress(f"trials ({budget}, at most {config.search.time_budget_s:.0f} s), study in {search.storage_url(config)}:")
         search.run_trials(
-            study, facts.space, facts.baseline, measure, config.search.trials,
+            study, facts.space, facts.baseline, measure, budget,
             time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress,
         )
         trials = search.finished_trials(study)
@@ -213,7 +215,7 @@ def join_study(config: AdvisorConfig, progress: Progress = lambda line: None) ->
         )
     facts = SessionFacts.from_attrs(study.user_attrs)
     return search.run_trials(
-        study, facts.space, facts.baseline, measure_with(config), config.search.trials,
+        study, facts.space, facts.baseline, measure_with(config), search.trial_budget(config, facts.space),
         time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress,
     )
 
@@ -336,69 +338,71 @@ def verify_candidates(
     memory_fix: bool,
     progress: Progress,
 ) -> tuple[list[Recommendation], dict, list[Rejection]]:
-    plans = {f"#{t.number}": t.plan for t in candidates}
-    best = candidates[0]
-    best_recipes = active_recipes(best.plan, baseline)
-    leave_outs = {}
-    if len(best_recipes) > 1:
-        for recipe in best_recipes:
-            leave_outs[f"#{best.number} without {recipe.name}"] = {**best.plan, **{k: baseline[k] for k in recipe.keys}}
+    """Re-measures the candidates interleaved with the baseline; then, when the winner combines
+    recipes, measures it again beside itself without each one, to give each recipe's share."""
+    plans = {f"#{t.number}": t for t in candidates}
     progress(f"verifying {len(plans)} candidate(s), interleaved with the baseline, {config.search.pairs} rounds:")
-    rounds = interleave(baseline, {**plans, **leave_outs}, measure, config.search.pairs, progress)
+    rounds = interleave(baseline, {name: t.plan for name, t in plans.items()}, measure, config.search.pairs, progress)
 
-    verdicts: dict[str, Verdict] = {}
-    for name, plan in {**plans, **leave_outs}.items():
+    recommendations, rejections = [], []
+    for name, trial in plans.items():
         runs = rounds.candidates[name]
-        recipes = active_recipes(plan, baseline)
+        recipes = active_recipes(trial.plan, baseline)
         numerics = worst_numerics(runs, rounds.baseline, combined_risk(recipes), config.constraints.loss_rtol)
-        verdicts[name] = judge(
+        verdict = judge(
             name, rounds.ratios(name), config.search.min_speedup, numerics, memory_fix,
             [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
         )
-
-    recommendations, rejections = [], []
-    for trial in candidates:
-        name = f"#{trial.number}"
-        verdict = verdicts[name]
-        recipes = active_recipes(trial.plan, baseline)
-        if verdict.numerics is not None and not verdict.numerics.passed:
+        if numerics is not None and not numerics.passed:
             rejections.append(Rejection(changes_of(trial.plan, baseline), names(recipes), verdict.reason, trial.number))
             continue
-        runs = rounds.candidates[name]
-        contributions = {}
-        if trial is best:
-            for recipe in recipes:
-                without = verdicts.get(f"{name} without {recipe.name}")
-                if without and without.speedup > 0:
-                    contributions[recipe.name] = {
-                        "speedup_without": without.speedup,
-                        "factor": verdict.speedup / without.speedup,
-                    }
         recommendations.append(
             Recommendation(
                 rank=0, recipes=names(recipes), plan=trial.plan, changes=changes_of(trial.plan, baseline),
                 speedup=verdict.speedup, interval=(verdict.low, verdict.high), verified=verdict.verified,
-                reason=verdict.reason, numerics=asdict(verdict.numerics) if verdict.numerics else {},
+                reason=verdict.reason, numerics=asdict(numerics) if numerics else {},
                 peak_memory_mb=verdict.peak_memory_mb, snippet=snippet_for(trial.plan, recipes),
                 trial=trial.number, samples_per_s=mean_rate(runs),
                 compile=compile_cost(runs, rounds.baseline) if "compile" in names(recipes) else {},
-                contributions=contributions, step_breakdown_ms=step_breakdown(runs),
+                step_breakdown_ms=step_breakdown(runs),
             )
         )
     ranked = [dataclasses.replace(r, rank=index) for index, r in enumerate(rank(recommendations), start=1)]
+    if ranked and len(ranked[0].recipes) > 1:
+        ranked[0] = dataclasses.replace(
+            ranked[0], contributions=leave_one_out(ranked[0], baseline, measure, config.search.pairs, progress)
+        )
     return ranked, step_breakdown(rounds.baseline), rejections
 
 
+def leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, progress: Progress) -> dict:
+    """Each recipe's factor: the plan against itself without that recipe, paired round by round."""
+    without = {
+        recipe: {**top.plan, **{key: baseline[key] for key in by_name(recipe).keys}} for recipe in top.recipes
+    }
+    progress(f"measuring each recipe's share of #1 by leaving it out, {pairs} rounds:")
+    rounds = interleave(top.plan, {f"without {recipe}": plan for recipe, plan in without.items()}, measure, pairs, progress)
+    shares = {}
+    for recipe in top.recipes:
+        factors = [1 / ratio for ratio in rounds.ratios(f"without {recipe}") if ratio > 0]
+        if factors:
+            factor, low, high = bootstrap_interval(factors)
+            shares[recipe] = {"factor": factor, "interval": (low, high), "shown": low > 1.0}
+    return shares
+
+
 def rank(recommendations: list[Recommendation]) -> list[Recommendation]:
-    """Verified first, fastest first; but among the fixes the measurements cannot tell apart from
-    the fastest (their interval reaches its speedup), the one with the least peak memory leads."""
+    """Verified first, fastest first; but when a fix the measurements cannot tell apart from the
+    fastest (its interval reaches the fastest's speedup) needs much less memory, it leads."""
     ordered = sorted(recommendations, key=lambda r: (not r.verified, -r.speedup))
     if not ordered:
         return ordered
     best = ordered[0]
     tied = [r for r in ordered if r.verified == best.verified and r.interval[1] >= best.speedup]
-    rest = [r for r in ordered if r not in tied]
-    return sorted(tied, key=lambda r: r.peak_memory_mb) + rest
+    leanest = min(tied, key=lambda r: r.peak_memory_mb)
+    if leanest.peak_memory_mb < (1 - MEMORY_TIE_SAVING) * best.peak_memory_mb:
+        return [leanest] + [r for r in ordered if r is not leanest]
+    return ordered
 
 
 def worst_numerics(runs, baseline_runs, risk, loss_rtol):

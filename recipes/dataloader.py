@@ -37,9 +37,11 @@ def snippet(plan: dict) -> str:
             f"prefetch_factor={plan.get('dataloader.prefetch_factor') or 2}",
             f"persistent_workers={bool(plan.get('dataloader.persistent_workers'))}",
         ]
-    if plan.get("dataloader.pin_memory"):
-        options.append("pin_memory=True  # and .to(device, non_blocking=True)")
-    return "loader = DataLoader(dataset, batch_size=..., shuffle=True,\n                    " + ",\n                    ".join(options) + ")"
+    pinned = plan.get("dataloader.pin_memory")
+    if pinned:
+        options.append("pin_memory=True")
+    code = "loader = DataLoader(dataset, batch_size=..., shuffle=True,\n                    " + ",\n                    ".join(options) + ")"
+    return code + ("\n# with pinned memory, copy asynchronously: x = x.to(device, non_blocking=True)" if pinned else "")
 
 
 def textbook(context: Context) -> dict:

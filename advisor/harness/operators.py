@@ -6,6 +6,14 @@ from typing import Any
 
 SUBSTANTIAL_OP_US = 50.0  # an operator this long does real work; shorter ones are mostly dispatch cost
 TOP_OPERATORS = 8
+STEP_LABEL = "advisor::train_step"  # marks each training step inside the profile
+
+
+def _within(event: Any, windows: list[tuple[float, float]]) -> bool:
+    """Whether an event starts inside a step (backward ops run on another thread, so a
+    time window, not the parent chain, decides)."""
+    start = event.time_range.start
+    return any(low <= start <= high for low, high in windows)
 
 
 def summarize_profile(events: Any, steps: int, compute_s: float, on_cuda: bool) -> dict:
@@ -15,13 +23,20 @@ def summarize_profile(events: Any, steps: int, compute_s: float, on_cuda: bool) 
     share of compute time spent inside substantial operators (each >= SUBSTANTIAL_OP_US).
     The rest of the step (Python, dispatch, many tiny kernels) is what operator fusion removes.
     """
+    windows = [(e.time_range.start, e.time_range.end) for e in events if e.name == STEP_LABEL]
+    events = [e for e in events if _within(e, windows)]  # the step's own ops, not the loader's
     outer = [event for event in events if event.name.startswith("aten::") and not _inside_aten(event)]
     durations = [_duration_us(event, on_cuda) for event in outer]
     substantial_us = sum(d for d in durations if d >= SUBSTANTIAL_OP_US)
     compute_us = max(compute_s * 1e6, 1e-9)
-    averages = [a for a in events.key_averages() if a.key.startswith("aten::")]
-    total_self = sum(_self_us(a, on_cuda) for a in averages) or 1.0
-    ranked = sorted(averages, key=lambda a: _self_us(a, on_cuda), reverse=True)[:TOP_OPERATORS]
+    totals: dict[str, list[float]] = {}  # name -> [calls, self time us]
+    for event in events:
+        if event.name.startswith("aten::"):
+            entry = totals.setdefault(event.name, [0, 0.0])
+            entry[0] += 1
+            entry[1] += _self_us(event, on_cuda)
+    total_self = sum(self_us for _, self_us in totals.values()) or 1.0
+    ranked = sorted(totals.items(), key=lambda item: item[1][1], reverse=True)[:TOP_OPERATORS]
     return {
         "steps": steps,
         "compute_ms_per_step": 1000 * compute_s / steps,
@@ -30,12 +45,12 @@ def summarize_profile(events: Any, steps: int, compute_s: float, on_cuda: bool) 
         "substantial_op_share": min(1.0, substantial_us / compute_us),
         "top": [
             {
-                "name": a.key,
-                "calls_per_step": a.count / steps,
-                "self_ms_per_step": _self_us(a, on_cuda) / 1000 / steps,
-                "share": _self_us(a, on_cuda) / total_self,
+                "name": name,
+                "calls_per_step": calls / steps,
+                "self_ms_per_step": self_us / 1000 / steps,
+                "share": self_us / total_self,
             }
-            for a in ranked
+            for name, (calls, self_us) in ranked
         ],
         "time_basis": "device" if on_cuda else "cpu",
     }
@@ -56,7 +71,7 @@ def _duration_us(event: Any, on_cuda: bool) -> float:
     return float(event.cpu_time_total)
 
 
-def _self_us(average: Any, on_cuda: bool) -> float:
+def _self_us(event: Any, on_cuda: bool) -> float:
     if on_cuda:
-        return float(getattr(average, "self_device_time_total", 0.0))
-    return float(average.self_cpu_time_total)
+        return float(getattr(event, "self_device_time_total", 0.0))
+    return float(event.self_cpu_time_total)

@@ -46,10 +46,12 @@ def run_measurement(
                 start_new_session=True,  # its own process group: a kill takes its workers too
                 env={**os.environ, "PYTHONUNBUFFERED": "1"},
             )
-            with ResourceSampler(child.pid, memory_limit_mb) as sampler:
-                timed_out = _wait(child, timeout_s)
+            try:
+                with ResourceSampler(child.pid, memory_limit_mb) as sampler:
+                    timed_out = _wait(child, timeout_s)
+            finally:  # an interrupt, too, must not leave the child and its workers running
+                kill_tree(child.pid)
         wall_s = time.perf_counter() - started
-        kill_tree(child.pid)  # stray workers of a finished child
         result = json.loads(result_path.read_text()) if result_path.exists() else None
         log_tail = log_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
 

@@ -1,0 +1,144 @@
+"""`advisor optimize` end to end on tiny jobs: outputs, the numerics gate, MLflow read back."""
+
+import json
+import re
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from advisor.config import load_config
+from advisor.session import cpu_has_bf16, optimize
+from advisor.tracking import tracking_uri
+from conftest import ROOT, TINY, merged, run_cli, write_config
+
+pytestmark = pytest.mark.integration
+
+FETCH_STALLED = {
+    "workload": {"model": "broken:small_mlp", "dataset": "broken:trouble_dataset",
+                 "dataset_args": {"latency_ms": 3.0}, "batch_size": 16},
+    "measure": {"steps": 8, "warmup_steps": 2},
+    "search": {"recipes": "auto", "trials": 3, "verify_top": 2, "min_speedup": 1.2},
+}
+
+
+@pytest.fixture(scope="module")
+def optimized(tmp_path_factory):
+    """One real optimize session of a fetch-stalled tiny job, shared by the tests below."""
+    folder = tmp_path_factory.mktemp("optimize")
+    path = write_config(folder, merged(TINY, FETCH_STALLED))
+    result = run_cli("optimize", str(path), timeout=600)
+    assert result.returncode == 0, result.stderr
+    results_dir = Path(re.search(r"results: (\S+)", result.stdout).group(1))
+    return path, result, results_dir
+
+
+def test_terminal_shows_interval_and_numerics(optimized):
+    _, result, _ = optimized
+    assert re.search(r"1\s+dataloader\s+\d+\.\d\dx\s+\d+\.\d\d-\d+\.\d\dx\s+yes\s+ok", result.stdout), result.stdout
+    assert "trial #0 [1/3]  baseline" in result.stderr, "live progress names each trial"
+    assert "best" in result.stderr and "round 5/5" in result.stderr
+
+
+def test_recommendations_json_contract(optimized):
+    path, _, results_dir = optimized
+    payload = json.loads((results_dir / "recommendations.json").read_text())
+    assert payload["workload"] == "tiny" and payload["unit"] == "samples/s"
+    assert payload["fingerprint"] and payload["baseline"]["samples_per_s"] > 0
+    assert payload["diagnoses"][0]["bottleneck"] == "input-fetch" and payload["diagnoses"][0]["evidence"]
+    top = payload["recommendations"][0]
+    assert top["rank"] == 1 and top["verified"] and top["recipes"] == ["dataloader"]
+    assert top["interval"][0] >= 1.2 and top["interval"][0] <= top["speedup"] <= top["interval"][1]
+    assert top["numerics"]["passed"] and top["numerics"]["risk"] == "exact"
+    assert "DataLoader(" in top["snippet"] and top["mlflow_run_id"]
+    assert top["plan"]["dataloader.num_workers"] > 0 and top["peak_memory_mb"] > 0
+    for name in ("report.md", "breakdown.png", "speedup.png", "history.png"):
+        assert (results_dir / name).stat().st_size > 1000
+    assert "![speedup](speedup.png)" in (results_dir / "report.md").read_text()
+
+
+def test_mlflow_layout(optimized):
+    path, _, results_dir = optimized
+    config = load_config(path)
+    payload = json.loads((results_dir / "recommendations.json").read_text())
+    client = MlflowClient(tracking_uri=tracking_uri(config))
+    experiment = client.get_experiment_by_name("tiny")
+    runs = client.search_runs([experiment.experiment_id])
+    sessions = [r for r in runs if r.data.tags.get("kind") == "session"]
+    assert len(sessions) == 1
+    session = sessions[0]
+    assert session.data.tags["fingerprint"] == payload["fingerprint"]
+    assert session.data.tags["bottleneck"] == "input-fetch"
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == session.info.run_id]
+    kinds = sorted(r.data.tags["kind"] for r in children)
+    assert kinds.count("baseline") == 1 and kinds.count("trial") == 3
+    assert kinds.count("recommendation") == len(payload["recommendations"])
+    trial = next(r for r in children if r.data.tags["kind"] == "trial")
+    assert "dataloader.num_workers" in trial.data.params
+    assert {"samples_per_s", "step_ms_p50", "step_ms_p95", "peak_memory_mb", "stall_share"} <= set(trial.data.metrics)
+    rec = next(r for r in children if r.info.run_id == payload["recommendations"][0]["mlflow_run_id"])
+    assert rec.data.metrics["rank"] == 1 and rec.data.metrics["speedup_low"] >= 1.2
+    assert rec.data.tags["verified"] == "true" and rec.data.tags["recipe"] == "dataloader"
+    assert "DataLoader(" in rec.data.tags["mlflow.note.content"]
+    artifacts = {a.path for a in client.list_artifacts(session.info.run_id)}
+    assert {"recommendations.json", "report.md", "speedup.png", "history.png"} <= artifacts
+
+
+def test_report_reads_mlflow(optimized):
+    path, _, results_dir = optimized
+    payload = json.loads((results_dir / "recommendations.json").read_text())
+    result = run_cli("report", str(path))
+    assert result.returncode == 0, result.stderr
+    assert f"#1 dataloader: {payload['recommendations'][0]['speedup']:.2f}x" in result.stdout
+    assert "verified true" in result.stdout
+
+
+def test_report_without_a_session_is_a_clear_error(tmp_path):
+    result = run_cli("report", str(write_config(tmp_path, TINY)))
+    assert result.returncode == 2 and "run advisor optimize first" in result.stderr
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_ui_serves_the_tracking_store(optimized):
+    path, _, _ = optimized
+    port = free_port()
+    server = subprocess.Popen([sys.executable, "-m", "advisor.cli", "ui", str(path), "--port", str(port)],
+                              cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline, body = time.time() + 90, ""
+        while time.time() < deadline and not body:
+            try:
+                request = urllib.request.Request(
+                    f"http://127.0.0.1:{port}/ajax-api/2.0/mlflow/experiments/get-by-name?experiment_name=tiny")
+                body = urllib.request.urlopen(request, timeout=5).read().decode()
+            except OSError:
+                time.sleep(1)
+        assert '"name": "tiny"' in body.replace('":"', '": "')
+    finally:
+        import os
+        import signal
+
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+@pytest.mark.skipif(not cpu_has_bf16(), reason="this CPU has no native bfloat16, so the amp recipe does not apply")
+def test_numerics_failure_is_kept_out_of_the_ranking(tmp_path):
+    path = write_config(tmp_path, merged(TINY, {
+        "workload": {"model": "broken:small_mlp", "dataset": "broken:trouble_dataset"},
+        "search": {"recipes": ["amp"], "trials": 2, "verify_top": 1},
+        "constraints": {"loss_rtol": 1e-7},  # bf16 autocast cannot match float32 this closely
+    }))
+    result = optimize(load_config(path))
+    assert not any("amp" in r.recipes for r in result.recommendations)
+    assert any(r.recipes == ("amp",) and r.reason.startswith("numerics") for r in result.rejected)

@@ -1,0 +1,114 @@
+"""One contract test over every recipe, and each recipe applied for real in a child process."""
+
+import ast
+import itertools
+import math
+
+import pytest
+
+from advisor.config import load_config
+from advisor.harness import run_measurement
+from advisor.plan import PLAN_KEYS, baseline_plan
+from conftest import TINY, merged, write_config
+from recipes import RECIPES, Context, IntRange, by_name
+from recipes.base import RISKS
+
+BOTTLENECKS = {"input-fetch", "input-prep", "transfer", "compute", "overhead", "memory"}
+
+CONTEXTS = [
+    Context(device=device, cores=cores, default_threads=cores, blocks=blocks, cpu_bf16=bf16, bottlenecks=bottlenecks)
+    for device, cores, blocks, bf16, bottlenecks in itertools.product(
+        ("cpu", "cuda"), (1, 2, 16), (0, 8), (False, True), (("input-fetch",), ("input-prep", "compute"))
+    )
+]
+
+
+def in_space(value, param) -> bool:
+    if isinstance(param, IntRange):
+        return isinstance(value, int) and param.low <= value <= param.high
+    return value in param.options
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.name)
+def test_recipe_contract(recipe):
+    assert recipe.summary and recipe.risk in RISKS
+    assert set(recipe.targets) <= BOTTLENECKS and recipe.targets
+    assert set(recipe.keys) <= set(PLAN_KEYS)
+    for context in CONTEXTS:
+        reason = recipe.why_not(context)
+        if reason is not None:
+            assert isinstance(reason, str) and reason
+            continue
+        space = recipe.space(context)
+        assert space and set(space) <= set(recipe.keys)
+        for param in space.values():
+            assert (param.low <= param.high) if isinstance(param, IntRange) else param.options
+        textbook = recipe.textbook(context)
+        assert set(textbook) <= set(space), "the textbook setting lies in the search space"
+        assert all(in_space(value, space[key]) for key, value in textbook.items())
+        baseline = {**{key: None for key in PLAN_KEYS}, "dataloader.num_workers": 0, "dataloader.prefetch_factor": 2,
+                    "dataloader.persistent_workers": False, "dataloader.pin_memory": False,
+                    "threads.intra_op": context.default_threads, "checkpointing.share": 0.0}
+        off = {key: baseline[key] for key in space}
+        assert all(in_space(value, space[key]) for key, value in off.items()), "the search can turn it off"
+        plan = {**baseline, **textbook}
+        assert recipe.active(plan, baseline) or recipe.name == "threads"
+        ast.parse(recipe.snippet(plan))
+
+
+def test_recipes_are_listed_once():
+    names = [r.name for r in RECIPES]
+    assert len(names) == len(set(names)) and by_name("amp").name == "amp"
+
+
+def test_when_recipes_do_not_apply():
+    cpu = Context(device="cpu", cores=2, default_threads=2, blocks=0, cpu_bf16=False)
+    assert "bfloat16" in by_name("amp").why_not(cpu)
+    assert "blocks" in by_name("checkpointing").why_not(cpu)
+    assert "float16" not in by_name("amp").space(Context("cpu", 2, 2, 0, True))["amp.dtype"].options
+    assert "float16" in by_name("amp").space(Context("cuda", 2, 2, 0, True))["amp.dtype"].options
+    assert "dataloader.pin_memory" not in by_name("dataloader").space(cpu)
+    assert "dataloader.pin_memory" in by_name("dataloader").space(Context("cuda", 2, 2, 0, True))
+
+
+def test_fetch_stalls_search_past_the_core_count():
+    fetch = Context("cpu", 2, 2, 0, True, bottlenecks=("input-fetch",))
+    prep = Context("cpu", 2, 2, 0, True, bottlenecks=("input-prep",))
+    space = by_name("dataloader").space
+    assert space(fetch)["dataloader.num_workers"].high > 2 * fetch.cores
+    assert space(prep)["dataloader.num_workers"].high == prep.cores
+
+
+def test_checkpointing_wraps_a_share_and_keeps_results():
+    import torch
+
+    from recipes.checkpointing import Checkpointed, wrap
+
+    def make():
+        torch.manual_seed(0)
+        return torch.nn.Sequential(*[torch.nn.Linear(8, 8) for _ in range(16)])
+
+    x = torch.randn(4, 8)
+    reference = make()
+    expected = reference(x).sum()
+    expected.backward()
+    model = wrap(make(), 0.5)
+    wrapped = [m for m in model if isinstance(m, Checkpointed)]
+    assert len(wrapped) == 2 and sum(len(m.inner) for m in wrapped) == 8
+    got = model(x).sum()
+    got.backward()
+    assert torch.allclose(got, expected)
+    first = wrapped[0].inner[0]
+    assert torch.allclose(first.weight.grad, reference[0].weight.grad)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.name)
+def test_recipe_runs_in_the_harness(tmp_path, recipe):
+    path = write_config(tmp_path, merged(TINY, {"workload": {"model": "broken:small_mlp", "dataset": "broken:trouble_dataset"}}))
+    config = load_config(path)
+    context = Context("cpu", 2, 2, 5, True)
+    baseline = baseline_plan(config)
+    run = run_measurement(config.path, {**baseline, **recipe.textbook(context)}, "full", 4, 240)
+    assert run.ok, run.reason
+    assert len(run.losses) == 4 and all(math.isfinite(loss) for loss in run.losses)

@@ -1,0 +1,132 @@
+"""The Optuna study with real child processes: failures as constraints, resume, two workers."""
+
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+
+import optuna
+import pytest
+
+from advisor import search
+from advisor.config import load_config
+from advisor.plan import baseline_plan
+from advisor.session import measure_with
+from conftest import ROOT, TINY, merged, write_config
+from recipes import IntRange
+
+pytestmark = pytest.mark.integration
+
+
+def load_study(config):
+    return optuna.load_study(study_name=config.name, storage=search.open_storage(search.storage_url(config)))
+
+
+def test_crash_hang_and_memory_are_infeasible_and_the_study_goes_on(tmp_path):
+    path = write_config(tmp_path, merged(TINY, {
+        "workload": {"dataset": "broken:trouble_dataset", "dataset_args": {"crash_with": 1, "hang_with": 2}},
+        "measure": {"timeout_s": 20},
+        "constraints": {"max_memory_mb": 0},  # replaced below, once the baseline's peak is known
+    }))
+    config = load_config(path)
+    baseline = baseline_plan(config)
+    space = {"dataloader.num_workers": IntRange(0, 4)}
+    measure = measure_with(config)
+    base_peak = measure(baseline).peak_memory_mb
+    budget = base_peak + 150  # the baseline fits; 4 forked workers (~100+ MB RSS each) do not
+    study = search.create_study(config, space, {"dataloader.num_workers": 0}, {},
+                                first=[{"dataloader.num_workers": n} for n in (1, 2, 4)])
+    search.run_trials(study, space, baseline, measure, 5, time.time() + 300, budget)
+    results = {t.plan["dataloader.num_workers"]: t for t in search.finished_trials(study)[:4]}
+    assert results[0].feasible
+    assert not results[1].feasible and "planted crash" in results[1].measurement.reason
+    assert not results[2].feasible and results[2].measurement.reason.startswith("hung")
+    assert not results[4].feasible and results[4].measurement.ok and results[4].measurement.peak_memory_mb > budget
+    frozen = {t.number: t for t in study.trials}
+    assert frozen[1].constraints == {search.CONSTRAINT: 1.0}, "the sampler sees the crash as infeasible"
+    assert frozen[0].constraints == {search.CONSTRAINT: 0.0}
+    assert len(search.finished_trials(study)) == 5, "the study carried on after the failures"
+
+
+def quick_config(tmp_path, trials, latency_ms=3.0, **changes):
+    return write_config(tmp_path, merged(TINY, {
+        "workload": {"dataset": "broken:trouble_dataset", "dataset_args": {"latency_ms": latency_ms}},
+        "search": {"recipes": ["dataloader"], "trials": trials, "verify_top": 1},
+        "measure": {"steps": 6},
+        **changes,
+    }))
+
+
+def advisor(*args):
+    return subprocess.Popen(
+        [sys.executable, "-m", "advisor.cli", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def complete_trials(config):
+    try:
+        study = load_study(config)
+    except KeyError:
+        return []
+    return study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+
+
+def test_interrupt_then_resume_redoes_no_finished_trial(tmp_path):
+    path = quick_config(tmp_path, trials=6)
+    config = load_config(path)
+    first = advisor("optimize", str(path))
+    wait_for(lambda: len(complete_trials(config)) >= 2, 240, "two finished trials")
+    first.send_signal(signal.SIGINT)
+    _, stderr = first.communicate(timeout=60)
+    assert first.returncode == 130, stderr
+    assert "run the same command again to resume" in stderr
+    before = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in complete_trials(config)}
+    interrupted = [t for t in load_study(config).trials if t.user_attrs.get(search.INTERRUPTED_ATTR)]
+
+    second = advisor("optimize", str(path))
+    stdout, stderr = second.communicate(timeout=400)
+    assert second.returncode == 0, stderr
+    assert "resuming study" in stderr and "diagnosing" not in stderr
+    after = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in complete_trials(config)}
+    assert all(after[number] == measured for number, measured in before.items()), "finished trials kept as they were"
+    counted = [t for t in load_study(config).trials if not t.user_attrs.get(search.INTERRUPTED_ATTR)]
+    assert len(after) == len(counted) == 6, "the budget counts each trial once"
+    for trial in interrupted:  # an interrupted trial is run again, with its own parameters
+        assert any(t.params == trial.params and t.number > trial.number for t in complete_trials(config))
+
+
+def test_two_workers_share_one_study(tmp_path):
+    path = quick_config(tmp_path, trials=8)
+    config = load_config(path)
+    leader = advisor("optimize", str(path))
+    wait_for(lambda: len(complete_trials(config)) >= 1, 240, "the study to start")
+    helper = advisor("worker", str(path))
+    helper_out, helper_err = helper.communicate(timeout=400)
+    leader_out, leader_err = leader.communicate(timeout=400)
+    assert helper.returncode == 0 and leader.returncode == 0, helper_err + leader_err
+    trials = load_study(config).trials
+    finished = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert 8 <= len(finished) <= 9, "the budget is shared (one trial over at most, from a race)"
+    assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials), "no trial lost or left running"
+    runners = Counter(t.user_attrs[search.WORKER_ATTR] for t in finished)
+    assert len(runners) == 2, f"both processes ran trials: {runners}"
+    fixed = Counter(str(t.system_attrs.get("fixed_params")) for t in finished if "fixed_params" in t.system_attrs)
+    assert all(count == 1 for count in fixed.values()), "each enqueued plan ran exactly once"
+    assert "worker finished: ran" in helper_out
+
+
+def test_worker_without_a_study_is_a_clear_error(tmp_path):
+    result = subprocess.run([sys.executable, "-m", "advisor.cli", "worker", str(quick_config(tmp_path, 4))],
+                            cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "start it with advisor optimize" in result.stderr
+    assert "Traceback" not in result.stderr
