@@ -85,9 +85,9 @@ def render_recommendations(payload: dict) -> str:
         "",
     ]
     recs = payload["recommendations"]
-    if not recs:
+    if not any(rec["verified"] for rec in recs):
         lines.append(f"nothing clears the bar: no fix was verified at >= {payload['min_speedup']:.2f}x with unchanged results")
-    else:
+    if recs:
         lines.append(f"{'rank':<5}{'fix':<34}{'speedup':>8}  {'95% interval':<14}{'verified':<10}{'numerics':<10}{'peak MB':>8}")
         for rec in recs:
             low, high = rec["interval"]

@@ -10,6 +10,9 @@ to avoid them. An interrupted trial is enqueued again on the next run; finished 
 
 from __future__ import annotations
 
+import itertools
+import json
+import math
 import os
 import socket
 import time
@@ -69,11 +72,9 @@ def find_study(config: AdvisorConfig) -> Optional[optuna.Study]:
     """The workload's study if it exists (interrupted trials enqueued again), else None."""
     storage = open_storage(storage_url(config))
     try:
-        study = optuna.load_study(study_name=config.name, storage=storage)
+        study = optuna.load_study(study_name=config.name, storage=storage, sampler=make_sampler(config))
     except KeyError:
         return None
-    if SPACE_ATTR in study.user_attrs:
-        study.sampler = make_sampler(config, space_from_json(study.user_attrs[SPACE_ATTR]))
     requeue_interrupted(study)
     return study
 
@@ -90,16 +91,28 @@ def create_study(
     storage = open_storage(storage_url(config))
     try:
         study = optuna.create_study(
-            study_name=config.name, storage=storage, sampler=make_sampler(config, space), direction="maximize"
+            study_name=config.name, storage=storage, sampler=make_sampler(config), direction="maximize"
         )
     except optuna.exceptions.DuplicatedStudyError:
         return find_study(config)
     for key, value in {**attrs, SPACE_ATTR: space_to_json(space)}.items():
         study.set_user_attr(key, value)
-    study.enqueue_trial(baseline_params)
-    for params in first:
-        study.enqueue_trial({**baseline_params, **{k: v for k, v in params.items() if k in space}})
+    queue = [baseline_params] + [{**baseline_params, **{k: v for k, v in p.items() if k in space}} for p in first]
+    if space_size(space) <= config.search.trials:  # small enough to measure every plan: no sampling
+        queue += every_plan(space)
+    for params in unique(queue):
+        study.enqueue_trial(params)
     return study
+
+
+def unique(plans: list[dict]) -> list[dict]:
+    seen, kept = set(), []
+    for plan in plans:
+        key = json.dumps(plan, sort_keys=True)
+        if key not in seen:
+            seen.add(key)
+            kept.append(plan)
+    return kept
 
 
 def space_to_json(space: dict[str, Param]) -> dict:
@@ -115,19 +128,23 @@ def space_from_json(data: dict) -> dict[str, Param]:
     }
 
 
-def make_sampler(config: AdvisorConfig, space: Optional[dict[str, Param]] = None) -> optuna.samplers.BaseSampler:
-    """Every plan in turn when the space fits the budget; TPE, which learns, when it does not."""
-    if space is not None and space_size(space) <= config.search.trials:
-        return optuna.samplers.BruteForceSampler(seed=config.measure.seed)
+def make_sampler(config: AdvisorConfig) -> optuna.samplers.BaseSampler:
     startup = min(10, max(3, config.search.trials // 3))
     return optuna.samplers.TPESampler(seed=config.measure.seed, n_startup_trials=startup)
 
 
+def values_of(param: Param) -> list:
+    return list(range(param.low, param.high + 1)) if isinstance(param, IntRange) else list(param.options)
+
+
 def space_size(space: dict[str, Param]) -> int:
-    size = 1
-    for param in space.values():
-        size *= (param.high - param.low + 1) if isinstance(param, IntRange) else len(param.options)
-    return size
+    return math.prod(len(values_of(param)) for param in space.values())
+
+
+def every_plan(space: dict[str, Param]) -> list[dict]:
+    """All parameter combinations, for a space small enough to measure whole."""
+    keys = list(space)
+    return [dict(zip(keys, combo)) for combo in itertools.product(*(values_of(space[k]) for k in keys))]
 
 
 def trial_budget(config: AdvisorConfig, space: dict[str, Param]) -> int:

@@ -1,4 +1,4 @@
-"""Entry point of a measurement child: `python -m advisor.harness.child SPEC RESULT`.
+"""What a measurement child runs (started by `launch`, or as `python -m advisor.harness.child SPEC RESULT`).
 
 Reads a JSON spec (config path, plan, mode, steps), runs the workload and writes a JSON result:
 status "ok" with the measurement fields, "invalid" when the user's workload breaks its contract

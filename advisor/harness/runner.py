@@ -3,15 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Optional
 
 from advisor.errors import UserError
+from advisor.harness import launch
 from advisor.measure import Measurement, ResourceSampler, kill_tree
 
 STDERR_TAIL_CHARS = 4000
@@ -38,22 +36,16 @@ def run_measurement(
         spec_path, result_path, log_path = (Path(folder) / name for name in ("spec.json", "result.json", "child.log"))
         spec_path.write_text(json.dumps({"config": str(config_path), "plan": plan, "mode": mode, "steps": steps}))
         started = time.perf_counter()
-        with open(log_path, "w") as log:
-            child = subprocess.Popen(
-                [sys.executable, "-m", "advisor.harness.child", str(spec_path), str(result_path)],
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: a kill takes its workers too
-                env={**os.environ, "PYTHONUNBUFFERED": "1"},
-            )
-            try:
-                with ResourceSampler(child.pid, memory_limit_mb) as sampler:
-                    timed_out = _wait(child, timeout_s)
-            finally:  # an interrupt, too, must not leave the child and its workers running
-                kill_tree(child.pid)
+        child = launch.start(str(spec_path), str(result_path), str(log_path))
+        try:
+            with ResourceSampler(child.pid, memory_limit_mb) as sampler:
+                timed_out = _wait(child, timeout_s)
+        finally:  # an interrupt, too, must not leave the child and its workers running
+            kill_tree(child.pid)
+            child.join()
         wall_s = time.perf_counter() - started
         result = json.loads(result_path.read_text()) if result_path.exists() else None
-        log_tail = log_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:]
+        log_tail = log_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:] if log_path.exists() else ""
 
     if result and result["status"] == "invalid":
         raise WorkloadInvalid(result["reason"])
@@ -63,7 +55,7 @@ def run_measurement(
     if sampler.killed_reason:
         return Measurement.failed(mode, plan, sampler.killed_reason, **common)
     if result is None:
-        return Measurement.failed(mode, plan, _death_reason(child.returncode, log_tail), **common)
+        return Measurement.failed(mode, plan, _death_reason(child.exitcode, log_tail), **common)
     if result["status"] == "failed":
         return Measurement.failed(mode, plan, result["reason"], **common)
 
@@ -75,14 +67,13 @@ def run_measurement(
     return Measurement.from_dict({**fields, "mode": mode, "plan": plan, "wall_s": wall_s})
 
 
-def _wait(child: subprocess.Popen, timeout_s: float) -> bool:
-    try:
-        child.wait(timeout=timeout_s)
+def _wait(child, timeout_s: float) -> bool:
+    """Waits for the child; True when it had to be killed at the time limit."""
+    child.join(timeout_s)
+    if child.exitcode is not None:
         return False
-    except subprocess.TimeoutExpired:
-        kill_tree(child.pid)
-        child.wait()
-        return True
+    kill_tree(child.pid)
+    return True
 
 
 def _death_reason(returncode: int, log_tail: str) -> str:
