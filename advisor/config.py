@@ -79,7 +79,7 @@ class SearchConfig:
     time_budget_s: float = _check(_positive, default=600.0)
     min_speedup: float = _check(_positive, default=1.05)
     storage: Optional[str] = None  # an Optuna storage URL; None: a journal file next to the config
-    verify_top: int = _check(_positive, default=3)  # candidates re-measured against the baseline
+    verify_top: int = _check(_non_negative, default=3)  # candidates re-measured against the baseline; 0: trials only
     pairs: int = _check((lambda v: v >= 5, "a number >= 5"), default=5)  # interleaved rounds
 
 

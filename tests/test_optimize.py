@@ -23,7 +23,7 @@ FETCH_STALLED = {
     "workload": {"model": "broken:small_mlp", "dataset": "broken:trouble_dataset",
                  "dataset_args": {"latency_ms": 3.0}, "batch_size": 16},
     "measure": {"steps": 8, "warmup_steps": 2},
-    "search": {"recipes": "auto", "trials": 3, "verify_top": 2, "min_speedup": 1.2},
+    "search": {"recipes": "auto", "trials": 3, "verify_top": 1, "min_speedup": 1.2},
 }
 
 

@@ -32,6 +32,9 @@ def reduced_copy(name: str, folder: Path) -> Path:
             file, attr = ref.rsplit(":", 1)
             config["workload"][key] = f"{(ROOT / 'configs' / file).resolve()}:{attr}"
     config["search"] = {**config.get("search", {}), **REDUCED}
+    measure = config.setdefault("measure", {})
+    measure.update(warmup_steps=min(measure.get("warmup_steps", 5), 2), steps=min(measure.get("steps", 40), 10),
+                   profile_steps=3)
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path

@@ -27,7 +27,6 @@ def test_crash_hang_and_memory_are_infeasible_and_the_study_goes_on(tmp_path):
     path = write_config(tmp_path, merged(TINY, {
         "workload": {"dataset": "broken:trouble_dataset", "dataset_args": {"crash_with": 1, "hang_with": 2}},
         "measure": {"timeout_s": 20},
-        "constraints": {"max_memory_mb": 0},  # replaced below, once the baseline's peak is known
     }))
     config = load_config(path)
     baseline = baseline_plan(config)
@@ -52,7 +51,7 @@ def test_crash_hang_and_memory_are_infeasible_and_the_study_goes_on(tmp_path):
 def quick_config(tmp_path, trials, latency_ms=3.0, **changes):
     return write_config(tmp_path, merged(TINY, {
         "workload": {"dataset": "broken:trouble_dataset", "dataset_args": {"latency_ms": latency_ms}},
-        "search": {"recipes": ["dataloader"], "trials": trials, "verify_top": 1},
+        "search": {"recipes": ["dataloader"], "trials": trials, "verify_top": 0},  # the search alone
         "measure": {"steps": 6},
         **changes,
     }))
@@ -82,7 +81,7 @@ def complete_trials(config):
 
 
 def test_interrupt_then_resume_redoes_no_finished_trial(tmp_path):
-    path = quick_config(tmp_path, trials=6)
+    path = quick_config(tmp_path, trials=5)
     config = load_config(path)
     first = advisor("optimize", str(path))
     wait_for(lambda: len(complete_trials(config)) >= 2, 240, "two finished trials")
@@ -100,13 +99,13 @@ def test_interrupt_then_resume_redoes_no_finished_trial(tmp_path):
     after = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in complete_trials(config)}
     assert all(after[number] == measured for number, measured in before.items()), "finished trials kept as they were"
     counted = [t for t in load_study(config).trials if not t.user_attrs.get(search.INTERRUPTED_ATTR)]
-    assert len(after) == len(counted) == 6, "the budget counts each trial once"
+    assert len(after) == len(counted) == 5, "the budget counts each trial once"
     for trial in interrupted:  # an interrupted trial is run again, with its own parameters
         assert any(t.params == trial.params and t.number > trial.number for t in complete_trials(config))
 
 
 def test_two_workers_share_one_study(tmp_path):
-    path = quick_config(tmp_path, trials=8)
+    path = quick_config(tmp_path, trials=6)
     config = load_config(path)
     leader = advisor("optimize", str(path))
     wait_for(lambda: len(complete_trials(config)) >= 1, 240, "the study to start")
@@ -116,7 +115,7 @@ def test_two_workers_share_one_study(tmp_path):
     assert helper.returncode == 0 and leader.returncode == 0, helper_err + leader_err
     trials = load_study(config).trials
     finished = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
-    assert 8 <= len(finished) <= 9, "the budget is shared (one trial over at most, from a race)"
+    assert 6 <= len(finished) <= 7, "the budget is shared (one trial over at most, from a race)"
     assert all(t.state == optuna.trial.TrialState.COMPLETE for t in trials), "no trial lost or left running"
     runners = Counter(t.user_attrs[search.WORKER_ATTR] for t in finished)
     assert len(runners) == 2, f"both processes ran trials: {runners}"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+from multiprocessing import resource_tracker
 import sys
 from multiprocessing.context import BaseContext
 from typing import Optional
@@ -34,6 +35,11 @@ def start(spec_path: str, result_path: str, log_path: str) -> multiprocessing.Pr
 
 def _child(spec_path: str, result_path: str, log_path: str) -> None:
     os.setsid()
+    # Behave as a plain `python` process would: DataLoader workers start by the platform's default
+    # method (fork on Linux before 3.14), not by the forkserver this child came from; and
+    # semaphores of workers killed at the end are this child's tracker's to clean up.
+    multiprocessing.set_start_method(multiprocessing.get_all_start_methods()[0], force=True)
+    resource_tracker._resource_tracker = resource_tracker.ResourceTracker()
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)

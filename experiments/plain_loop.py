@@ -1,0 +1,103 @@
+"""A plain PyTorch training loop, written as a user writes it, with no advisor code in it.
+
+    python -m experiments.plain_loop CONFIG [PLAN_JSON]
+
+Applies a recommendation's plan by hand (DataLoader arguments, threads, autocast, activation
+checkpointing, torch.compile) and prints the timed steps' throughput as JSON. The reproduction
+experiment runs it to check advisor's claims from outside advisor.
+"""
+
+import importlib.util
+import json
+import math
+import sys
+import time
+from pathlib import Path
+
+import torch
+import yaml
+from torch.utils.checkpoint import checkpoint
+
+
+def load(ref: str, root: Path):
+    file, name = ref.rsplit(":", 1)
+    path = (root / file).resolve() if file.endswith(".py") else (root / (file.replace(".", "/") + ".py")).resolve()
+    sys.path.insert(0, str(path.parent))
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[path.stem] = module
+    spec.loader.exec_module(module)
+    return getattr(module, name)
+
+
+class Segment(torch.nn.Module):
+    def __init__(self, layers):
+        super().__init__()
+        self.layers = torch.nn.Sequential(*layers)
+
+    def forward(self, x):
+        return checkpoint(self.layers, x, use_reentrant=False)
+
+
+def checkpoint_share(model: torch.nn.Sequential, share: float) -> torch.nn.Sequential:
+    """Recomputes the first `share` of the layers in backward, in segments of about sqrt(n)."""
+    layers = list(model)
+    count = round(share * len(layers))
+    size = max(1, round(math.sqrt(len(layers))))
+    segments = [Segment(layers[i : min(i + size, count)]) for i in range(0, count, size)]
+    return torch.nn.Sequential(*segments, *layers[count:])
+
+
+def main() -> None:
+    config_path = Path(sys.argv[1]).resolve()
+    plan = json.loads(Path(sys.argv[2]).read_text()) if len(sys.argv) > 2 else {}
+    config = yaml.safe_load(config_path.read_text())
+    workload, measure = config["workload"], config.get("measure", {})
+    root = config_path.parent
+
+    torch.manual_seed(0)
+    if plan.get("threads.intra_op"):
+        torch.set_num_threads(plan["threads.intra_op"])
+    dataset = load(workload["dataset"], root)(**workload.get("dataset_args", {}))
+    model = load(workload["model"], root)(**workload.get("model_args", {}))
+    if plan.get("checkpointing.share"):
+        model = checkpoint_share(model, plan["checkpointing.share"])
+    options = dict(workload.get("optimizer", {"name": "SGD", "lr": 0.01}))
+    optimizer = getattr(torch.optim, options.pop("name"))(model.parameters(), **options)
+    if plan.get("compile.mode"):
+        model = torch.compile(model, mode=plan["compile.mode"])
+
+    workers = plan.get("dataloader.num_workers", workload.get("dataloader", {}).get("num_workers", 0))
+    extra = {}
+    if workers:
+        extra = {"prefetch_factor": plan.get("dataloader.prefetch_factor") or 2,
+                 "persistent_workers": bool(plan.get("dataloader.persistent_workers"))}
+    loader = torch.utils.data.DataLoader(dataset, batch_size=workload.get("batch_size", 32), shuffle=True,
+                                         num_workers=workers, drop_last=True, **extra)
+    dtype = getattr(torch, plan["amp.dtype"]) if plan.get("amp.dtype") else None
+    warmup, steps = measure.get("warmup_steps", 5), measure.get("steps", 40)
+
+    def batches():
+        while True:
+            yield from loader
+
+    samples, started, timed = 0, None, 0
+    for index, (x, y) in enumerate(batches()):
+        if index == warmup:
+            started = time.perf_counter()
+        with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        float(loss)
+        if index >= warmup:
+            samples += len(x)
+            timed += 1
+        if timed == steps:
+            break
+    print(json.dumps({"samples_per_s": samples / (time.perf_counter() - started)}))
+
+
+if __name__ == "__main__":
+    main()

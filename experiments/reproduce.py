@@ -1,0 +1,67 @@
+"""Checks advisor's claims from outside advisor: each reference workload's top recommendation,
+applied by hand in a plain training loop, against the plain baseline loop.
+
+    python -m experiments.reproduce [NAME ...] [--rounds 5]
+
+Reads each workload's latest configs/advisor-results/<name>/*/recommendations.json (run
+`advisor optimize configs/<name>.yaml` first), then interleaves the plain baseline loop and
+the plain recommended loop (experiments/plain_loop.py), each run a fresh process, and prints
+the claimed speedup, the reproduced one, and the relative error (the bar is 15%).
+"""
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCES = ("quickstart", "fetch_stall", "prep_stall", "compute_bound", "memory_budget", "overhead")
+BAR = 0.15
+
+
+def plain_run(config: Path, plan_file: Path) -> float:
+    output = subprocess.run(
+        [sys.executable, "-m", "experiments.plain_loop", str(config), str(plan_file)],
+        cwd=ROOT, capture_output=True, text=True, check=True,
+    ).stdout
+    return json.loads(output.strip().splitlines()[-1])["samples_per_s"]
+
+
+def latest_payload(name: str) -> dict | None:
+    found = sorted((ROOT / "configs" / "advisor-results" / name).glob("*/recommendations.json"))
+    return json.loads(found[-1].read_text()) if found else None
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", default=list(REFERENCES))
+    parser.add_argument("--rounds", type=int, default=5)
+    args = parser.parse_args()
+    print(f"{'workload':<15}{'recommendation':<48}{'claimed':>9}{'plain loop':>12}{'error':>8}  within 15%")
+    for name in args.names:
+        payload = latest_payload(name)
+        verified = [r for r in (payload or {}).get("recommendations", []) if r["verified"]]
+        if not verified:
+            print(f"{name:<15}{'(no verified recommendation)':<48}")
+            continue
+        top = verified[0]
+        config = ROOT / "configs" / f"{name}.yaml"
+        with tempfile.TemporaryDirectory() as folder:
+            baseline_file, plan_file = Path(folder) / "baseline.json", Path(folder) / "plan.json"
+            baseline_file.write_text(json.dumps({}))
+            plan_file.write_text(json.dumps(top["plan"]))
+            logs = []
+            for _ in range(args.rounds):
+                base = plain_run(config, baseline_file)
+                logs.append(math.log(plain_run(config, plan_file) / base))
+        measured = math.exp(sum(logs) / len(logs))
+        error = measured / top["speedup"] - 1
+        changes = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in top["changes"].items())[:46]
+        print(f"{name:<15}{changes:<48}{top['speedup']:>8.2f}x{measured:>11.2f}x{error:>+8.1%}  {'yes' if abs(error) <= BAR else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
