@@ -254,14 +254,20 @@ class SessionFacts:
 
 
 def textbook_params(facts: "SessionFacts") -> list[dict]:
-    """Each chosen recipe at its textbook setting, on top of the baseline: the first trials after it."""
+    """Each chosen recipe at its textbook setting, on top of the baseline: the first trials after
+    it, those that fix the most severe bottleneck first."""
     base = {key: facts.baseline[key] for key in facts.space}
     plans = []
-    for name in facts.chosen:
+    for name in sorted(facts.chosen, key=lambda name: severity_rank(by_name(name), facts.context)):
         params = {**base, **{k: v for k, v in by_name(name).textbook(facts.context).items() if k in facts.space}}
         if params != base and params not in plans:
             plans.append(params)
     return plans
+
+
+def severity_rank(recipe: Recipe, context: Context) -> int:
+    """The position of the most severe diagnosed bottleneck the recipe targets."""
+    return min((i for i, b in enumerate(context.bottlenecks) if b in recipe.targets), default=len(context.bottlenecks))
 
 
 def plan_session(config: AdvisorConfig, evidence: Evidence) -> SessionFacts:

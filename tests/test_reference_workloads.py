@@ -20,7 +20,7 @@ FIXES = {
     "memory": {"checkpointing", "amp"},
     "overhead": {"compile"},
 }
-REDUCED = {"trials": 4, "verify_top": 1, "pairs": 5, "time_budget_s": 240}
+REDUCED = {"trials": 3, "verify_top": 1, "pairs": 5, "time_budget_s": 240}
 
 
 def reduced_copy(name: str, folder: Path) -> Path:
@@ -33,8 +33,8 @@ def reduced_copy(name: str, folder: Path) -> Path:
             config["workload"][key] = f"{(ROOT / 'configs' / file).resolve()}:{attr}"
     config["search"] = {**config.get("search", {}), **REDUCED}
     measure = config.setdefault("measure", {})
-    measure.update(warmup_steps=min(measure.get("warmup_steps", 5), 2), steps=min(measure.get("steps", 40), 10),
-                   profile_steps=3)
+    measure.update(warmup_steps=min(measure.get("warmup_steps", 5), 2), steps=min(measure.get("steps", 40), 8),
+                   profile_steps=2)
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path

@@ -46,7 +46,10 @@ def run_spec(spec: dict) -> dict:
 
 def failure_reason(exc: BaseException) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
-    first_line = text.splitlines()[0] if text else type(exc).__name__
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    first_line = lines[0] if lines else type(exc).__name__
+    if len(lines) > 1:  # e.g. a DataLoader worker's error: the wrapper's line, then the original's last
+        first_line = f"{first_line} {lines[-1]}"
     frames = traceback.extract_tb(exc.__traceback__)
     where = f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
     if any(marker.lower() in text.lower() for marker in OOM_MARKERS):

@@ -1,0 +1,72 @@
+"""The session's pure decisions: which recipes, in which order, and how fixes are ranked."""
+
+import dataclasses
+
+import pytest
+
+from advisor.errors import UserError
+from advisor.session import (
+    Recommendation,
+    SessionFacts,
+    active_recipes,
+    changes_of,
+    rank,
+    select_recipes,
+    textbook_params,
+)
+from recipes import Context
+
+MEMORY_FIRST = Context("cpu", 2, 2, 97, True, bottlenecks=("memory", "input-prep"))
+BASELINE = {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": False,
+            "dataloader.pin_memory": False, "threads.intra_op": 2, "amp.dtype": None, "compile.mode": None,
+            "checkpointing.share": 0.0, "batch_size": 32}
+
+
+def test_auto_selects_what_targets_the_diagnosis_and_says_why_not():
+    chosen, skipped = select_recipes("auto", MEMORY_FIRST)
+    assert [r.name for r in chosen] == ["dataloader", "threads", "amp", "checkpointing"]
+    assert skipped == {"compile": "targets no diagnosed bottleneck"}
+    no_blocks = dataclasses.replace(MEMORY_FIRST, blocks=0)
+    assert "blocks" in select_recipes("auto", no_blocks)[1]["checkpointing"]
+
+
+def test_listed_recipes_and_unknown_names():
+    chosen, _ = select_recipes(["compile"], MEMORY_FIRST)
+    assert [r.name for r in chosen] == ["compile"]
+    with pytest.raises(UserError, match="did you mean 'compile'"):
+        select_recipes(["compil"], MEMORY_FIRST)
+
+
+def test_textbook_plans_fix_the_worst_bottleneck_first():
+    space_keys = ["dataloader.num_workers", "dataloader.prefetch_factor", "dataloader.persistent_workers",
+                  "amp.dtype", "checkpointing.share", "threads.intra_op"]
+    facts = SessionFacts(None, MEMORY_FIRST, ("dataloader", "threads", "amp", "checkpointing"), {}, BASELINE,
+                         {key: None for key in space_keys})
+    changed = [{k: v for k, v in plan.items() if v != BASELINE[k]} for plan in textbook_params(facts)]
+    assert changed == [{"amp.dtype": "bfloat16"}, {"checkpointing.share": 1.0},
+                       {"dataloader.num_workers": 2, "dataloader.persistent_workers": True}]
+
+
+def test_prefetch_without_workers_changes_nothing():
+    plan = {**BASELINE, "dataloader.prefetch_factor": 8}
+    assert active_recipes(plan, BASELINE) == () and changes_of(plan, BASELINE) == {}
+    plan = {**plan, "dataloader.num_workers": 2}
+    assert [r.name for r in active_recipes(plan, BASELINE)] == ["dataloader"]
+
+
+def recommendation(speedup, interval, peak, verified=True):
+    return Recommendation(0, ("dataloader",), {}, {}, speedup, interval, verified, "", {}, peak, "", 0, 0.0)
+
+
+def test_rank_prefers_a_much_leaner_fix_it_cannot_tell_apart():
+    fast = recommendation(3.0, (2.8, 3.3), 2000)
+    lean = recommendation(2.9, (2.7, 3.1), 800)
+    assert rank([fast, lean]) == [lean, fast]
+
+
+def test_rank_keeps_speed_order_for_small_memory_differences_or_clear_gaps():
+    fast = recommendation(3.0, (2.8, 3.3), 1000)
+    close = recommendation(2.9, (2.7, 3.1), 950)
+    slower = recommendation(2.0, (1.9, 2.1), 300)
+    unverified = recommendation(5.0, (0.9, 9.0), 100, verified=False)
+    assert rank([slower, unverified, close, fast]) == [fast, close, slower, unverified]
