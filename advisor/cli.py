@@ -45,6 +45,18 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("config", help="path of the YAML config")
     report.set_defaults(command=run_report)
 
+    retune = commands.add_parser("retune", help="re-check the latest advice; tune again if the workload changed")
+    retune.add_argument("config", help="path of the YAML config")
+    retune.set_defaults(command=run_retune)
+
+    schedule = commands.add_parser("schedule", help="print, install or remove a crontab line that runs retune")
+    schedule.add_argument("config", help="path of the YAML config")
+    schedule.add_argument("--cron", default="0 3 * * *", help="cron schedule (default: 03:00 every day)")
+    action = schedule.add_mutually_exclusive_group()
+    action.add_argument("--install", action="store_true", help="add the line to this user's crontab")
+    action.add_argument("--remove", action="store_true", help="remove it from this user's crontab")
+    schedule.set_defaults(command=run_schedule)
+
     ui = commands.add_parser("ui", help="start the MLflow UI on 127.0.0.1 over the config's tracking store")
     ui.add_argument("config", help="path of the YAML config")
     ui.add_argument("--port", type=int, default=5000)
@@ -83,28 +95,98 @@ def run_diagnose(args: argparse.Namespace) -> int:
 
 
 def run_optimize(args: argparse.Namespace) -> int:
+    from advisor import search
+    from advisor.config import load_config
+    from advisor.session import optimize
+
+    config = load_config(args.config)
+    if args.fresh:
+        search.remove_study(config)
+    publish(config, optimize(config, progress_printer()), args.results, args.config)
+    return 0
+
+
+def publish(config, result, results_arg: Optional[str], config_arg: str, extra_tags: Optional[dict] = None) -> dict:
+    """Writes a session's results folder, logs it to MLflow and prints the ranking."""
     import time
     from pathlib import Path
 
-    from advisor import search, tracking
-    from advisor.config import load_config
+    from advisor import tracking
     from advisor.fingerprint import fingerprint
     from advisor.report import render_diagnosis, render_recommendations, write_results
-    from advisor.session import optimize, session_payload
+    from advisor.session import session_payload
 
-    config = load_config(args.config)
-    progress = progress_printer()
-    if args.fresh:
-        search.remove_study(config)
-    result = optimize(config, progress)
     payload = session_payload(result, fingerprint(config, result.evidence.full.environment))
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(result.started))
-    folder = Path(args.results) if args.results else config.root / "advisor-results" / config.name / stamp
+    folder = Path(results_arg) if results_arg else config.root / "advisor-results" / config.name / stamp
     diagnosis_text = render_diagnosis(config.name, result.evidence, result.diagnoses)
-    ids = tracking.log_session(config, payload, lambda completed: write_results(completed, diagnosis_text, folder))
+    ids = tracking.log_session(
+        config, payload, lambda completed: write_results(completed, diagnosis_text, folder), extra_tags
+    )
     print(render_recommendations(payload))
     print(f"\nresults: {folder}  (recommendations.json, report.md, plots)")
-    print(f"MLflow: {ids['uri']}  session run {ids['session']}; browse with: advisor ui {args.config}")
+    print(f"MLflow: {ids['uri']}  session run {ids['session']}; browse with: advisor ui {config_arg}")
+    return ids
+
+
+def run_retune(args: argparse.Namespace) -> int:
+    from dataclasses import asdict
+
+    from advisor import tracking
+    from advisor.config import load_config
+    from advisor.retune import retune
+
+    config = load_config(args.config)
+    previous_run, previous = tracking.latest_payload(config)
+    result = retune(config, previous, progress_printer())
+    print(f"retune {config.name}: {result.status}")
+    for change in result.changes:
+        print(f"  changed: {change}")
+    print(f"  {result.detail}")
+    if result.new_session is not None:
+        tags = {"retune_of": previous_run, "retune_status": result.status, "changes": "; ".join(result.changes)[:4000]}
+        publish(config, result.new_session, None, args.config, tags)
+    else:
+        run_id = tracking.log_recheck(config, previous_run, result.status, result.detail, previous["fingerprint"],
+                                      asdict(result.verdict) if result.verdict else None)
+        print(f"  MLflow run {run_id} (linked to session {previous_run})")
+    return result.exit_code
+
+
+CRON_MARK = "# advisor retune"
+
+
+def cron_line(config_path: str, schedule: str) -> str:
+    from pathlib import Path
+
+    config = Path(config_path).resolve()
+    log = config.parent / "advisor-retune.log"
+    return (f"{schedule} cd {config.parent} && {sys.executable} -m advisor.cli retune {config} "
+            f">> {log} 2>&1 {CRON_MARK} {config}")
+
+
+def run_schedule(args: argparse.Namespace) -> int:
+    import shutil
+    import subprocess
+
+    from advisor.config import load_config
+    from advisor.errors import UserError
+
+    load_config(args.config)  # a bad config is an error now, not at 3 a.m.
+    if len(args.cron.split()) != 5:
+        raise UserError(f"--cron: {args.cron!r} is not a 5-field cron schedule, e.g. \"0 3 * * *\"")
+    line = cron_line(args.config, args.cron)
+    if not (args.install or args.remove):
+        print(line)
+        return 0
+    if shutil.which("crontab") is None:
+        raise UserError("crontab is not installed; install cron, or add the line printed without --install yourself")
+    current = subprocess.run(["crontab", "-l"], capture_output=True, text=True).stdout
+    marker = line[line.index(CRON_MARK):]
+    kept = [entry for entry in current.splitlines() if not entry.endswith(marker)]
+    lines = kept if args.remove else kept + [line]
+    subprocess.run(["crontab", "-"], input="\n".join(lines) + "\n", text=True, check=True)
+    print(("removed: " if args.remove else "installed: ") + line)
     return 0
 
 

@@ -4,8 +4,8 @@ Layout: one experiment per workload; a parent run per optimize session (tags: ki
 fingerprint, bottleneck); nested runs for the baseline, every trial and every recommendation
 (params = plan keys; metrics = throughput, p50/p95 step ms, peak memory, stall share; for
 recommendations rank, speedup and its interval, with the snippet as the run's description).
-A `tracking.uri` of null means a sqlite store next to the config, so `advisor report` and
-`advisor ui` find it from any working directory.
+A `tracking.uri` of null means MLFLOW_TRACKING_URI when set, else a sqlite store next to the
+config, so `advisor report` and `advisor ui` find it from any working directory.
 """
 
 from __future__ import annotations
@@ -35,7 +35,8 @@ MAX_PARAM_CHARS = 6000
 
 
 def tracking_uri(config: AdvisorConfig) -> str:
-    return config.tracking.uri or f"sqlite:///{(config.root / 'mlflow.db').resolve()}"
+    """The config's URI, else MLflow's own environment variable, else sqlite next to the config."""
+    return config.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(config.root / 'mlflow.db').resolve()}"
 
 
 def experiment_name(config: AdvisorConfig) -> str:
@@ -87,7 +88,9 @@ def run_metrics(measurement: dict) -> dict:
     }
 
 
-def log_session(config: AdvisorConfig, payload: dict, write_results: Callable[[dict], Path]) -> dict:
+def log_session(
+    config: AdvisorConfig, payload: dict, write_results: Callable[[dict], Path], extra_tags: Optional[dict] = None
+) -> dict:
     """Logs a finished session (the recommendations.json payload) and attaches its results.
 
     `write_results` is called with the payload completed by the MLflow run ids, and returns the
@@ -100,7 +103,8 @@ def log_session(config: AdvisorConfig, payload: dict, write_results: Callable[[d
     bottleneck = payload["diagnoses"][0]["bottleneck"] if payload["diagnoses"] else "none"
     session = tracker.start(
         f"optimize {payload['started']}",
-        {"kind": "session", "fingerprint": payload["fingerprint"], "bottleneck": bottleneck, "workload": config.name},
+        {"kind": "session", "fingerprint": payload["fingerprint"], "bottleneck": bottleneck, "workload": config.name,
+         **(extra_tags or {})},
         description=f"advisor optimize session over {config.path}",
     )
     tracker.log(session, params={"recipes_tried": ",".join(payload["recipes_tried"]) or "none"},
@@ -175,3 +179,32 @@ def _as_dict(run) -> dict:
         "params": dict(run.data.params),
         "metrics": dict(run.data.metrics),
     }
+
+
+def latest_payload(config: AdvisorConfig) -> tuple[str, dict]:
+    """The latest session's run id and its recommendations.json, read back from MLflow."""
+    import json
+    import tempfile
+
+    session, _ = latest_session(config)
+    client = MlflowClient(tracking_uri=tracking_uri(config))
+    with tempfile.TemporaryDirectory() as folder:
+        path = client.download_artifacts(session["run_id"], "recommendations.json", folder)
+        return session["run_id"], json.loads(Path(path).read_text())
+
+
+def log_recheck(config: AdvisorConfig, previous_run_id: str, status: str, detail: str, fingerprint_digest: str,
+                verdict: Optional[dict]) -> str:
+    """Logs a re-check of unchanged advice as its own run, linked to the session it re-checked."""
+    tracker = Tracker(config)
+    run_id = tracker.start(
+        f"retune check {time.strftime('%Y-%m-%d %H:%M:%S')}",
+        {"kind": "retune", "retune_of": previous_run_id, "status": status, "fingerprint": fingerprint_digest,
+         "workload": config.name},
+        description=detail,
+    )
+    if verdict:
+        tracker.log(run_id, metrics={"speedup": verdict["speedup"], "speedup_low": verdict["low"],
+                                     "speedup_high": verdict["high"]})
+    tracker.finish(run_id, failed=status.startswith("regressed"))
+    return run_id

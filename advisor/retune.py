@@ -1,0 +1,124 @@
+"""Re-tuning: notice what changed since the last session, re-check the advice, tune again when needed.
+
+With the workload's fingerprint unchanged, the current best recommendation is re-verified
+against the baseline in a short interleaved check: it holds, or it has regressed. With the
+fingerprint changed, a new session runs, warm-started with the previous best plans (enqueued
+right after the baseline), and the report says what changed and how the advice changed.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from advisor import search
+from advisor.config import AdvisorConfig
+from advisor.errors import UserError
+from advisor.fingerprint import fingerprint
+from advisor.harness import run_measurement
+from advisor.plan import baseline_plan
+from advisor.session import measure_with, optimize
+from advisor.verify import interleave, judge
+
+EXIT_OK = 0
+EXIT_REGRESSED = 3
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class RetuneResult:
+    status: str  # "holds" | "regressed" | "retuned" | "regressed, not fixed" | "nothing to re-check"
+    changes: tuple[str, ...]
+    previous: dict  # the previous session's payload
+    detail: str
+    new_session: Optional[object] = None  # a SessionResult when a new session ran
+    verdict: Optional[object] = None
+    extra: dict = field(default_factory=dict)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_REGRESSED if self.status.startswith("regressed") else EXIT_OK
+
+
+def describe_changes(old: dict, new: dict) -> list[str]:
+    """What changed between two fingerprints' components, in words."""
+    changes = []
+    for key in sorted(set(old.get("sources", {})) | set(new.get("sources", {}))):
+        before, after = old.get("sources", {}).get(key), new.get("sources", {}).get(key)
+        if before != after:
+            name = (after or before)["file"]
+            changes.append(f"{key} source changed ({name})" if before and after else f"{key} source {'added' if after else 'removed'}")
+    if old.get("parameters") != new.get("parameters"):
+        changes.append(f"model parameters {_count(old.get('parameters'))} -> {_count(new.get('parameters'))}")
+    if old.get("sample") != new.get("sample"):
+        changes.append(f"sample {old.get('sample')} -> {new.get('sample')}")
+    for path, before, after in _diff(old.get("workload", {}), new.get("workload", {}), "workload"):
+        changes.append(f"config {path}: {before!r} -> {after!r}")
+    for key in ("python", "torch"):
+        if old.get(key) != new.get(key):
+            changes.append(f"{key} {old.get(key)} -> {new.get(key)}")
+    for key, before in old.get("hardware", {}).items():
+        after = new.get("hardware", {}).get(key)
+        if before != after:
+            changes.append(f"hardware {key}: {before} -> {after}")
+    return changes
+
+
+def _count(value) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _diff(old, new, path: str):
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            yield from _diff(old.get(key), new.get(key), f"{path}.{key}")
+    elif old != new:
+        yield path, old, new
+
+
+def best_verified(payload: dict) -> Optional[dict]:
+    return next((r for r in payload.get("recommendations", []) if r["verified"]), None)
+
+
+def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda line: None) -> RetuneResult:
+    """Re-checks `previous` (a recommendations.json payload) against the workload as it is now."""
+    baseline = baseline_plan(config)
+    progress("measuring the baseline as it is now ...")
+    probe = run_measurement(config.path, baseline, "full", config.measure.steps, config.measure.timeout_s)
+    if not probe.ok:
+        raise UserError(f"the baseline no longer runs: {probe.reason}; fix the workload, then retune")
+    now = fingerprint(config, probe.environment)
+    changes = tuple(describe_changes(previous["fingerprint_components"], now["components"]))
+    best = best_verified(previous)
+
+    if not changes:
+        if best is None:
+            return RetuneResult("nothing to re-check", changes, previous, "the last session verified no fix; nothing changed since")
+        progress(f"fingerprint unchanged ({now['digest']}); re-checking #1 ({'+'.join(best['recipes'])}), "
+                 f"{config.search.pairs} interleaved rounds:")
+        rounds = interleave({**previous["baseline"]["plan"]}, {"#1": best["plan"]}, measure_with(config), config.search.pairs, progress)
+        memory_fix = previous.get("memory_fix", False)
+        verdict = judge("#1", rounds.ratios("#1"), config.search.min_speedup, None, memory_fix,
+                        [r.peak_memory_mb for r in rounds.candidates["#1"] if r.ok], config.constraints.max_memory_mb)
+        was = f"{best['speedup']:.2f}x (95% {best['interval'][0]:.2f}-{best['interval'][1]:.2f}x)"
+        now_text = f"{verdict.speedup:.2f}x (95% {verdict.low:.2f}-{verdict.high:.2f}x)"
+        status = "holds" if verdict.verified else "regressed"
+        return RetuneResult(status, changes, previous, f"#1 {'+'.join(best['recipes'])}: was {was}, now {now_text}; {verdict.reason}",
+                            verdict=verdict)
+
+    progress("the workload changed: " + "; ".join(changes))
+    progress("re-tuning, warm-started with the previous best plans:")
+    search.remove_study(config)
+    warm = tuple(r["plan"] for r in previous.get("recommendations", []))
+    session = optimize(config, progress, warm_start=warm)
+    new_best = next((r for r in session.recommendations if r.verified), None)
+    old_text = f"{'+'.join(best['recipes'])} {best['speedup']:.2f}x" if best else "no verified fix"
+    if new_best is None:
+        status = "regressed, not fixed" if best else "retuned"
+        detail = f"advice was {old_text}; after the change no fix clears the bar"
+    else:
+        status = "retuned"
+        detail = f"advice was {old_text}; now {'+'.join(new_best.recipes)} {new_best.speedup:.2f}x ({json.dumps(new_best.changes)})"
+    return RetuneResult(status, changes, previous, detail, new_session=session)
