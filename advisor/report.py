@@ -76,6 +76,9 @@ def _cores() -> int:
     return os.cpu_count() or 1
 
 
+SHOWN_REJECTIONS = 4
+
+
 def render_recommendations(payload: dict) -> str:
     """The ranked table the terminal shows, and `advisor report` prints from MLflow."""
     base = payload["baseline"]
@@ -98,6 +101,8 @@ def render_recommendations(payload: dict) -> str:
                 f"{low:.2f}-{high:.2f}x{'':<4}{'yes' if rec['verified'] else 'no':<10}{numerics_text:<10}{rec['peak_memory_mb']:>8,.0f}"
             )
             lines.append(f"     {', '.join(f'{k}={v}' for k, v in rec['changes'].items())}")
+            if rec.get("gap_recovered") is not None and payload["diagnoses"][0]["bottleneck"].startswith("input"):
+                lines.append(f"     recovers {rec['gap_recovered']:.0%} of the gap to the ideal throughput")
             for recipe, share in rec.get("contributions", {}).items():
                 low, high = share["interval"]
                 verdict = "" if share["shown"] else ": not shown to help; the plan may drop it"
@@ -109,8 +114,11 @@ def render_recommendations(payload: dict) -> str:
                     f"     compile {cost['compile_s']:.1f} s, paid back after "
                     + (f"{even:,.0f} steps" if even else "never (no faster per step)")
                 )
-    for rejection in payload["rejected"]:
+    rejected = payload["rejected"]
+    for rejection in rejected[:SHOWN_REJECTIONS]:
         lines.append(f"rejected {'+'.join(rejection['recipes'])} ({rejection['plan_changes']}): {rejection['reason']}")
+    if len(rejected) > SHOWN_REJECTIONS:
+        lines.append(f"... and {len(rejected) - SHOWN_REJECTIONS} more rejected plans (see recommendations.json)")
     if payload["recommendations"]:
         top = payload["recommendations"][0]
         lines += ["", f"apply #1 ({top['reason']}):", top["snippet"]]

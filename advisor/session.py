@@ -443,6 +443,14 @@ def names(recipes: tuple[Recipe, ...]) -> tuple[str, ...]:
     return tuple(r.name for r in recipes)
 
 
+def gap_recovered(speedup: float, baseline_rate: float, ideal_rate: Optional[float]) -> Optional[float]:
+    """The share of the gap between the baseline and the ideal (synthetic-batch) throughput that
+    a fix recovers: the physical limit for input fixes is the ideal."""
+    if not ideal_rate or not baseline_rate or ideal_rate <= baseline_rate:
+        return None
+    return (speedup * baseline_rate - baseline_rate) / (ideal_rate - baseline_rate)
+
+
 def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
     """The `recommendations.json` contract (also the MLflow artifact)."""
     config = result.config
@@ -468,7 +476,11 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
         "min_speedup": config.search.min_speedup,
         "memory_fix": result.memory_fix,
         "max_memory_mb": config.constraints.max_memory_mb,
-        "recommendations": [r.to_dict() for r in result.recommendations],
+        "recommendations": [
+            {**r.to_dict(), "gap_recovered": gap_recovered(r.speedup, result.baseline_samples_per_s,
+                                                            result.evidence.derived.get("ideal_samples_per_s"))}
+            for r in result.recommendations
+        ],
         "rejected": [asdict(r) for r in result.rejected],
         "trials": [
             {"number": t.number, "plan": t.plan, "feasible": t.feasible, "measurement": t.measurement.to_dict()}
