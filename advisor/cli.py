@@ -35,6 +35,7 @@ def build_parser() -> argparse.ArgumentParser:
     optimize.add_argument("config", help="path of the YAML config")
     optimize.add_argument("--fresh", action="store_true", help="discard the workload's earlier study and start anew")
     optimize.add_argument("--results", help="folder for the results (default: advisor-results/ next to the config)")
+    optimize.add_argument("--evidence", help="reuse a diagnosis saved by `advisor diagnose --json` instead of measuring again")
     optimize.set_defaults(command=run_optimize)
 
     worker = commands.add_parser("worker", help="join the workload's study from another process or machine")
@@ -102,8 +103,22 @@ def run_optimize(args: argparse.Namespace) -> int:
     config = load_config(args.config)
     if args.fresh:
         search.remove_study(config)
-    publish(config, optimize(config, progress_printer()), args.results, args.config)
+    evidence = load_evidence(args.evidence) if args.evidence else None
+    publish(config, optimize(config, progress_printer(), evidence=evidence), args.results, args.config)
     return 0
+
+
+def load_evidence(path: str):
+    """The evidence inside the JSON that `advisor diagnose --json` printed."""
+    from pathlib import Path
+
+    from advisor.errors import UserError
+    from advisor.evidence import Evidence
+
+    try:
+        return Evidence.from_dict(json.loads(Path(path).read_text())["evidence"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise UserError(f"--evidence: {path} is not the JSON of advisor diagnose --json ({type(exc).__name__}: {exc})") from None
 
 
 def publish(config, result, results_arg: Optional[str], config_arg: str, extra_tags: Optional[dict] = None) -> dict:

@@ -172,8 +172,14 @@ def measure_with(config: AdvisorConfig) -> Callable[[dict], Measurement]:
     return measure
 
 
-def optimize(config: AdvisorConfig, progress: Progress = lambda line: None, warm_start: tuple[dict, ...] = ()) -> SessionResult:
-    """Diagnoses, searches, verifies. Resumes the workload's study when one exists."""
+def optimize(
+    config: AdvisorConfig,
+    progress: Progress = lambda line: None,
+    warm_start: tuple[dict, ...] = (),
+    evidence: Optional[Evidence] = None,
+) -> SessionResult:
+    """Diagnoses (unless `evidence` from an earlier diagnosis is given), searches, verifies.
+    Resumes the workload's study when one exists."""
     started = time.time()
     study = search.find_study(config)
     if study is not None and search.SPACE_ATTR in study.user_attrs:
@@ -181,8 +187,12 @@ def optimize(config: AdvisorConfig, progress: Progress = lambda line: None, warm
         done = len(search.finished_trials(study))
         progress(f"resuming study '{config.name}' ({done} trials done; the baseline's diagnosis is reused)")
     else:
-        progress("diagnosing the baseline:")
-        facts = plan_session(config, collect_evidence(config, progress))
+        if evidence is None:
+            progress("diagnosing the baseline:")
+            evidence = collect_evidence(config, progress)
+        else:
+            progress("using the given diagnosis of the baseline")
+        facts = plan_session(config, evidence)
         study = None
         if facts.space:
             first = (*warm_start, *textbook_params(facts))

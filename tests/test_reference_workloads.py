@@ -1,5 +1,6 @@
-"""Every reference workload, optimized on a reduced budget: the planted bottleneck is named
-first, and the top recommendation fixes it, or advisor says that nothing clears the bar."""
+"""Every reference workload: `advisor diagnose --json` names the planted bottleneck first with
+its evidence; `advisor optimize` on that diagnosis, with a reduced budget, recommends a fix for
+it first, or says that nothing clears the bar."""
 
 import json
 import re
@@ -41,11 +42,25 @@ def reduced_copy(name: str, folder: Path) -> Path:
 
 
 @pytest.mark.parametrize("name, bottleneck", PLANTED.items())
-def test_reference_optimize(tmp_path, name, bottleneck):
-    result = run_cli("optimize", str(reduced_copy(name, tmp_path)), timeout=900)
+def test_reference_diagnose_then_optimize(tmp_path, name, bottleneck):
+    config = reduced_copy(name, tmp_path)
+    diagnosed = run_cli("diagnose", str(config), "--json")
+    assert diagnosed.returncode == 0, diagnosed.stderr[-3000:]
+    diagnosis = json.loads(diagnosed.stdout)
+    assert diagnosis["bottleneck"] == bottleneck, json.dumps(diagnosis["diagnoses"], indent=1)
+    first = diagnosis["diagnoses"][0]
+    assert first["severity"] == "high"
+    assert all({"metric", "value", "threshold"} <= set(f) for f in first["evidence"])
+    assert diagnosis["evidence"]["derived"]["ideal_samples_per_s"] > 0
+    assert diagnosis["evidence"]["runs"]["profile"]["operators"]["top"]
+
+    saved = tmp_path / "diagnosis.json"
+    saved.write_text(diagnosed.stdout)
+    result = run_cli("optimize", str(config), "--evidence", str(saved), timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
+    assert "using the given diagnosis" in result.stderr and "[1/4]" not in result.stderr
     payload = json.loads((Path(re.search(r"results: (\S+)", result.stdout).group(1)) / "recommendations.json").read_text())
-    assert payload["diagnoses"][0]["bottleneck"] == bottleneck, json.dumps(payload["diagnoses"], indent=1)
+    assert payload["diagnoses"][0]["bottleneck"] == bottleneck
     verified = [r for r in payload["recommendations"] if r["verified"]]
     if verified:
         assert set(verified[0]["recipes"]) & FIXES[bottleneck], verified[0]
@@ -54,12 +69,8 @@ def test_reference_optimize(tmp_path, name, bottleneck):
         assert "nothing clears the bar" in result.stdout
 
 
-def test_reference_diagnose_json():
-    result = run_cli("diagnose", str(ROOT / "configs" / "overhead.yaml"), "--json")
-    assert result.returncode == 0, result.stderr
-    payload = json.loads(result.stdout)
-    assert payload["bottleneck"] == "overhead"
-    first = payload["diagnoses"][0]
-    assert all({"metric", "value", "threshold"} <= set(f) for f in first["evidence"])
-    assert payload["evidence"]["derived"]["ideal_samples_per_s"] > 0
-    assert payload["evidence"]["runs"]["profile"]["operators"]["top"]
+def test_bad_evidence_file_is_a_clear_error(tmp_path):
+    config = reduced_copy("overhead", tmp_path)
+    (tmp_path / "not.json").write_text("{}")
+    result = run_cli("optimize", str(config), "--evidence", str(tmp_path / "not.json"))
+    assert result.returncode == 2 and "is not the JSON of advisor diagnose --json" in result.stderr
