@@ -24,44 +24,40 @@ def main(argv: Optional[list[str]] = None) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="advisor", description=__doc__)
+    parser = argparse.ArgumentParser(
+        prog="advisor",
+        description="Measures a PyTorch training job, names its bottleneck with evidence, trials the "
+        "matching fixes and keeps only those whose speedup is verified and whose results are unchanged.",
+    )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
-    diagnose = commands.add_parser("diagnose", help="measure the job and name its bottleneck with evidence")
-    diagnose.add_argument("config", help="path of the YAML config")
-    diagnose.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
-    diagnose.set_defaults(command=run_diagnose)
 
-    optimize = commands.add_parser("optimize", help="diagnose, trial the matching fixes, verify and rank them")
-    optimize.add_argument("config", help="path of the YAML config")
+    def command(name: str, handler, help_text: str, config_help: str = "path of the YAML config"):
+        sub = commands.add_parser(name, help=help_text)
+        sub.add_argument("config", help=config_help)
+        sub.set_defaults(command=handler)
+        return sub
+
+    diagnose = command("diagnose", run_diagnose, "measure the job and name its bottleneck with evidence")
+    diagnose.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
+
+    optimize = command("optimize", run_optimize, "diagnose, trial the matching fixes, verify and rank them")
     optimize.add_argument("--fresh", action="store_true", help="discard the workload's earlier study and start anew")
     optimize.add_argument("--results", help="folder for the results (default: advisor-results/ next to the config)")
     optimize.add_argument("--evidence", help="reuse a diagnosis saved by `advisor diagnose --json` instead of measuring again")
-    optimize.set_defaults(command=run_optimize)
 
-    worker = commands.add_parser("worker", help="join the workload's study from another process or machine")
-    worker.add_argument("config", help="path of the YAML config (search.storage names the shared study)")
-    worker.set_defaults(command=run_worker)
+    command("worker", run_worker, "join the workload's study from another process or machine",
+            "path of the YAML config (search.storage names the shared study)")
+    command("report", run_report, "print the ranked recommendations of the latest session from MLflow")
+    command("retune", run_retune, "re-check the latest advice; tune again if the workload changed")
 
-    report = commands.add_parser("report", help="print the ranked recommendations of the latest session from MLflow")
-    report.add_argument("config", help="path of the YAML config")
-    report.set_defaults(command=run_report)
-
-    retune = commands.add_parser("retune", help="re-check the latest advice; tune again if the workload changed")
-    retune.add_argument("config", help="path of the YAML config")
-    retune.set_defaults(command=run_retune)
-
-    schedule = commands.add_parser("schedule", help="print, install or remove a crontab line that runs retune")
-    schedule.add_argument("config", help="path of the YAML config")
+    schedule = command("schedule", run_schedule, "print, install or remove a crontab line that runs retune")
     schedule.add_argument("--cron", default="0 3 * * *", help="cron schedule (default: 03:00 every day)")
     action = schedule.add_mutually_exclusive_group()
     action.add_argument("--install", action="store_true", help="add the line to this user's crontab")
     action.add_argument("--remove", action="store_true", help="remove it from this user's crontab")
-    schedule.set_defaults(command=run_schedule)
 
-    ui = commands.add_parser("ui", help="start the MLflow UI on 127.0.0.1 over the config's tracking store")
-    ui.add_argument("config", help="path of the YAML config")
+    ui = command("ui", run_ui, "start the MLflow UI on 127.0.0.1 over the config's tracking store")
     ui.add_argument("--port", type=int, default=5000)
-    ui.set_defaults(command=run_ui)
     return parser
 
 
