@@ -61,8 +61,9 @@ def run_measurement(
 
     fields = dict(result)
     window = fields.pop("window", None)
+    tree_rss_end = fields.pop("tree_rss_end_mb", 0.0)
     if fields.get("memory_source") != "cuda max allocated":
-        fields.update(peak_memory_mb=sampler.peak_rss_mb, memory_source="process tree RSS")
+        fields.update(peak_memory_mb=max(sampler.peak_rss_mb, tree_rss_end), memory_source="process tree RSS")
     fields["gpu"] = sampler.gpu_summary(tuple(window) if window else None)
     return Measurement.from_dict({**fields, "mode": mode, "plan": plan, "wall_s": wall_s})
 

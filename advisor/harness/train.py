@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.harness.operators import STEP_LABEL, summarize_profile
-from advisor.measure import descendants_cpu_seconds, step_statistics
+from advisor.measure import descendants_cpu_seconds, step_statistics, tree_rss_mb
 from advisor.workload import Workload
 from recipes import amp, checkpointing, compile, threads
 
@@ -97,11 +97,13 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
         samples += batch_length(batch)
     wall = time.perf_counter() - wall_start
     cpu_used = cpu_seconds() - cpu_start
+    tree_rss_end = tree_rss_mb(os.getpid())  # workers are alive here, whenever the parent last sampled
     fields = step_statistics(step_s, wait_s, transfer_s, samples)
     fields.update(
         losses=losses,
         cpu_util=min(1.0, cpu_used / (wall * (psutil.cpu_count() or 1))),
         window=(window_start, time.time()),
+        tree_rss_end_mb=tree_rss_end,
     )
     return fields
 
