@@ -7,6 +7,7 @@ and the split of the input work into fetch (off-CPU per-sample time) and prep (o
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -75,14 +76,7 @@ def describe_run(run: Measurement) -> str:
 
 def with_derived(evidence: Evidence) -> Evidence:
     """Adds the derived quantities; a pure function of the runs."""
-    return Evidence(
-        full=evidence.full,
-        synthetic=evidence.synthetic,
-        cached=evidence.cached,
-        profile=evidence.profile,
-        max_memory_mb=evidence.max_memory_mb,
-        derived=derive(evidence.full, evidence.synthetic, evidence.cached),
-    )
+    return dataclasses.replace(evidence, derived=derive(evidence.full, evidence.synthetic, evidence.cached))
 
 
 def derive(full: Measurement, synthetic: Measurement, cached: Measurement) -> dict:

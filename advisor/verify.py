@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from typing import Callable, Optional, Sequence
 
 from advisor.measure import Measurement
@@ -45,7 +45,6 @@ class Verdict:
     reason: str
     numerics: Optional[NumericsResult] = None
     peak_memory_mb: float = 0.0
-    step_breakdown_ms: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -244,7 +244,7 @@ def cycle(loader: DataLoader) -> Iterator:
 
 
 def repeat_one_batch(dataset: Any, batch_size: int, device: torch.device) -> Iterator:
-    batch = to_device(collate([dataset[i] for i in range(batch_size)]), device, {})
+    batch = to_device(torch.utils.data.default_collate([dataset[i] for i in range(batch_size)]), device, {})
     while True:
         yield batch
 
@@ -262,10 +262,6 @@ def cached_batches(dataset: Any, batch_size: int, shuffle: bool) -> tuple[Iterat
     loader = DataLoader(samples, batch_size=batch_size, shuffle=shuffle, num_workers=0, drop_last=True,
                         generator=torch.Generator().manual_seed(0))
     return cycle(loader), probe
-
-
-def collate(samples: list) -> Any:
-    return torch.utils.data.default_collate(samples)
 
 
 def to_device(batch: Any, device: torch.device, plan: dict) -> Any:
