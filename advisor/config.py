@@ -59,8 +59,38 @@ class TrainWorkload:
     threads: Optional[int] = _check(_positive, default=None)
 
 
-# The schema leaves room for the other kinds: each kind maps to its own dataclass.
-WORKLOAD_KINDS: dict[str, Optional[type]] = {"train": TrainWorkload, "infer": None, "pipeline": None}
+SOURCE_FORMATS = ("csv", "parquet", "jsonl")
+
+
+@dataclass(frozen=True)
+class SourceConfig:
+    path: str  # a file or a glob, relative to the config's folder
+    format: Optional[Literal["csv", "parquet", "jsonl"]] = None  # None: from the files' suffix
+    read_args: dict = field(default_factory=dict)  # what the user passes to the reader today
+
+
+@dataclass(frozen=True)
+class DaskConfig:
+    scheduler: Optional[str] = None  # a running cluster's scheduler address; None: a LocalCluster
+
+
+@dataclass(frozen=True)
+class PipelineWorkload:
+    """A pandas pipeline: read the source, transform it, combine partial results, write the sink."""
+
+    source: SourceConfig
+    transform: str = _check(_callable_ref)  # DataFrame -> DataFrame
+    kind: Literal["pipeline"] = "pipeline"
+    partition_safe: bool = False  # transform(concat(parts)) == combine([transform(p) for p in parts])
+    combine: Optional[str] = _check(_callable_ref, default=None)  # list of partial frames -> frame
+    sink: Optional[str] = None  # an output file (.parquet or .csv), relative to the config's folder
+    order_matters: bool = True  # False: outputs are compared as sets of rows
+    float_rtol: float = _check(_non_negative, default=1e-9)  # float tolerance for output equality
+    dask: DaskConfig = field(default_factory=DaskConfig)
+
+
+# Each kind maps to its own dataclass; None marks a kind this version cannot run yet.
+WORKLOAD_KINDS: dict[str, Optional[type]] = {"train": TrainWorkload, "infer": None, "pipeline": PipelineWorkload}
 
 
 @dataclass(frozen=True)
@@ -98,12 +128,16 @@ class TrackingConfig:
 @dataclass(frozen=True)
 class AdvisorConfig:
     name: str
-    workload: TrainWorkload
+    workload: TrainWorkload | PipelineWorkload = field(metadata={"internal": True})  # validated by its kind
     measure: MeasureConfig = field(default_factory=MeasureConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     constraints: ConstraintsConfig = field(default_factory=ConstraintsConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     path: Path = field(default=Path("config.yaml"), metadata={"internal": True})
+
+    @property
+    def kind(self) -> str:
+        return self.workload.kind
 
     @property
     def root(self) -> Path:
@@ -140,9 +174,14 @@ def parse_config(raw: Any, path: Path) -> AdvisorConfig:
         if kind not in WORKLOAD_KINDS:
             raise _Invalid("workload.kind", f"expected one of {_choices(WORKLOAD_KINDS)}, got {kind!r}")
         if WORKLOAD_KINDS[kind] is None:
-            raise _Invalid("workload.kind", f"{kind!r} is not supported by this version yet; use 'train'")
-        config = _build(AdvisorConfig, raw, "", extra={"path": path})
-        _check_optimizer(config.workload.optimizer)
+            raise _Invalid("workload.kind", f"{kind!r} is not supported by this version yet; use 'train' or 'pipeline'")
+        if "workload" not in raw:
+            raise _Invalid("workload", "missing; add it (a mapping that names the job's code)")
+        workload = _build(WORKLOAD_KINDS[kind], raw["workload"], "workload")
+        rest = {key: value for key, value in raw.items() if key != "workload"}
+        config = _build(AdvisorConfig, rest, "", extra={"path": path, "workload": workload})
+        if kind == "train":
+            _check_optimizer(config.workload.optimizer)
         return config
     except _Invalid as exc:
         where = f"{exc.key_path}: " if exc.key_path else ""

@@ -397,7 +397,8 @@ def leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, prog
         recipe: {**top.plan, **{key: baseline[key] for key in by_name(recipe).keys}} for recipe in top.recipes
     }
     progress(f"measuring each recipe's share of #1 by leaving it out, {pairs} rounds:")
-    rounds = interleave(top.plan, {f"without {recipe}": plan for recipe, plan in without.items()}, measure, pairs, progress)
+    rounds = interleave(top.plan, {f"without {recipe}": plan for recipe, plan in without.items()}, measure, pairs,
+                        progress, reference="#1")
     shares = {}
     for recipe in top.recipes:
         factors = [1 / ratio for ratio in rounds.ratios(f"without {recipe}") if ratio > 0]

@@ -138,10 +138,12 @@ def interleave(
     measure: Callable[[dict], Measurement],
     pairs: int,
     progress: Callable[[str], None] = lambda line: None,
+    reference: str = "baseline",
 ) -> Rounds:
-    """Runs `pairs` rounds; in each, the baseline and every candidate, order rotated per round."""
-    names = ["baseline", *candidates]
-    plans = {"baseline": baseline_plan, **candidates}
+    """Runs `pairs` rounds; in each, the reference plan (named `reference` in the progress lines)
+    and every candidate, order rotated per round."""
+    names = [reference, *candidates]
+    plans = {reference: baseline_plan, **candidates}
     runs: dict[str, list[Measurement]] = {name: [] for name in names}
     for round_index in range(pairs):
         shift = round_index % len(names)
@@ -149,7 +151,7 @@ def interleave(
         for name in order:
             runs[name].append(measure(plans[name]))
         progress(f"  round {round_index + 1}/{pairs}: " + ", ".join(_round_summary(runs, name) for name in names))
-    return Rounds(runs.pop("baseline"), runs)
+    return Rounds(runs.pop(reference), runs)
 
 
 def _round_summary(runs: dict[str, list[Measurement]], name: str) -> str:

@@ -1,0 +1,111 @@
+"""End to end through the MLflow UI: a real `mlflow server` on 127.0.0.1, an optimize logged to
+it over HTTP, and a real headless Chromium that renders the experiment page and must list the
+recommendation runs. The screenshot is kept in test-artifacts/ for a person to look at.
+
+Chromium comes from Debian's `chromium` package; the test installs it when it is missing and
+the machine allows it (root with apt-get), and skips with the reason otherwise."""
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+import pytest
+from mlflow import MlflowClient
+
+from conftest import ROOT, TINY, merged, run_cli, write_config
+from test_optimize import FETCH_STALLED, free_port
+
+pytestmark = pytest.mark.integration
+
+ARTIFACTS = ROOT / "test-artifacts"
+# Without these, headless Chromium as root refuses to start, or spends its time on a closed network.
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                  "--hide-scrollbars", "--window-size=1600,1000"]
+
+
+def find_or_install_chromium() -> str:
+    found = shutil.which("chromium") or shutil.which("chromium-browser")
+    if found:
+        return found
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.skip("chromium is not installed, and installing it needs root and apt-get")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "chromium"]):
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+        if done.returncode != 0 and command[1] == "install":
+            pytest.skip(f"could not install chromium: {done.stderr.strip().splitlines()[-1:]}")
+    return shutil.which("chromium") or pytest.skip("apt-get installed chromium but it is not on PATH")
+
+
+def wait_for(url: str, seconds: float) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=5).read()
+            return
+        except OSError:
+            time.sleep(1)
+    raise AssertionError(f"{url} did not answer within {seconds:.0f} s")
+
+
+@pytest.fixture(scope="module")
+def mlflow_server(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("mlflow-server")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
+         "--artifacts-destination", str(folder / "artifacts"), "--workers", "1"],
+        cwd=folder, stdout=open(folder / "server.log", "w"), stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for(f"{url}/health", 120)
+        yield url
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+def render(chromium: str, url: str, screenshot: Path) -> str:
+    """The page's DOM after its scripts ran, and a screenshot of it."""
+    profile = screenshot.parent / "chromium-profile"
+    flags = [*CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=20000"]
+    subprocess.run([chromium, *flags, f"--screenshot={screenshot}", url],
+                   capture_output=True, timeout=180, check=False)
+    dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=180)
+    return dom.stdout
+
+
+def test_experiment_page_lists_the_recommendation_runs(tmp_path, mlflow_server):
+    chromium = find_or_install_chromium()
+    config = merged(TINY, FETCH_STALLED)
+    config["name"] = "browser"
+    config["search"].update(trials=2)
+    config["tracking"] = {"uri": mlflow_server}
+    path = write_config(tmp_path, config)
+    result = run_cli("optimize", str(path), timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+
+    client = MlflowClient(tracking_uri=mlflow_server)
+    experiment = client.get_experiment_by_name("browser")
+    recommendations = client.search_runs([experiment.experiment_id], "tags.kind = 'recommendation'")
+    assert recommendations, "the session logged recommendation runs to the server"
+
+    # Recommendation runs are nested under the session; a filter on their tag lists them flat.
+    query = urllib.parse.urlencode({"searchFilter": "tags.kind = 'recommendation'"}, quote_via=urllib.parse.quote)
+    page = f"{mlflow_server}/#/experiments/{experiment.experiment_id}?{query}"
+    ARTIFACTS.mkdir(exist_ok=True)
+    screenshot = ARTIFACTS / "mlflow-experiment-page.png"
+    screenshot.unlink(missing_ok=True)
+    dom = render(chromium, page, screenshot)
+    assert screenshot.exists() and screenshot.stat().st_size > 10_000, "Chromium wrote a screenshot of the page"
+    for run in recommendations:
+        assert run.info.run_name in dom, f"{run.info.run_name} is not on the experiment page"
