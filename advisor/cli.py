@@ -127,7 +127,8 @@ def publish(config, result, results_arg: Optional[str], config_arg: str, extra_t
     from advisor.report import render_diagnosis, render_recommendations, write_results
     from advisor.session import session_payload
 
-    payload = session_payload(result, fingerprint(config, result.evidence.full.environment))
+    seen = {**result.evidence.full.environment, **(result.evidence.profile.environment if config.kind == "pipeline" else {})}
+    payload = session_payload(result, fingerprint(config, seen))
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(result.started))
     folder = Path(results_arg) if results_arg else config.root / "advisor-results" / config.name / stamp
     diagnosis_text = render_diagnosis(config.name, result.evidence, result.diagnoses)

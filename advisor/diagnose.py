@@ -26,6 +26,12 @@ class Thresholds:
     memory_high: float = 1.00
     overhead_min_ops_per_step: float = 100.0  # many operators per step ...
     overhead_max_substantial_share: float = 0.50  # ... and most of the step outside substantial ones
+    # pipelines: shares of the run's wall time
+    parse_moderate: float = 0.30  # reading, on the CPU
+    parse_high: float = 0.50
+    read_cpu_bound: float = 0.50  # read CPU over read wall at or above this: parsing, not waiting
+    python_moderate: float = 0.20  # the user's Python, called back row by row
+    python_high: float = 0.50
 
 
 THRESHOLDS = Thresholds()
@@ -57,11 +63,9 @@ class Diagnosis:
 def diagnose(evidence: Evidence, thresholds: Thresholds = THRESHOLDS) -> list[Diagnosis]:
     """All diagnoses that apply, the bottleneck first."""
     rules: tuple[Callable[[Evidence, Thresholds], Optional[Diagnosis]], ...] = (
-        diagnose_memory,
-        diagnose_input,
-        diagnose_transfer,
-        diagnose_overhead,
-        diagnose_compute,
+        (diagnose_memory, diagnose_parse, diagnose_io, diagnose_python)
+        if evidence.kind == "pipeline"
+        else (diagnose_memory, diagnose_input, diagnose_transfer, diagnose_overhead, diagnose_compute)
     )
     found = [d for rule in rules if (d := rule(evidence, thresholds)) is not None]
     return sorted(found, key=lambda d: (SEVERITY_ORDER[d.severity], -d.share))
@@ -178,7 +182,7 @@ def memory_budget(evidence: Evidence) -> tuple[float, str]:
 def diagnose_memory(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
     full = evidence.full
     budget, source = memory_budget(evidence)
-    fixes = ("checkpointing", "amp")
+    fixes = ("chunked", "dask", "columns", "dtypes") if evidence.kind == "pipeline" else ("checkpointing", "amp")
     if not full.ok and full.reason.startswith("out of memory"):
         summary = f"memory-bound: the job ran out of memory ({full.reason})"
         finding = Finding("peak memory before the failure", full.peak_memory_mb, budget, "MB")
@@ -195,3 +199,62 @@ def diagnose_memory(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
         Finding("peak over budget", ratio, t.memory_moderate if severity == "moderate" else t.memory_high),
     )
     return Diagnosis("memory", severity, ratio, summary, findings, fixes)
+
+
+def diagnose_parse(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
+    derived = evidence.derived
+    share, cpu = derived.get("read_share", 0.0), derived.get("read_cpu_over_wall", 0.0)
+    severity = band(share, t.parse_moderate, t.parse_high)
+    if severity is None or cpu < t.read_cpu_bound:
+        return None
+    fmt = evidence.profile.environment.get("format", "")
+    summary = f"parse-bound: reading the {fmt} source takes {share:.0%} of the run, on the CPU"
+    findings = (
+        Finding("read share of the run", share, t.parse_high if severity == "high" else t.parse_moderate),
+        Finding("read CPU over read wall time", cpu, t.read_cpu_bound),
+        Finding("rows/s", derived.get("rows_per_s", 0.0), unit="rows/s"),
+    )
+    return Diagnosis("parse", severity, share, summary, findings, ("parquet_cache", "arrow_engine", "columns", "dtypes"))
+
+
+def diagnose_io(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
+    derived = evidence.derived
+    share, cpu = derived.get("read_share", 0.0), derived.get("read_cpu_over_wall", 0.0)
+    severity = band(share, t.parse_moderate, t.parse_high)
+    if severity is None or cpu >= t.read_cpu_bound:
+        return None
+    summary = f"I/O-bound: reading takes {share:.0%} of the run, mostly waiting on storage ({cpu:.0%} on the CPU)"
+    findings = (
+        Finding("read share of the run", share, t.parse_moderate),
+        Finding("read CPU over read wall time", cpu, t.read_cpu_bound),
+    )
+    return Diagnosis("io", severity, share, summary, findings, ("parquet_cache", "columns"))
+
+
+def diagnose_python(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
+    derived = evidence.derived
+    share = derived.get("python_share", 0.0)
+    severity = band(share, t.python_moderate, t.python_high)
+    if severity is None:
+        return None
+    spots = evidence.profile.hotspots
+    findings = [
+        Finding("the user's Python, share of the run", share, t.python_high if severity == "high" else t.python_moderate),
+        Finding("transform share of the run", derived.get("transform_share", 0.0)),
+    ]
+    callback = (spots.get("callbacks") or [None])[0]
+    if callback:
+        caller, callee = callback["caller"], callback["callee"]
+        where = f"{_short(caller['file'])}:{caller['line']}"
+        summary = (f"Python-overhead-bound: {where} calls {_short(callee['file'])}:{callee['line']} back row by row "
+                   f"(`{caller['code']}`); the user's Python takes {share:.0%} of the run")
+        findings.append(Finding(f"row-wise call at {where} (share of the transform)", caller["inclusive_share"]))
+    else:
+        top = (spots.get("lines") or [{}])[0]
+        where = f"{_short(top.get('file', '?'))}:{top.get('line', '?')}"
+        summary = f"Python-overhead-bound: the transform's own Python lines take {share:.0%} of the run, most at {where}"
+    return Diagnosis("python", severity, share, summary, tuple(findings), ("dask",))
+
+
+def _short(path: str) -> str:
+    return path.rsplit("/", 1)[-1]

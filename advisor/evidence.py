@@ -18,12 +18,18 @@ from advisor.plan import baseline_plan
 
 Progress = Callable[[str], None]
 
-RUNS = (
-    ("full", "timing the full pipeline"),
-    ("synthetic", "timing compute alone on one reused batch"),
-    ("cached", "timing with samples cached in memory"),
-    ("profile", "profiling operators (a separate, untimed run)"),
-)
+RUNS = {
+    "train": (
+        ("full", "timing the full pipeline"),
+        ("synthetic", "timing compute alone on one reused batch"),
+        ("cached", "timing with samples cached in memory"),
+        ("profile", "profiling operators (a separate, untimed run)"),
+    ),
+    "pipeline": (
+        ("full", "timing each stage: read, transform, combine, write"),
+        ("profile", "profiling the transform by source line, and the columns it reads (untimed)"),
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -31,15 +37,20 @@ class Evidence:
     """Everything the diagnosis reads: the runs and what follows from them."""
 
     full: Measurement
-    synthetic: Measurement
-    cached: Measurement
     profile: Measurement
+    synthetic: Optional[Measurement] = None  # training only
+    cached: Optional[Measurement] = None  # training only
     max_memory_mb: Optional[float] = None
     derived: dict = field(default_factory=dict)
 
+    @property
+    def kind(self) -> str:
+        return "pipeline" if self.synthetic is None else "train"
+
     def to_dict(self) -> dict:
+        runs = (self.full, self.synthetic, self.cached, self.profile)
         return {
-            "runs": {m.mode: m.to_dict() for m in (self.full, self.synthetic, self.cached, self.profile)},
+            "runs": {m.mode: m.to_dict() for m in runs if m is not None},
             "max_memory_mb": self.max_memory_mb,
             "derived": self.derived,
         }
@@ -51,14 +62,15 @@ class Evidence:
 
 
 def collect_evidence(config: AdvisorConfig, progress: Progress = lambda line: None) -> Evidence:
-    """Runs the four measurements of the baseline plan, each in a fresh child."""
+    """Runs the measurements of the baseline plan for its kind, each in a fresh child."""
     plan = baseline_plan(config)
     steps = {"profile": config.measure.profile_steps}
     runs = {}
-    for index, (mode, what) in enumerate(RUNS, start=1):
-        progress(f"[{index}/{len(RUNS)}] {what} ...")
+    for index, (mode, what) in enumerate(RUNS[config.kind], start=1):
+        progress(f"[{index}/{len(RUNS[config.kind])}] {what} ...")
         run = run_measurement(
-            config.path, plan, mode, steps.get(mode, config.measure.steps), config.measure.timeout_s
+            config.path, plan, mode, steps.get(mode, config.measure.steps), config.measure.timeout_s,
+            fresh=config.kind == "pipeline",
         )
         runs[mode] = run
         progress(f"      {describe_run(run)}")
@@ -68,6 +80,11 @@ def collect_evidence(config: AdvisorConfig, progress: Progress = lambda line: No
 def describe_run(run: Measurement) -> str:
     if not run.ok:
         return f"failed: {run.reason}"
+    if run.mode == "profile" and run.hotspots:
+        return f"{run.hotspots['samples']} stack samples of the transform, {run.wall_s:.1f} s"
+    if run.stages:
+        shares = ", ".join(f"{name} {share:.0%}" for name, share in stage_shares(run).items())
+        return f"{run.samples_per_s:,.0f} rows/s ({shares}), peak {run.peak_memory_mb:,.0f} MB, {run.wall_s:.1f} s"
     if run.mode == "profile":
         ops = run.operators
         return f"{ops.get('ops_per_step', 0):.0f} operators per step, {run.wall_s:.1f} s"
@@ -76,7 +93,44 @@ def describe_run(run: Measurement) -> str:
 
 def with_derived(evidence: Evidence) -> Evidence:
     """Adds the derived quantities; a pure function of the runs."""
+    if evidence.kind == "pipeline":
+        return dataclasses.replace(evidence, derived=derive_pipeline(evidence.full, evidence.profile))
     return dataclasses.replace(evidence, derived=derive(evidence.full, evidence.synthetic, evidence.cached))
+
+
+def stage_shares(run: Measurement) -> dict:
+    """Each stage's share of a pipeline run's wall time (setup such as a cache build excluded)."""
+    total = run.stages.get("wall_s") or 0.0
+    return {name: value["wall_s"] / total for name, value in run.stages.items()
+            if name not in ("wall_s", "cache_build_s") and total > 0}
+
+
+def derive_pipeline(full: Measurement, profile: Measurement) -> dict:
+    """Stage shares; how much of the read is CPU (parsing) rather than waiting (storage); how
+    much of the whole run is the user's Python called back row by row."""
+    if not full.ok:
+        return {}
+    shares = stage_shares(full)
+    read = full.stages.get("read", {})
+    derived = {
+        "rows_per_s": full.samples_per_s,
+        "stage_shares": shares,
+        "read_share": shares.get("read", 0.0),
+        "read_cpu_over_wall": read.get("cpu_s", 0.0) / read["wall_s"] if read.get("wall_s") else 0.0,
+        "transform_share": shares.get("transform", 0.0),
+    }
+    if profile.ok and profile.hotspots:
+        spots = profile.hotspots
+        # A row-wise call is Python overhead as a whole: the user's row function and the
+        # library's per-row machinery (building a Series per row) alike.
+        rowwise = max((c["caller"]["inclusive_share"] for c in spots.get("callbacks", [])), default=0.0)
+        python = max(spots["python_share"], rowwise)
+        derived.update(
+            python_share_of_transform=python,
+            callback_share_of_transform=spots["callback_share"],
+            python_share=python * derived["transform_share"],
+        )
+    return derived
 
 
 def derive(full: Measurement, synthetic: Measurement, cached: Measurement) -> dict:

@@ -61,17 +61,18 @@ def fingerprint(config: AdvisorConfig, environment: Optional[dict] = None) -> di
     environment = environment or {}
     workload = config.workload
     sources = {}
-    for key in ("model", "dataset", "loss"):
-        path = source_of(getattr(workload, key), config.root)
+    for key in ("model", "dataset", "loss", "transform", "combine"):
+        path = source_of(getattr(workload, key, None), config.root)
         if path and path.is_file():
             sources[key] = {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16]}
     components = {
         "sources": sources,
         "parameters": environment.get("parameters"),
-        "sample": environment.get("sample"),
+        "sample": environment.get("sample") or environment.get("columns"),
         "workload": json.loads(json.dumps(dataclasses.asdict(workload), default=str)),
         "python": platform.python_version(),
         "torch": package_version("torch"),
+        **({"pandas": package_version("pandas")} if config.kind == "pipeline" else {}),
         "hardware": {"cpu": cpu_model(), "cores": os.cpu_count(), "gpu": environment.get("gpu_name")},
     }
     digest = hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest()[:12]

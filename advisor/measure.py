@@ -47,6 +47,9 @@ class Measurement:
     operators: dict = field(default_factory=dict)
     warmup_ms: tuple = ()
     environment: dict = field(default_factory=dict)
+    stages: dict = field(default_factory=dict)  # pipelines: wall and CPU seconds per stage
+    hotspots: dict = field(default_factory=dict)  # pipelines: transform time by the user's source line
+    output: dict = field(default_factory=dict)  # pipelines: where the output frame was kept, its shape
 
     @property
     def ok(self) -> bool:

@@ -23,12 +23,35 @@ PLAN_KEYS = (
     "compile.mode",
     "checkpointing.share",
     "batch_size",
+    "pipeline.format",
+    "pipeline.engine",
+    "pipeline.dtype_backend",
+    "pipeline.categories",
+    "pipeline.columns",
+    "pipeline.parquet_cache",
+    "pipeline.chunksize",
+    "pipeline.dask_workers",
+    "pipeline.dask_scheduler",
+    "pipeline.dask_partitions",
 )
 
 
 def baseline_plan(config: AdvisorConfig) -> Plan:
     """What the user runs today: the config's own settings, no fixes applied."""
     workload = config.workload
+    if config.kind == "pipeline":
+        return {
+            "pipeline.format": source_format_of(workload.source),  # not tuned: the snippets' reader
+            "pipeline.engine": workload.source.read_args.get("engine"),
+            "pipeline.dtype_backend": workload.source.read_args.get("dtype_backend"),
+            "pipeline.categories": None,
+            "pipeline.columns": None,
+            "pipeline.parquet_cache": False,
+            "pipeline.chunksize": None,
+            "pipeline.dask_workers": None,
+            "pipeline.dask_scheduler": None,
+            "pipeline.dask_partitions": None,
+        }
     loader = workload.dataloader
     return {
         "dataloader.num_workers": loader.num_workers,
@@ -41,6 +64,14 @@ def baseline_plan(config: AdvisorConfig) -> Plan:
         "checkpointing.share": 0.0,
         "batch_size": workload.batch_size,
     }
+
+
+def source_format_of(source) -> str:
+    """The source's format, as declared or as its path's suffix says (csv when it cannot tell)."""
+    if source.format:
+        return source.format
+    suffix = source.path.rsplit(".", 1)[-1].lower()
+    return {"parquet": "parquet", "pq": "parquet", "jsonl": "jsonl", "json": "jsonl"}.get(suffix, "csv")
 
 
 def with_changes(plan: Plan, **changes: Any) -> Plan:

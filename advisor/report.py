@@ -26,6 +26,12 @@ def format_threshold(finding: Finding) -> str:
 def render_diagnosis(name: str, evidence: Evidence, diagnoses: list[Diagnosis]) -> str:
     full, derived = evidence.full, evidence.derived
     lines = [f"advisor diagnose: {name}", ""]
+    if evidence.kind == "pipeline":
+        from advisor.advice import advice_for
+
+        advice = advice_for(evidence.profile.hotspots) if any(d.bottleneck == "python" for d in diagnoses) else []
+        return "\n".join(lines + pipeline_lines(evidence) + diagnosis_lines(diagnoses) + hotspot_lines(evidence)
+                         + advice_lines(advice))
     if full.ok:
         lines.append(
             f"throughput  {full.samples_per_s:,.0f} samples/s on {full.device}"
@@ -45,14 +51,7 @@ def render_diagnosis(name: str, evidence: Evidence, diagnoses: list[Diagnosis]) 
     for run in (evidence.synthetic, evidence.cached, evidence.profile):
         if not run.ok:
             lines.append(f"the {run.mode} run failed: {run.reason}")
-    lines.append("")
-    if diagnoses:
-        lines.append(f"bottleneck: {diagnoses[0].bottleneck} ({diagnoses[0].severity})")
-    for rank, diagnosis in enumerate(diagnoses, start=1):
-        lines.append(f"{rank}. [{diagnosis.severity}] {diagnosis.summary}")
-        for finding in diagnosis.evidence:
-            lines.append(f"     {finding.metric}: {format_value(finding)}{format_threshold(finding)}")
-        lines.append(f"     fixes to try: {', '.join(diagnosis.fixes)}")
+    lines += diagnosis_lines(diagnoses)
     ops = evidence.profile.operators if evidence.profile.ok else {}
     if ops.get("top"):
         lines += ["", f"top operators ({ops['time_basis']} self time per step, from the profiling run):"]
@@ -62,6 +61,58 @@ def render_diagnosis(name: str, evidence: Evidence, diagnoses: list[Diagnosis]) 
                 f"  {op['calls_per_step']:6.0f} calls"
             )
     return "\n".join(line for line in lines if line is not None)
+
+
+def diagnosis_lines(diagnoses: list[Diagnosis]) -> list[str]:
+    lines = [""]
+    if diagnoses:
+        lines.append(f"bottleneck: {diagnoses[0].bottleneck} ({diagnoses[0].severity})")
+    for rank, diagnosis in enumerate(diagnoses, start=1):
+        lines.append(f"{rank}. [{diagnosis.severity}] {diagnosis.summary}")
+        for finding in diagnosis.evidence:
+            lines.append(f"     {finding.metric}: {format_value(finding)}{format_threshold(finding)}")
+        lines.append(f"     fixes to try: {', '.join(diagnosis.fixes)}")
+    return lines
+
+
+def pipeline_lines(evidence: Evidence) -> list[str]:
+    full, seen = evidence.full, evidence.profile.environment
+    if not full.ok:
+        return [f"the pipeline failed: {full.reason}"]
+    lines = [f"throughput  {full.samples_per_s:,.0f} rows/s ({full.samples:,} rows of {seen.get('format', '?')} "
+             f"in {full.stages.get('wall_s', 0):.2f} s)"]
+    for name, value in full.stages.items():
+        if name != "wall_s":
+            share = value["wall_s"] / full.stages["wall_s"] if full.stages.get("wall_s") else 0.0
+            lines.append(f"  {name:<24}{value['wall_s']:8.3f} s  {share:6.1%}   CPU {value['cpu_s']:.3f} s")
+    lines.append(f"resources   peak memory {full.peak_memory_mb:,.0f} MB ({full.memory_source}),"
+                 f" CPU {full.cpu_util:.0%} of {_cores()} cores")
+    if seen.get("columns"):
+        lines.append(f"columns     the transform reads {len(seen.get('used_columns', []))} of {len(seen['columns'])}: "
+                     f"{', '.join(seen.get('used_columns', []))}")
+    if not evidence.profile.ok:
+        lines.append(f"the profile run failed: {evidence.profile.reason}")
+    return lines
+
+
+def hotspot_lines(evidence: Evidence) -> list[str]:
+    spots = evidence.profile.hotspots if evidence.profile.ok else {}
+    if not spots.get("lines"):
+        return []
+    lines = ["", f"transform time by your source line ({spots['samples']} samples, innermost line of yours):"]
+    for spot in spots["lines"][:5]:
+        where = f"{Path(spot['file']).name}:{spot['line']}"
+        lines.append(f"  {where:<24}{spot['share']:6.1%}  {spot['code'][:70]}")
+    return lines
+
+
+def advice_lines(advice: list[dict]) -> list[str]:
+    lines = []
+    for item in advice:
+        lines += ["", f"advice, UNVERIFIED: the row-wise call at {item['where']} (`{item['code']}`) takes "
+                      f"{item['share_of_transform']:.0%} of the transform; its row function is at {item['row_function']}.",
+                  item["suggestion"], f"({item['note']})"]
+    return lines
 
 
 def _gpu_line(gpu: dict) -> str:
@@ -107,6 +158,10 @@ def render_recommendations(payload: dict) -> str:
                 low, high = share["interval"]
                 verdict = "" if share["shown"] else ": not shown to help; the plan may drop it"
                 lines.append(f"     {recipe} adds {share['factor']:.2f}x ({low:.2f}-{high:.2f}x){verdict}")
+            if rec.get("cache"):
+                cache, runs = rec["cache"], rec["cache"].get("pays_off_after_runs")
+                lines.append(f"     one-off: building the cache took {cache['build_s']:.1f} s, paid back after "
+                             + ("never (no faster per run)" if runs is None else f"{runs} run{'s' if runs != 1 else ''}"))
             if rec.get("compile"):
                 cost = rec["compile"]
                 even = cost.get("break_even_steps")
@@ -119,9 +174,10 @@ def render_recommendations(payload: dict) -> str:
         lines.append(f"rejected {'+'.join(rejection['recipes'])} ({rejection['plan_changes']}): {rejection['reason']}")
     if len(rejected) > SHOWN_REJECTIONS:
         lines.append(f"... and {len(rejected) - SHOWN_REJECTIONS} more rejected plans (see recommendations.json)")
-    if payload["recommendations"]:
-        top = payload["recommendations"][0]
+    if recs and recs[0]["verified"]:
+        top = recs[0]
         lines += ["", f"apply #1 ({top['reason']}):", top["snippet"]]
+    lines += advice_lines(payload.get("advice", []))
     return "\n".join(lines)
 
 

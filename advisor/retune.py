@@ -16,7 +16,6 @@ from advisor import search
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.fingerprint import fingerprint
-from advisor.harness import run_measurement
 from advisor.plan import baseline_plan
 from advisor.session import measure_with, optimize
 from advisor.verify import interleave, judge
@@ -86,7 +85,7 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
     """Re-checks `previous` (a recommendations.json payload) against the workload as it is now."""
     baseline = baseline_plan(config)
     progress("measuring the baseline as it is now ...")
-    probe = run_measurement(config.path, baseline, "full", config.measure.steps, config.measure.timeout_s)
+    probe = measure_with(config)(baseline)
     if not probe.ok:
         raise UserError(f"the baseline no longer runs: {probe.reason}; fix the workload, then retune")
     now = fingerprint(config, probe.environment)

@@ -249,8 +249,9 @@ def describe_trial(
     trials = finished_trials(study)
     best = max((t.samples_per_s for t in trials), default=0.0)
     base = next((t.samples_per_s for t in trials if t.number == 0), 0.0)
-    outcome = f"{run.samples_per_s:,.0f} samples/s" if feasible else f"infeasible: {run.reason or 'over the memory budget'}"
-    best_text = f"best {best:,.0f} samples/s" + (f" ({best / base:.2f}x)" if base else "")
+    unit = "rows/s" if "pipeline." in " ".join(plan) else "samples/s"
+    outcome = f"{run.samples_per_s:,.0f} {unit}" if feasible else f"infeasible: {run.reason or 'over the memory budget'}"
+    best_text = f"best {best:,.0f} {unit}" + (f" ({best / base:.2f}x)" if base else "")
     return f"  trial #{number} [{len(trials)}/{budget}]  {changes}  ->  {outcome}   [{best_text}]"
 
 

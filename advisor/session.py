@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
+import json
+import math
 import os
 import time
 from dataclasses import asdict, dataclass, field
@@ -15,14 +18,17 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from advisor import search
+from advisor.advice import advice_for
 from advisor.config import AdvisorConfig
-from advisor.diagnose import Diagnosis, diagnose
+from advisor.diagnose import THRESHOLDS, Diagnosis, diagnose
 from advisor.errors import UserError
 from advisor.evidence import Evidence, collect_evidence
 from advisor.harness import run_measurement
 from advisor.measure import Measurement
 from advisor.plan import baseline_plan
-from advisor.verify import bootstrap_interval, compare_losses, interleave, judge, step_breakdown
+from advisor.verify import (
+    NumericsResult, bootstrap_interval, compare_frames, compare_losses, interleave, judge, step_breakdown,
+)
 from recipes import RECIPES, Context, Param, Recipe, by_name
 from recipes.compile import break_even_steps
 
@@ -48,6 +54,7 @@ class Recommendation:
     trial: int
     samples_per_s: float
     compile: dict = field(default_factory=dict)
+    cache: dict = field(default_factory=dict)  # a Parquet cache's one-off cost and the runs it takes to pay off
     contributions: dict = field(default_factory=dict)
     step_breakdown_ms: dict = field(default_factory=dict)
     mlflow_run_id: Optional[str] = None
@@ -93,7 +100,20 @@ def cpu_has_bf16() -> bool:
     return any(flag in flags for flag in ("avx512_bf16", "amx_bf16", " bf16"))
 
 
-def make_context(evidence: Evidence, diagnoses: list[Diagnosis]) -> Context:
+MEMORY_FIX_HEADROOM = THRESHOLDS.memory_moderate  # at or above this share of the budget is memory-bound
+
+
+def make_context(evidence: Evidence, diagnoses: list[Diagnosis], config: AdvisorConfig) -> Context:
+    bottlenecks = tuple(d.bottleneck for d in diagnoses if d.severity in ACTIONABLE)
+    if config.kind == "pipeline":
+        seen = evidence.profile.environment
+        return Context(
+            device="cpu", cores=os.cpu_count() or 1, default_threads=1, blocks=0, cpu_bf16=False,
+            bottlenecks=bottlenecks, kind="pipeline", source_format=seen.get("format", ""),
+            partition_safe=config.workload.partition_safe, rows=seen.get("rows", 0),
+            columns=tuple(seen.get("columns", ())), used_columns=tuple(seen.get("used_columns", ())),
+            category_columns=tuple(seen.get("category_columns", ())), dask_scheduler=config.workload.dask.scheduler,
+        )
     environment = evidence.full.environment or evidence.synthetic.environment
     return Context(
         device=environment.get("device", "cpu"),
@@ -101,7 +121,7 @@ def make_context(evidence: Evidence, diagnoses: list[Diagnosis]) -> Context:
         default_threads=environment.get("default_threads", os.cpu_count() or 1),
         blocks=environment.get("blocks", 0),
         cpu_bf16=cpu_has_bf16(),
-        bottlenecks=tuple(d.bottleneck for d in diagnoses if d.severity in ACTIONABLE),
+        bottlenecks=bottlenecks,
     )
 
 
@@ -110,7 +130,7 @@ def select_recipes(setting, context: Context) -> tuple[list[Recipe], dict[str, s
 
     `auto` takes every applicable recipe that targets a diagnosed bottleneck; a list names them.
     """
-    known = {recipe.name: recipe for recipe in RECIPES}
+    known = {recipe.name: recipe for recipe in RECIPES if context.kind in recipe.kinds}
     if setting == "auto":
         wanted = [r for r in RECIPES if set(r.targets) & set(context.bottlenecks)]
     else:
@@ -118,12 +138,18 @@ def select_recipes(setting, context: Context) -> tuple[list[Recipe], dict[str, s
         for name in names:
             if name not in known:
                 close = difflib.get_close_matches(str(name), known, n=1)
+                other = next((r for r in RECIPES if r.name == name), None)
+                if other is not None:
+                    raise UserError(f"search.recipes: {name} applies to {' and '.join(other.kinds)} workloads, "
+                                    f"not {context.kind}; remove it")
                 hint = f"; did you mean '{close[0]}'?" if close else f"; known: {', '.join(known)}"
                 raise UserError(f"search.recipes: unknown recipe {name!r}{hint}")
         wanted = [known[name] for name in names]
     chosen, skipped = [], {}
-    for recipe in RECIPES:
+    for recipe in known.values():
         reason = recipe.why_not(context)
+        if reason and setting != "auto" and recipe in wanted and context.kind == "pipeline":
+            raise UserError(f"search.recipes: {recipe.name} cannot run here: it {reason}")
         if recipe not in wanted:
             skipped[recipe.name] = "targets no diagnosed bottleneck" if setting == "auto" else "not listed"
         elif reason:
@@ -151,10 +177,19 @@ def active_recipes(plan: dict, baseline: dict) -> tuple[Recipe, ...]:
 
 
 def effective(plan: dict) -> dict:
-    """A plan with the keys that do nothing removed (prefetch and persistence need workers)."""
+    """A plan with the keys that do nothing removed: prefetch and persistence need workers;
+    Dask partitions need Dask, which reads in its own blocks (no chunks); a Parquet cache or
+    chunks (which pyarrow cannot stream) leave no use for the pyarrow parser."""
+    idle = set()
     if not plan.get("dataloader.num_workers"):
-        return {k: v for k, v in plan.items() if k not in ("dataloader.prefetch_factor", "dataloader.persistent_workers")}
-    return plan
+        idle |= {"dataloader.prefetch_factor", "dataloader.persistent_workers"}
+    if not plan.get("pipeline.dask_workers"):
+        idle |= {"pipeline.dask_partitions", "pipeline.dask_scheduler"}
+    elif plan.get("pipeline.chunksize"):
+        idle.add("pipeline.chunksize")
+    if plan.get("pipeline.parquet_cache") or (plan.get("pipeline.chunksize") and not plan.get("pipeline.dask_workers")):
+        idle.add("pipeline.engine")
+    return {k: v for k, v in plan.items() if k not in idle}
 
 
 def combined_risk(recipes: tuple[Recipe, ...]) -> str:
@@ -166,8 +201,25 @@ def snippet_for(plan: dict, recipes: tuple[Recipe, ...]) -> str:
 
 
 def measure_with(config: AdvisorConfig) -> Callable[[dict], Measurement]:
+    if config.kind == "pipeline":
+        return measure_pipeline(config)
+
     def measure(plan: dict) -> Measurement:
         return run_measurement(config.path, plan, "full", config.measure.steps, config.measure.timeout_s)
+
+    return measure
+
+
+def measure_pipeline(config: AdvisorConfig) -> Callable[[dict], Measurement]:
+    """Pipeline runs start from a fresh interpreter (no torch pages in the peak) and keep their
+    output, one file per plan, for the comparison with the baseline's."""
+    outputs = config.root / "advisor-cache" / config.name / "outputs"
+
+    def measure(plan: dict) -> Measurement:
+        outputs.mkdir(parents=True, exist_ok=True)
+        key = json.dumps(effective(plan), sort_keys=True, default=str)
+        path = outputs / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.pkl"
+        return run_measurement(config.path, plan, "full", 1, config.measure.timeout_s, output_path=path, fresh=True)
 
     return measure
 
@@ -282,7 +334,7 @@ def severity_rank(recipe: Recipe, context: Context) -> int:
 
 def plan_session(config: AdvisorConfig, evidence: Evidence) -> SessionFacts:
     """From the baseline's evidence to the recipes and the search space."""
-    context = make_context(evidence, diagnose(evidence))
+    context = make_context(evidence, diagnose(evidence), config)
     chosen, skipped = select_recipes(config.search.recipes, context)
     return SessionFacts(
         evidence=evidence,
@@ -336,12 +388,14 @@ def gate_candidates(
             reason = search.infeasible_reason(trial.measurement, config.constraints.max_memory_mb)
             rejected.append(Rejection(changes_of(trial.plan, baseline), names(recipes), reason, trial.number))
             continue
-        numerics = compare_losses(trial.measurement.losses, base_run.losses, combined_risk(recipes), config.constraints.loss_rtol)
+        numerics = compare_outputs(trial.measurement, base_run, combined_risk(recipes), config)
         if not numerics.passed:
             rejected.append(Rejection(changes_of(trial.plan, baseline), names(recipes), f"numerics: {numerics.note}", trial.number))
             continue
         if not memory_fix and trial.samples_per_s <= base_run.samples_per_s:
             continue  # slower than the baseline in its trial: not worth verifying
+        if memory_fix and trial.measurement.peak_memory_mb > MEMORY_FIX_HEADROOM * config.constraints.max_memory_mb:
+            continue  # a memory fix must leave the memory-bound band, not graze the budget
         candidates.append(trial)
     return candidates[: config.search.verify_top], rejected
 
@@ -364,7 +418,7 @@ def verify_candidates(
     for name, trial in plans.items():
         runs = rounds.candidates[name]
         recipes = active_recipes(trial.plan, baseline)
-        numerics = worst_numerics(runs, rounds.baseline, combined_risk(recipes), config.constraints.loss_rtol)
+        numerics = worst_numerics(runs, rounds.baseline, combined_risk(recipes), config)
         verdict = judge(
             name, rounds.ratios(name), config.search.min_speedup, numerics, memory_fix,
             [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
@@ -380,6 +434,7 @@ def verify_candidates(
                 peak_memory_mb=verdict.peak_memory_mb, snippet=snippet_for(trial.plan, recipes),
                 trial=trial.number, samples_per_s=mean_rate(runs),
                 compile=compile_cost(runs, rounds.baseline) if "compile" in names(recipes) else {},
+                cache=cache_cost(runs, rounds.baseline) if "parquet_cache" in names(recipes) else {},
                 step_breakdown_ms=step_breakdown(runs),
             )
         )
@@ -422,10 +477,19 @@ def rank(recommendations: list[Recommendation]) -> list[Recommendation]:
     return ordered
 
 
-def worst_numerics(runs, baseline_runs, risk, loss_rtol):
-    results = [
-        compare_losses(c.losses, b.losses, risk, loss_rtol) for c, b in zip(runs, baseline_runs) if c.ok and b.ok
-    ]
+def compare_outputs(candidate: Measurement, baseline: Measurement, risk: str, config: AdvisorConfig) -> NumericsResult:
+    """Training compares seeded loss trajectories; pipelines compare output frames."""
+    if config.kind == "pipeline":
+        workload = config.workload
+        return compare_frames(candidate.output.get("path"), baseline.output.get("path"), risk, workload.float_rtol,
+                              workload.order_matters)
+    return compare_losses(candidate.losses, baseline.losses, risk, config.constraints.loss_rtol)
+
+
+def worst_numerics(runs, baseline_runs, risk, config):
+    if config.kind == "pipeline":  # every run of a plan writes the same output file: compare it once
+        runs, baseline_runs = runs[-1:], baseline_runs[-1:]
+    results = [compare_outputs(c, b, risk, config) for c, b in zip(runs, baseline_runs) if c.ok and b.ok]
     return max(results, key=lambda r: (not r.passed, r.max_rel_diff), default=None)
 
 
@@ -439,6 +503,18 @@ def compile_cost(runs: list[Measurement], baseline_runs: list[Measurement]) -> d
     base_ms = sum(r.step_ms_mean for r in base) / len(base)
     compile_s = sum(max(0.0, (sum(r.warmup_ms) - len(r.warmup_ms) * step_ms) / 1000) for r in good) / len(good)
     return {"compile_s": compile_s, "break_even_steps": break_even_steps(compile_s, base_ms / 1000, step_ms / 1000)}
+
+
+def cache_cost(runs: list[Measurement], baseline_runs: list[Measurement]) -> dict:
+    """The Parquet cache's one-off build time, and the runs after which it has paid for itself."""
+    build = max((r.stages.get("cache_build_s", {}).get("wall_s", 0.0) for r in runs if r.ok), default=0.0)
+    saved = mean_wall(baseline_runs) - mean_wall(runs)
+    return {"build_s": build, "pays_off_after_runs": math.ceil(build / saved) if saved > 0 else None}
+
+
+def mean_wall(runs: list[Measurement]) -> float:
+    good = [r.stages["wall_s"] for r in runs if r.ok and r.stages]
+    return sum(good) / len(good) if good else 0.0
 
 
 def mean_rate(runs: list[Measurement]) -> float:
@@ -472,7 +548,7 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
         "duration_s": result.finished - result.started,
         "fingerprint": print_fingerprint["digest"],
         "fingerprint_components": print_fingerprint["components"],
-        "unit": "samples/s",
+        "unit": "rows/s" if config.kind == "pipeline" else "samples/s",
         "baseline": {
             "plan": result.baseline,
             "samples_per_s": result.baseline_samples_per_s,
@@ -482,6 +558,8 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
             "step_breakdown_ms": result.baseline_breakdown_ms,
         },
         "diagnoses": [d.to_dict() for d in result.diagnoses],
+        "advice": advice_for(result.evidence.profile.hotspots) if any(
+            d.bottleneck == "python" for d in result.diagnoses) else [],
         "recipes_tried": list(result.chosen),
         "recipes_skipped": result.skipped,
         "min_speedup": config.search.min_speedup,

@@ -64,6 +64,55 @@ def compare_losses(candidate: Sequence[float], baseline: Sequence[float], risk: 
     return NumericsResult(worst <= rtol, risk, worst, rtol, steps, note)
 
 
+def compare_frames(candidate: Optional[str], baseline: Optional[str], risk: str, rtol: float,
+                   order_matters: bool) -> NumericsResult:
+    """Compares two pipeline outputs (pickled frames): the same columns and rows, text and
+    integers equal, floats within `rtol`; as sets of rows where order does not matter. Dtypes
+    may differ (Arrow-backed, categorical): the values are what must match."""
+    import numpy as np
+    import pandas as pd
+
+    if not candidate or not baseline:
+        return NumericsResult(False, risk, math.inf, rtol, 0, "no output to compare")
+    mine, theirs = pd.read_pickle(candidate), pd.read_pickle(baseline)
+    if list(mine.columns) != list(theirs.columns):
+        return NumericsResult(False, risk, math.inf, rtol, 0, f"columns differ: {list(mine.columns)} vs {list(theirs.columns)}")
+    if len(mine) != len(theirs):
+        return NumericsResult(False, risk, math.inf, rtol, 0, f"{len(mine):,} rows against the baseline's {len(theirs):,}")
+    mine, theirs = _plain(mine), _plain(theirs)
+    if not order_matters:
+        exact = [c for c in mine.columns if mine[c].dtype != "float64"]
+        keys = exact + [c for c in mine.columns if c not in exact]
+        mine = mine.sort_values(keys, kind="mergesort", ignore_index=True)
+        theirs = theirs.sort_values(keys, kind="mergesort", ignore_index=True)
+    worst = 0.0
+    for column in mine.columns:
+        a, b = mine[column].to_numpy(), theirs[column].to_numpy()
+        if mine[column].dtype == "float64":
+            if not np.array_equal(np.isnan(a), np.isnan(b)):
+                return NumericsResult(False, risk, math.inf, rtol, len(mine), f"column {column!r}: missing values differ")
+            diff = np.abs(a - b) / np.maximum(np.abs(b), 1e-300)
+            worst = max(worst, float(np.nanmax(diff, initial=0.0)))
+        elif not np.array_equal(a, b):
+            return NumericsResult(False, risk, math.inf, rtol, len(mine), f"column {column!r}: values differ")
+    note = "" if worst <= rtol else f"a float differs by {worst:.2e} relative, over the {rtol:.0e} tolerance"
+    return NumericsResult(worst <= rtol, risk, worst, rtol, len(mine), note)
+
+
+def _plain(frame):
+    """Numbers as float64 (integers too: a chunked sum may come back as float), the rest as text."""
+    import pandas as pd
+
+    columns = {}
+    for name in frame.columns:
+        series = frame[name]
+        if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
+            columns[name] = series.to_numpy(dtype="float64", na_value=float("nan"))
+        else:
+            columns[name] = series.astype(object).where(series.notna(), None).astype(str).to_numpy()
+    return pd.DataFrame(columns)
+
+
 def bootstrap_interval(ratios: Sequence[float], confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
     """Geometric-mean speedup and its bootstrap interval, from paired ratios.
 

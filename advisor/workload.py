@@ -72,6 +72,23 @@ def load_workload(config: AdvisorConfig) -> Workload:
     )
 
 
+def load_pipeline(config: AdvisorConfig):
+    """Resolves a pipeline's transform and combine."""
+    import inspect
+
+    from advisor.harness.pipeline import PipelineCode
+
+    spec = config.workload
+    transform = resolve_callable(spec.transform, config.root, "workload.transform")
+    combine = resolve_callable(spec.combine, config.root, "workload.combine") if spec.combine else None
+    roots = {str(config.root)}
+    for fn in (transform, combine):
+        source = inspect.getsourcefile(fn) if fn is not None else None
+        if source:
+            roots.add(str(Path(source).resolve().parent))
+    return PipelineCode(transform=transform, combine=combine, roots=tuple(sorted(roots)))
+
+
 def call_user(fn: Callable, kwargs: dict, key_path: str) -> Any:
     """Calls a user's builder; a TypeError from bad arguments is the user's to fix."""
     try:

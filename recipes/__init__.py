@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from recipes import amp, checkpointing, compile, dataloader, threads
+from recipes import amp, arrow_engine, checkpointing, chunked, columns, compile, dask, dataloader, dtypes, parquet_cache, threads
 from recipes.base import Choice, Context, IntRange, Param, Recipe
 
 RECIPES: tuple[Recipe, ...] = (
@@ -11,6 +11,13 @@ RECIPES: tuple[Recipe, ...] = (
     amp.RECIPE,
     checkpointing.RECIPE,
     compile.RECIPE,
+    # pandas pipelines
+    parquet_cache.RECIPE,
+    arrow_engine.RECIPE,
+    columns.RECIPE,
+    dtypes.RECIPE,
+    chunked.RECIPE,
+    dask.RECIPE,
 )
 
 __all__ = ["RECIPES", "Choice", "Context", "IntRange", "Param", "Recipe", "by_name"]

@@ -23,6 +23,15 @@ class Context:
     blocks: int  # blocks checkpointing can wrap (0: none found)
     cpu_bf16: bool  # the CPU has native bfloat16 arithmetic
     bottlenecks: tuple[str, ...] = ()  # diagnosed, most severe first
+    kind: str = "train"  # the workload kind: train or pipeline
+    # Pipelines only, from the baseline's profile run:
+    source_format: str = ""  # csv, parquet or jsonl
+    partition_safe: bool = False
+    rows: int = 0
+    columns: tuple[str, ...] = ()  # every column of the source
+    used_columns: tuple[str, ...] = ()  # the columns the transform reads (detected)
+    category_columns: tuple[str, ...] = ()  # low-cardinality text columns
+    dask_scheduler: Optional[str] = None  # a running cluster's address, from the config
 
 
 @dataclass(frozen=True)
@@ -53,6 +62,7 @@ class Recipe:
     space: Callable[[Context], dict[str, Param]]
     snippet: Callable[[dict], str]
     textbook: Callable[[Context], dict]  # the setting a blog post would pick: tried first
+    kinds: tuple[str, ...] = ("train",)  # the workload kinds it applies to
 
     def active(self, plan: dict, baseline: dict) -> bool:
         """Whether `plan` changes any of this recipe's keys from the baseline."""
@@ -65,3 +75,10 @@ def always(context: Context) -> Optional[str]:
 
 def format_value(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
+
+
+def reader(plan: dict, *options: str) -> str:
+    """The pandas read call for the plan's source format, with `options` added."""
+    call = {"parquet": "pd.read_parquet(path", "jsonl": "pd.read_json(path, lines=True"}.get(
+        plan.get("pipeline.format"), "pd.read_csv(path")
+    return call + "".join(f", {option}" for option in options) + ")"

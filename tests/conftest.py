@@ -9,6 +9,7 @@ import yaml
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
+sys.path.insert(0, str(FIXTURES))  # the fixture modules (tables, broken) import as top-level modules
 
 TINY = {
     "name": "tiny",

@@ -13,12 +13,22 @@ from conftest import TINY, merged, write_config
 from recipes import RECIPES, Context, IntRange, by_name
 from recipes.base import RISKS
 
-BOTTLENECKS = {"input-fetch", "input-prep", "transfer", "compute", "overhead", "memory"}
+BOTTLENECKS = {"input-fetch", "input-prep", "transfer", "compute", "overhead", "memory", "parse", "io", "python"}
+TRAIN_RECIPES = [r for r in RECIPES if "train" in r.kinds]
+PIPELINE_RECIPES = [r for r in RECIPES if "pipeline" in r.kinds]
 
 CONTEXTS = [
     Context(device=device, cores=cores, default_threads=cores, blocks=blocks, cpu_bf16=bf16, bottlenecks=bottlenecks)
     for device, cores, blocks, bf16, bottlenecks in itertools.product(
         ("cpu", "cuda"), (1, 2, 16), (0, 8), (False, True), (("input-fetch",), ("input-prep", "compute"))
+    )
+] + [
+    Context(device="cpu", cores=cores, default_threads=1, blocks=0, cpu_bf16=False, bottlenecks=("parse", "memory"),
+            kind="pipeline", source_format=fmt, partition_safe=safe, rows=100_000, columns=("a", "b", "c"),
+            used_columns=used, category_columns=categories, dask_scheduler=scheduler)
+    for cores, fmt, safe, used, categories, scheduler in itertools.product(
+        (1, 2), ("csv", "jsonl", "parquet"), (False, True), (("a", "b"), ("a", "b", "c")), ((), ("c",)),
+        (None, "tcp://127.0.0.1:8786"),
     )
 ]
 
@@ -48,7 +58,8 @@ def test_recipe_contract(recipe):
         assert all(in_space(value, space[key]) for key, value in textbook.items())
         baseline = {**{key: None for key in PLAN_KEYS}, "dataloader.num_workers": 0, "dataloader.prefetch_factor": 2,
                     "dataloader.persistent_workers": False, "dataloader.pin_memory": False,
-                    "threads.intra_op": context.default_threads, "checkpointing.share": 0.0}
+                    "threads.intra_op": context.default_threads, "checkpointing.share": 0.0,
+                    "pipeline.parquet_cache": False, "pipeline.format": context.source_format or None}
         off = {key: baseline[key] for key in space}
         assert all(in_space(value, space[key]) for key, value in off.items()), "the search can turn it off"
         plan = {**baseline, **textbook}
@@ -103,7 +114,7 @@ def test_checkpointing_wraps_a_share_and_keeps_results():
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.name)
+@pytest.mark.parametrize("recipe", TRAIN_RECIPES, ids=lambda r: r.name)
 def test_recipe_runs_in_the_harness(tmp_path, recipe):
     path = write_config(tmp_path, merged(TINY, {"workload": {"model": "broken:small_mlp", "dataset": "broken:trouble_dataset"}}))
     config = load_config(path)
@@ -112,3 +123,32 @@ def test_recipe_runs_in_the_harness(tmp_path, recipe):
     run = run_measurement(config.path, {**baseline, **recipe.textbook(context)}, "full", 4, 240)
     assert run.ok, run.reason
     assert len(run.losses) == 4 and all(math.isfinite(loss) for loss in run.losses)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("recipe", PIPELINE_RECIPES, ids=lambda r: r.name)
+def test_pipeline_recipe_runs_and_keeps_the_output(tmp_path, recipe):
+    """Each pipeline recipe at its textbook setting, in a real child: the output equals the baseline's."""
+    import json
+
+    import tables
+    from advisor.verify import compare_frames
+
+    tables.write_sales(tmp_path / "sales.csv", 8_000)
+    config = {"name": "tables", "workload": {
+        "kind": "pipeline", "source": {"path": "sales.csv"}, "transform": "tables:total_by_key",
+        "partition_safe": True, "combine": "tables:combine_totals", "order_matters": False}}
+    config = load_config(write_config(tmp_path, json.loads(json.dumps(config))))
+    context = Context("cpu", 2, 1, 0, False, kind="pipeline", source_format="csv", partition_safe=True, rows=8_000,
+                      columns=("key", "city", "amount", "unused", "note"), used_columns=("key", "amount"),
+                      category_columns=("city", "note"))
+    assert recipe.why_not(context) is None
+    baseline = baseline_plan(config)
+    outputs = {name: tmp_path / f"{name}.pkl" for name in ("baseline", "recipe")}
+    base = run_measurement(config.path, baseline, "full", 1, 120, output_path=outputs["baseline"], fresh=True)
+    run = run_measurement(config.path, {**baseline, **recipe.textbook(context)}, "full", 1, 120,
+                          output_path=outputs["recipe"], fresh=True)
+    assert base.ok and run.ok, run.reason
+    assert run.samples == 8_000
+    same = compare_frames(str(outputs["recipe"]), str(outputs["baseline"]), recipe.risk, 1e-9, order_matters=False)
+    assert same.passed, same.note

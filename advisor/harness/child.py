@@ -36,10 +36,16 @@ def main(spec_path: str, result_path: str) -> int:
 
 def run_spec(spec: dict) -> dict:
     from advisor.config import load_config
+
+    config = load_config(spec["config"])
+    if config.kind == "pipeline":  # never imports torch: its pages would count in the peak
+        from advisor.harness import pipeline
+        from advisor.workload import load_pipeline
+
+        return pipeline.run(config, load_pipeline(config), spec["plan"], spec["mode"], spec.get("output"))
     from advisor.harness import train
     from advisor.workload import load_workload
 
-    config = load_config(spec["config"])
     workload = load_workload(config)
     return train.run(config, workload, spec["plan"], spec["mode"], spec["steps"])
 

@@ -25,10 +25,12 @@ def context() -> BaseContext:
     return _context
 
 
-def start(spec_path: str, result_path: str, log_path: str) -> multiprocessing.Process:
+def start(spec_path: str, result_path: str, log_path: str, fresh: bool = False) -> multiprocessing.Process:
     """Starts a child that runs the spec; it leads its own process group (so a kill takes its
-    DataLoader workers too) and writes its output to `log_path`."""
-    process = context().Process(target=_child, args=(spec_path, result_path, log_path), daemon=False)
+    DataLoader workers too) and writes its output to `log_path`. `fresh` starts a new interpreter
+    instead (pipelines: memory budgets are judged on RSS, which torch's preloaded pages would fill)."""
+    chosen = multiprocessing.get_context("spawn") if fresh else context()
+    process = chosen.Process(target=_child, args=(spec_path, result_path, log_path), daemon=False)
     process.start()
     return process
 

@@ -26,6 +26,8 @@ def run_measurement(
     steps: int,
     timeout_s: float,
     memory_limit_mb: Optional[float] = None,
+    output_path: Optional[Path] = None,
+    fresh: bool = False,
 ) -> Measurement:
     """Runs one measurement in a fresh child process.
 
@@ -34,9 +36,10 @@ def run_measurement(
     """
     with tempfile.TemporaryDirectory(prefix="advisor-run-") as folder:
         spec_path, result_path, log_path = (Path(folder) / name for name in ("spec.json", "result.json", "child.log"))
-        spec_path.write_text(json.dumps({"config": str(config_path), "plan": plan, "mode": mode, "steps": steps}))
+        spec_path.write_text(json.dumps({"config": str(config_path), "plan": plan, "mode": mode, "steps": steps,
+                                          "output": str(output_path) if output_path else None}))
         started = time.perf_counter()
-        child = launch.start(str(spec_path), str(result_path), str(log_path))
+        child = launch.start(str(spec_path), str(result_path), str(log_path), fresh=fresh)
         try:
             with ResourceSampler(child.pid, memory_limit_mb) as sampler:
                 timed_out = _wait(child, timeout_s)

@@ -1,0 +1,518 @@
+"""The pandas pipeline the user runs, under a plan: read, transform, combine, write.
+
+Modes:
+  full     timed, stage by stage (wall and CPU seconds per stage, rows/s over the whole run).
+  profile  the transform under a sampling profiler that charges time to the user's own source
+           lines; plus what recipes need to know: the columns the transform reads (found by
+           dropping each in turn on a sample) and the low-cardinality text columns. Never timed.
+
+Plan keys (all `pipeline.*`): engine (None | "pyarrow"), dtype_backend (None | "pyarrow"),
+categories and columns (None | comma-joined names), parquet_cache (bool), chunksize (rows),
+dask_workers (None | n; with a scheduler address in the config, any n means "that cluster"),
+dask_scheduler ("distributed": a LocalCluster | "processes": Dask's local process pool), dask_partitions.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import json
+import os
+import resource
+import sys
+import threading
+import time
+from collections import Counter
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+import pandas as pd
+
+from advisor.config import SOURCE_FORMATS, AdvisorConfig
+from advisor.errors import UserError
+from advisor.measure import tree_rss_mb
+
+CACHE_CHUNK_ROWS = 250_000  # rows parsed at a time while building a Parquet cache
+SAMPLE_ROWS = 2000  # rows the profile run's column probes work on
+PROFILE_INTERVAL_S = 0.002
+LOW_CARDINALITY = 0.05  # distinct values per row below which a text column becomes a category
+SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".json": "jsonl"}
+
+
+@dataclass(frozen=True)
+class PipelineCode:
+    """The user's pipeline, resolved to callables."""
+
+    transform: Callable[[pd.DataFrame], pd.DataFrame]
+    combine: Optional[Callable[[list], pd.DataFrame]]
+    roots: tuple[str, ...]  # folders of the user's code: the profiler charges time to files under them
+
+
+def source_files(config: AdvisorConfig) -> list[Path]:
+    pattern = config.workload.source.path
+    path = Path(pattern)
+    full = str(path if path.is_absolute() else config.root / path)
+    found = sorted(Path(p) for p in glob.glob(full)) if glob.has_magic(full) else [Path(full)] if Path(full).is_file() else []
+    if not found:
+        raise UserError(f"workload.source.path: no file matches {full}; paths resolve relative to {config.root}")
+    return found
+
+
+def source_format(config: AdvisorConfig, files: list[Path]) -> str:
+    if config.workload.source.format:
+        return config.workload.source.format
+    formats = {SUFFIXES.get(f.suffix.lower()) for f in files}
+    if len(formats) != 1 or None in formats:
+        raise UserError(f"workload.source.format: cannot tell the format from {files[0].name}; "
+                        f"set it to one of {', '.join(SOURCE_FORMATS)}")
+    return formats.pop()
+
+
+def split(names: Optional[str]) -> Optional[list[str]]:
+    return names.split(",") if names else None
+
+
+# ---------------------------------------------------------------- reading
+
+
+def read_options(fmt: str, plan: dict, read_args: dict) -> dict:
+    """Keyword arguments for the pandas reader of `fmt` under the plan."""
+    options = dict(read_args)
+    if plan.get("pipeline.dtype_backend"):
+        options["dtype_backend"] = plan["pipeline.dtype_backend"]
+    columns = split(plan.get("pipeline.columns"))
+    if fmt == "parquet":
+        if columns:
+            options["columns"] = columns
+        return options
+    if fmt == "jsonl":
+        options["lines"] = True
+    if plan.get("pipeline.engine"):
+        options["engine"] = plan["pipeline.engine"]
+    if columns and fmt == "csv":
+        options["usecols"] = columns
+    categories = split(plan.get("pipeline.categories"))
+    if categories and fmt == "csv":
+        options["dtype"] = {**options.get("dtype", {}), **{name: "category" for name in categories}}
+    return options
+
+
+def read_file(path: Path, fmt: str, options: dict) -> pd.DataFrame:
+    if fmt == "parquet":
+        return pd.read_parquet(path, **options)
+    if fmt == "jsonl":
+        frame = pd.read_json(path, **options)
+        return frame
+    return pd.read_csv(path, **options)
+
+
+def after_read(frame: pd.DataFrame, fmt: str, plan: dict) -> pd.DataFrame:
+    """What the readers cannot do themselves: prune and categorise JSON lines and cached frames."""
+    columns = split(plan.get("pipeline.columns"))
+    if columns and fmt == "jsonl":
+        frame = frame[columns]
+    categories = split(plan.get("pipeline.categories"))
+    if categories and fmt != "csv":
+        frame = frame.astype({name: "category" for name in categories if name in frame.columns})
+    return frame
+
+
+def read_chunks(path: Path, fmt: str, options: dict, chunksize: int) -> Iterator[pd.DataFrame]:
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        backend = options.get("dtype_backend")
+        for batch in pq.ParquetFile(path).iter_batches(batch_size=chunksize, columns=options.get("columns")):
+            frame = batch.to_pandas(types_mapper=pd.ArrowDtype if backend == "pyarrow" else None)
+            yield frame
+        return
+    options = {k: v for k, v in options.items() if not (k == "engine" and v == "pyarrow")}  # pyarrow can't chunk
+    with (pd.read_json if fmt == "jsonl" else pd.read_csv)(path, chunksize=chunksize, **options) as reader:
+        yield from reader
+
+
+def parquet_cache(config: AdvisorConfig, files: list[Path], fmt: str) -> tuple[list[Path], float]:
+    """The source converted to Parquet once (the baseline's own parse); reused while the source
+    files and the read arguments are unchanged. Returns the cached files and what building them
+    cost (now, or when it was built: that cost is the recipe's one-off price)."""
+    folder = cache_folder(config) / "parquet"
+    folder.mkdir(parents=True, exist_ok=True)
+    cost, cached = 0.0, []
+    for path in files:
+        stat = path.stat()
+        key = json.dumps([str(path), stat.st_size, stat.st_mtime_ns, config.workload.source.read_args], sort_keys=True)
+        target = folder / f"{path.stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.parquet"
+        receipt = target.with_suffix(".json")
+        if not (target.exists() and receipt.exists()):  # without its receipt, its cost is unknown: rebuild
+            started = time.perf_counter()
+            partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+            write_parquet_in_chunks(path, fmt, read_options(fmt, {}, config.workload.source.read_args), partial)
+            partial.rename(target)  # never a half-written cache
+            receipt.write_text(json.dumps({"build_s": time.perf_counter() - started}))
+        cost += json.loads(receipt.read_text())["build_s"] if receipt.exists() else 0.0
+        cached.append(target)
+    return cached, cost
+
+
+def write_parquet_in_chunks(path: Path, fmt: str, options: dict, target: Path) -> None:
+    """The baseline's own parse, written chunk by chunk so that building the cache does not
+    need the memory of a whole-file read; every chunk takes the first chunk's column types."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    writer, schema = None, None
+    try:
+        for chunk in read_chunks(path, fmt, options, CACHE_CHUNK_ROWS):
+            table = pa.Table.from_pandas(chunk, preserve_index=False)
+            if writer is None:
+                schema = table.schema
+                writer = pq.ParquetWriter(target, schema)
+            writer.write_table(table.cast(schema))
+    finally:
+        if writer is not None:
+            writer.close()
+
+
+def cache_folder(config: AdvisorConfig) -> Path:
+    return config.root / "advisor-cache" / config.name
+
+
+# ---------------------------------------------------------------- timing
+
+
+class Stages:
+    """Wall and CPU seconds per stage; stages may be entered many times (once per chunk)."""
+
+    def __init__(self) -> None:
+        self.wall: Counter = Counter()
+        self.cpu: Counter = Counter()
+
+    @contextmanager
+    def stage(self, name: str):
+        wall, cpu = time.perf_counter(), time.process_time()
+        try:
+            yield
+        finally:
+            self.wall[name] += time.perf_counter() - wall
+            self.cpu[name] += time.process_time() - cpu
+
+    def to_dict(self) -> dict:
+        return {name: {"wall_s": self.wall[name], "cpu_s": self.cpu[name]} for name in self.wall}
+
+
+def checked(output, key_path: str = "workload.transform") -> pd.DataFrame:
+    if isinstance(output, pd.Series):
+        return output.to_frame()
+    if not isinstance(output, pd.DataFrame):
+        raise UserError(f"{key_path}: returned {type(output).__name__}, not a pandas DataFrame; return a DataFrame")
+    return output
+
+
+def finish(parts: list[pd.DataFrame], code: PipelineCode, stages: Stages) -> pd.DataFrame:
+    with stages.stage("combine"):
+        if code.combine is not None:
+            return checked(code.combine(parts), "workload.combine")
+        return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
+
+
+def run_whole(files, fmt, options, plan, code, stages) -> tuple[pd.DataFrame, int]:
+    with stages.stage("read"):
+        frames = [after_read(read_file(path, fmt, options), fmt, plan) for path in files]
+        frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    with stages.stage("transform"):
+        output = checked(code.transform(frame))
+    return output, len(frame)
+
+
+def run_chunked(files, fmt, options, plan, code, stages) -> tuple[pd.DataFrame, int]:
+    parts, rows = [], 0
+    for path in files:
+        chunks = read_chunks(path, fmt, options, int(plan["pipeline.chunksize"]))
+        while True:
+            with stages.stage("read"):
+                chunk = next(chunks, None)
+                if chunk is None:
+                    break
+                chunk = after_read(chunk, fmt, plan)
+            rows += len(chunk)
+            with stages.stage("transform"):
+                parts.append(checked(code.transform(chunk)))
+            del chunk  # only the partial results stay in memory
+    return finish(parts, code, stages), rows
+
+
+def run_dask(config, files, fmt, options, plan, code, stages) -> tuple[pd.DataFrame, int]:
+    """Dask: on the cluster the config names, on a LocalCluster, or (`dask_scheduler: processes`)
+    on Dask's local process pool, which skips a cluster's start-up and bookkeeping."""
+    import cloudpickle
+    import dask
+
+    for module in {sys.modules[fn.__module__] for fn in (code.transform, code.combine) if fn is not None}:
+        cloudpickle.register_pickle_by_value(module)  # workers need not see the user's files
+    workers = int(plan["pipeline.dask_workers"])
+    address = config.workload.dask.scheduler
+    if address or plan.get("pipeline.dask_scheduler", "distributed") == "distributed":
+        with dask_client(address, workers, stages) as client:
+            workers = len(client.scheduler_info()["workers"])
+            return dask_compute(files, fmt, options, plan, code, stages, workers, {})
+    with dask.config.set({"multiprocessing.context": "fork"}):  # workers start as copies of this process
+        return dask_compute(files, fmt, options, plan, code, stages, workers,
+                            {"scheduler": "processes", "num_workers": workers})
+
+
+@contextmanager
+def dask_client(address: Optional[str], workers: int, stages: Stages):
+    import dask
+    from distributed import Client, LocalCluster
+
+    # The workers' own sampling profiler slows a Python-heavy task by a tenth or more: advisor's
+    # measurement must not pay a cost the user's job would not.
+    dask.config.set({"distributed.worker.profile.enabled": False})
+    with stages.stage("cluster start"):
+        cluster = None if address else LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40,
+        )
+        client = Client(address or cluster, timeout="60s")
+        if cluster is not None:
+            client.wait_for_workers(workers, timeout=60)  # tasks must not all land on the first
+    try:
+        yield client
+    finally:
+        with stages.stage("cluster stop"):
+            client.close()
+            if cluster is not None:
+                cluster.close()
+
+
+def dask_compute(files, fmt, options, plan, code, stages, workers: int, compute_options: dict):
+    import dask
+    import dask.dataframe as dd
+
+    partitions = int(plan.get("pipeline.dask_partitions") or 2 * workers)
+    size = sum(path.stat().st_size for path in files)
+    paths = [str(p) for p in files]
+    options = {k: v for k, v in options.items() if k != "engine" or fmt != "jsonl"}
+    with stages.stage("read+transform (Dask)"):
+        if fmt == "parquet":
+            ddf = dd.read_parquet(paths, **options).repartition(npartitions=partitions)
+        elif fmt == "jsonl":
+            ddf = dd.read_json(paths, blocksize=max(1, size // partitions), **options)
+        else:
+            ddf = dd.read_csv(paths, blocksize=max(1, size // partitions), **options)
+        pieces = ddf.to_delayed()
+        transform = dask.delayed(lambda part: checked(code.transform(after_read(part, fmt, plan))))
+        parts, lengths = dask.compute([transform(p) for p in pieces], [dask.delayed(len)(p) for p in pieces],
+                                      **compute_options)
+    return finish(list(parts), code, stages), int(sum(lengths))
+
+
+# ---------------------------------------------------------------- the run
+
+
+def run(config: AdvisorConfig, code: PipelineCode, plan: dict, mode: str, output_path: Optional[str]) -> dict:
+    """Runs the pipeline under the plan; returns the measurement fields seen from inside."""
+    files = source_files(config)
+    fmt = source_format(config, files)
+    if mode == "profile":
+        return profile(config, code, files, fmt)
+    started = time.perf_counter()
+    setup = {}
+    if plan.get("pipeline.parquet_cache") and fmt != "parquet":
+        files, built_s = parquet_cache(config, files, fmt)
+        fmt = "parquet"
+        setup["cache_build_s"] = built_s
+    options = read_options(fmt, plan, config.workload.source.read_args)
+    stages = Stages()
+    wall_start, cpu_start = time.perf_counter(), time.process_time()
+    if plan.get("pipeline.dask_workers"):
+        output, rows = run_dask(config, files, fmt, options, plan, code, stages)
+    elif plan.get("pipeline.chunksize"):
+        output, rows = run_chunked(files, fmt, options, plan, code, stages)
+    else:
+        output, rows = run_whole(files, fmt, options, plan, code, stages)
+    if config.workload.sink:
+        with stages.stage("write"):
+            write(output, config.root / config.workload.sink)
+    wall = time.perf_counter() - wall_start
+    # The sampler outside looks every 200 ms; the kernel's own high-water mark misses no peak.
+    rss_end = max(tree_rss_mb(os.getpid()), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    if output_path:
+        comparable(output).to_pickle(output_path)  # pickle: no pyarrow import to inflate the peak
+    return {
+        "samples": rows,
+        "samples_per_s": rows / wall if wall > 0 else 0.0,
+        "step_ms_mean": 1000 * wall,
+        "step_ms_p50": 1000 * wall,
+        "step_ms_p95": 1000 * wall,
+        "cpu_util": min(1.0, (time.process_time() - cpu_start) / wall / (os.cpu_count() or 1)) if wall > 0 else 0.0,
+        "stages": {"wall_s": wall, **stages.to_dict(), **{k: {"wall_s": v, "cpu_s": v} for k, v in setup.items()}},
+        "output": {"path": output_path, "rows": len(output), "columns": [str(c) for c in output.columns]},
+        "setup_s": time.perf_counter() - started - wall,
+        "tree_rss_end_mb": rss_end,
+        "environment": {"kind": "pipeline", "format": fmt, "rows": rows, "columns": source_columns(files[0], fmt),
+                        "source_bytes": sum(f.stat().st_size for f in files)},
+    }
+
+
+def source_columns(path: Path, fmt: str) -> list[str]:
+    """The source's column names, from its header alone (they are part of the fingerprint)."""
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        return list(pq.read_schema(path).names)
+    if fmt == "jsonl":
+        with open(path) as handle:
+            return list(json.loads(handle.readline() or "{}"))
+    return [str(c) for c in pd.read_csv(path, nrows=0).columns]
+
+
+def write(output: pd.DataFrame, path: Path) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if path.suffix == ".csv":
+        output.to_csv(path, index=False)
+    else:
+        output.to_parquet(path, index=False)
+
+
+def comparable(frame: pd.DataFrame) -> pd.DataFrame:
+    """The output as Parquet can hold it: string column names, a plain index kept as columns."""
+    frame = frame.copy()
+    frame.columns = [str(c) for c in frame.columns]
+    if not isinstance(frame.index, pd.RangeIndex):
+        frame = frame.reset_index()
+    return frame
+
+
+# ---------------------------------------------------------------- profiling
+
+
+def profile(config: AdvisorConfig, code: PipelineCode, files: list[Path], fmt: str) -> dict:
+    """Where the transform spends its time, by the user's source line; what the data looks like."""
+    options = read_options(fmt, {}, config.workload.source.read_args)
+    frame = pd.concat([read_file(p, fmt, options) for p in files], ignore_index=True)
+    sampler = LineSampler(threading.get_ident(), code.roots)
+    with sampler:
+        code.transform(frame)
+    sample = frame.head(SAMPLE_ROWS)
+    return {
+        "hotspots": sampler.summary(),
+        "environment": {
+            "kind": "pipeline",
+            "format": fmt,
+            "rows": len(frame),
+            "columns": [str(c) for c in frame.columns],
+            "used_columns": used_columns(sample, code.transform),
+            "category_columns": category_columns(frame),
+            "frame_mb": frame.memory_usage(deep=True).sum() / 2**20,
+            "source_bytes": sum(f.stat().st_size for f in files),
+        },
+    }
+
+
+def used_columns(sample: pd.DataFrame, transform: Callable) -> list[str]:
+    """The columns the transform reads: dropping any of them breaks or changes its output.
+    Detected on a sample, column by column; a transform that reads every column keeps them all."""
+    try:
+        expected = comparable(checked(transform(sample.copy())))
+    except Exception:
+        return [str(c) for c in sample.columns]
+    needed = []
+    for column in sample.columns:
+        try:
+            output = comparable(checked(transform(sample.drop(columns=[column]))))
+            same = output.equals(expected)
+        except Exception:
+            same = False
+        if not same:
+            needed.append(str(column))
+    return needed
+
+
+def category_columns(frame: pd.DataFrame) -> list[str]:
+    text = [c for c in frame.columns if frame[c].dtype == object or pd.api.types.is_string_dtype(frame[c].dtype)]
+    return [str(c) for c in text if frame[c].nunique(dropna=False) <= max(1, LOW_CARDINALITY * len(frame))]
+
+
+class LineSampler:
+    """Samples the main thread's stack every few milliseconds and charges each sample to the
+    user's own source lines: `lines` by the innermost user frame (the line that caused the work,
+    whatever library ran it), `inclusive` by every user line on the stack. A sample is a
+    callback when a library frame sits between two user frames: a row-wise apply, or a map with
+    a Python function, calling the user's code back once per row."""
+
+    def __init__(self, thread_id: int, roots: tuple[str, ...]):
+        self.thread_id, self.roots = thread_id, tuple(str(Path(r).resolve()) + os.sep for r in roots)
+        self._is_user: dict[str, bool] = {}
+        self.lines: Counter = Counter()
+        self.inclusive: Counter = Counter()
+        self.callers: Counter = Counter()  # (outer user line, inner user line) of callbacks
+        self.total = self.python = self.callbacks = 0
+        self._stop = threading.Event()
+
+    def __enter__(self):
+        self._switch = sys.getswitchinterval()
+        sys.setswitchinterval(PROFILE_INTERVAL_S / 2)  # let the sampler in while pandas runs Python
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self._stop.set()
+        self._thread.join()
+        sys.setswitchinterval(self._switch)
+
+    def _run(self) -> None:
+        while not self._stop.wait(PROFILE_INTERVAL_S):
+            frame = sys._current_frames().get(self.thread_id)
+            if frame is not None:
+                self._record(frame)
+
+    def is_user(self, file: str) -> bool:
+        if file not in self._is_user:
+            self._is_user[file] = file.startswith(self.roots) and "site-packages" not in file and "/advisor/" not in file
+        return self._is_user[file]
+
+    def _record(self, frame) -> None:
+        stack = []  # innermost first
+        while frame is not None:
+            stack.append((frame.f_code.co_filename, frame.f_lineno))
+            frame = frame.f_back
+        self.total += 1
+        users = [i for i, (file, _) in enumerate(stack) if self.is_user(file)]
+        if not users:
+            return
+        inner = users[0]
+        self.lines[stack[inner]] += 1
+        for line in {stack[i] for i in users}:
+            self.inclusive[line] += 1
+        outer = next((i for i in users[1:] if i > inner + 1 and not all(self.is_user(stack[j][0]) for j in range(inner, i))), None)
+        if outer is not None:
+            self.callbacks += 1
+            self.callers[(stack[outer], stack[inner])] += 1
+        if inner == 0 or outer is not None:
+            self.python += 1
+
+    def summary(self) -> dict:
+        total = max(1, self.total)
+
+        def described(file: str, line: int, count: int) -> dict:
+            return {"file": file, "line": line, "share": count / total, "inclusive_share": self.inclusive[(file, line)] / total,
+                    "code": source_line(file, line)}
+
+        callbacks = [
+            {"caller": described(*outer, self.inclusive[outer]), "callee": described(*inner, self.lines[inner]),
+             "share": count / total}
+            for (outer, inner), count in self.callers.most_common(3)
+        ]
+        return {"samples": self.total, "python_share": self.python / total, "callback_share": self.callbacks / total,
+                "lines": [described(file, line, count) for (file, line), count in self.lines.most_common(8)],
+                "callbacks": callbacks}
+
+
+def source_line(file: str, line: int) -> str:
+    try:
+        return Path(file).read_text().splitlines()[line - 1].strip()
+    except (OSError, IndexError):
+        return ""
