@@ -156,7 +156,11 @@ def render_recommendations(payload: dict) -> str:
                 lines.append(f"     recovers {rec['gap_recovered']:.0%} of the gap to the ideal throughput")
             for recipe, share in rec.get("contributions", {}).items():
                 low, high = share["interval"]
-                verdict = "" if share["shown"] else ": not shown to help; the plan may drop it"
+                budget = payload.get("max_memory_mb")
+                if payload.get("memory_fix") and budget and share.get("peak_without_mb", 0) > budget:
+                    verdict = f"; without it the peak is {share['peak_without_mb']:,.0f} MB, over the budget"
+                else:
+                    verdict = "" if share["shown"] else ": not shown to help; the plan may drop it"
                 lines.append(f"     {recipe} adds {share['factor']:.2f}x ({low:.2f}-{high:.2f}x){verdict}")
             if rec.get("cache"):
                 cache, runs = rec["cache"], rec["cache"].get("pays_off_after_runs")

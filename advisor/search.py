@@ -80,10 +80,12 @@ def find_study(config: AdvisorConfig) -> Optional[optuna.Study]:
 
 
 def create_study(
-    config: AdvisorConfig, space: dict[str, Param], baseline_params: dict, attrs: dict, first: Sequence[dict] = ()
+    config: AdvisorConfig, space: dict[str, Param], baseline_params: dict, attrs: dict, first: Sequence[dict] = (),
+    canonical: Callable[[dict], dict] = lambda plan: plan,
 ) -> optuna.Study:
     """Creates the workload's study: the session's facts stored in it, the baseline enqueued first
-    and the `first` plans (earlier best plans, textbook settings) right after it.
+    and the `first` plans (earlier best plans, textbook settings) right after it. `canonical`
+    maps a plan to what it does (keys that do nothing dropped), so no plan is queued twice.
 
     Creation is atomic in every Optuna storage, so of several processes starting at once exactly
     one creates the study and enqueues the baseline; the others load it.
@@ -98,17 +100,17 @@ def create_study(
     for key, value in {**attrs, SPACE_ATTR: space_to_json(space)}.items():
         study.set_user_attr(key, value)
     queue = [baseline_params] + [{**baseline_params, **{k: v for k, v in p.items() if k in space}} for p in first]
-    if space_size(space) <= config.search.trials:  # small enough to measure every plan: no sampling
+    if trial_budget(config, space, canonical) < config.search.trials:  # every distinct plan fits: no sampling
         queue += every_plan(space)
-    for params in unique(queue):
+    for params in unique(queue, canonical):
         study.enqueue_trial(params)
     return study
 
 
-def unique(plans: list[dict]) -> list[dict]:
+def unique(plans: list[dict], canonical: Callable[[dict], dict] = lambda plan: plan) -> list[dict]:
     seen, kept = set(), []
     for plan in plans:
-        key = json.dumps(plan, sort_keys=True)
+        key = json.dumps(canonical(plan), sort_keys=True, default=str)
         if key not in seen:
             seen.add(key)
             kept.append(plan)
@@ -147,9 +149,17 @@ def every_plan(space: dict[str, Param]) -> list[dict]:
     return [dict(zip(keys, combo)) for combo in itertools.product(*(values_of(space[k]) for k in keys))]
 
 
-def trial_budget(config: AdvisorConfig, space: dict[str, Param]) -> int:
-    """No more trials than there are distinct plans."""
-    return min(config.search.trials, space_size(space))
+ENUMERABLE = 4096  # spaces up to this size are enumerated to count their distinct plans
+
+
+def trial_budget(config: AdvisorConfig, space: dict[str, Param],
+                 canonical: Callable[[dict], dict] = lambda plan: plan) -> int:
+    """No more trials than there are distinct plans (plans that differ only in keys that do
+    nothing, such as Dask partitions without Dask, count once)."""
+    size = space_size(space)
+    if size <= ENUMERABLE:
+        size = len(unique(every_plan(space), canonical))
+    return min(config.search.trials, size)
 
 
 def is_feasible_trial(trial: FrozenTrial) -> bool:

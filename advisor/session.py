@@ -249,7 +249,8 @@ def optimize(
         if facts.space:
             first = (*warm_start, *textbook_params(facts))
             study = search.create_study(
-                config, facts.space, {key: facts.baseline[key] for key in facts.space}, facts.to_attrs(), first
+                config, facts.space, {key: facts.baseline[key] for key in facts.space}, facts.to_attrs(), first,
+                canonical=effective,
             )
     diagnoses = diagnose(facts.evidence)
     if diagnoses:
@@ -258,7 +259,7 @@ def optimize(
     measure = measure_with(config)
     trials: list[search.TrialResult] = []
     if study is not None:
-        budget = search.trial_budget(config, facts.space)
+        budget = search.trial_budget(config, facts.space, effective)
         progress(f"trials ({budget}, at most {config.search.time_budget_s:.0f} s), study in {search.storage_url(config)}:")
         search.run_trials(
             study, facts.space, facts.baseline, measure, budget,
@@ -277,7 +278,7 @@ def join_study(config: AdvisorConfig, progress: Progress = lambda line: None) ->
         )
     facts = SessionFacts.from_attrs(study.user_attrs)
     return search.run_trials(
-        study, facts.space, facts.baseline, measure_with(config), search.trial_budget(config, facts.space),
+        study, facts.space, facts.baseline, measure_with(config), search.trial_budget(config, facts.space, effective),
         time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress,
     )
 
@@ -459,7 +460,9 @@ def leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, prog
         factors = [1 / ratio for ratio in rounds.ratios(f"without {recipe}") if ratio > 0]
         if factors:
             factor, low, high = bootstrap_interval(factors)
-            shares[recipe] = {"factor": factor, "interval": (low, high), "shown": low > 1.0}
+            peaks = [r.peak_memory_mb for r in rounds.candidates[f"without {recipe}"] if r.ok]
+            shares[recipe] = {"factor": factor, "interval": (low, high), "shown": low > 1.0,
+                              "peak_without_mb": max(peaks, default=0.0)}
     return shares
 
 

@@ -18,7 +18,6 @@ import glob
 import hashlib
 import json
 import os
-import resource
 import sys
 import threading
 import time
@@ -253,7 +252,7 @@ def run_dask(config, files, fmt, options, plan, code, stages) -> tuple[pd.DataFr
         cloudpickle.register_pickle_by_value(module)  # workers need not see the user's files
     workers = int(plan["pipeline.dask_workers"])
     address = config.workload.dask.scheduler
-    if address or plan.get("pipeline.dask_scheduler", "distributed") == "distributed":
+    if address or (plan.get("pipeline.dask_scheduler") or "distributed") == "distributed":
         with dask_client(address, workers, stages) as client:
             workers = len(client.scheduler_info()["workers"])
             return dask_compute(files, fmt, options, plan, code, stages, workers, {})
@@ -337,7 +336,7 @@ def run(config: AdvisorConfig, code: PipelineCode, plan: dict, mode: str, output
             write(output, config.root / config.workload.sink)
     wall = time.perf_counter() - wall_start
     # The sampler outside looks every 200 ms; the kernel's own high-water mark misses no peak.
-    rss_end = max(tree_rss_mb(os.getpid()), resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+    rss_end = max(tree_rss_mb(os.getpid()), high_water_mb())
     if output_path:
         comparable(output).to_pickle(output_path)  # pickle: no pyarrow import to inflate the peak
     return {
@@ -366,6 +365,18 @@ def source_columns(path: Path, fmt: str) -> list[str]:
         with open(path) as handle:
             return list(json.loads(handle.readline() or "{}"))
     return [str(c) for c in pd.read_csv(path, nrows=0).columns]
+
+
+def high_water_mb() -> float:
+    """This process's peak RSS (VmHWM). Not getrusage's ru_maxrss: Linux carries that across
+    exec, so a child spawned from a large parent would report the parent's peak."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def write(output: pd.DataFrame, path: Path) -> None:
