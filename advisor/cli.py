@@ -138,6 +138,8 @@ def publish(config, result, results_arg: Optional[str], config_arg: str, extra_t
     print(render_recommendations(payload))
     print(f"\nresults: {folder}  (recommendations.json, report.md, plots)")
     print(f"MLflow: {ids['uri']}  session run {ids['session']}; browse with: advisor ui {config_arg}")
+    base = ids["uri"] if ids["uri"].startswith("http") else "http://127.0.0.1:5000"
+    print(f"review the ranked recommendations at {base.rstrip('/')}/{ids['review']}")
     return ids
 
 

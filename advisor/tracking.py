@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import os
 import time
+import urllib.parse
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -43,6 +44,9 @@ def experiment_name(config: AdvisorConfig) -> str:
     return config.tracking.experiment or config.name
 
 
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+
+
 class Tracker:
     """Writes one session into MLflow with an explicit client (no global active run)."""
 
@@ -51,6 +55,9 @@ class Tracker:
         name = experiment_name(config)
         experiment = self.client.get_experiment_by_name(name)
         self.experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(name)
+        if experiment is None or EXPERIMENT_KIND_TAG not in experiment.tags:
+            # MLflow's UI opens GenAI experiments on a traces overview; this one's page is its runs.
+            self.client.set_experiment_tag(self.experiment_id, EXPERIMENT_KIND_TAG, "custom_model_development")
 
     def start(self, name: str, tags: dict, parent: Optional[str] = None, description: str = "") -> str:
         all_tags = {RUN_NAME_TAG: name, **{k: str(v) for k, v in tags.items()}}
@@ -148,7 +155,16 @@ def log_session(
     payload["mlflow"] = {"uri": tracking_uri(config), "experiment": experiment_name(config), "session_run_id": session}
     tracker.attach(session, write_results(payload))
     tracker.finish(session)
-    return {"session": session, "recommendations": recommendation_ids, "uri": tracking_uri(config)}
+    return {"session": session, "recommendations": recommendation_ids, "uri": tracking_uri(config),
+            "review": review_path(tracker.experiment_id)}
+
+
+def review_path(experiment_id: str) -> str:
+    """The MLflow UI page a reviewer wants: this experiment's recommendation runs, by rank (sorted
+    by a metric, the UI lists them flat rather than folded under their sessions)."""
+    query = urllib.parse.urlencode({"searchFilter": "tags.kind = 'recommendation'", "orderByKey": "metrics.`rank`",
+                                    "orderByAsc": "true"}, quote_via=urllib.parse.quote)
+    return f"#/experiments/{experiment_id}/runs?{query}"
 
 
 def latest_session(config: AdvisorConfig) -> tuple[dict, list[dict]]:
