@@ -43,19 +43,22 @@ class RetuneResult:
 
 def describe_changes(old: dict, new: dict) -> list[str]:
     """What changed between two fingerprints' components, in words."""
-    changes = []
+    changes, changed_files = [], {}
     for key in sorted(set(old.get("sources", {})) | set(new.get("sources", {}))):
         before, after = old.get("sources", {}).get(key), new.get("sources", {}).get(key)
-        if before != after:
-            name = (after or before)["file"]
-            changes.append(f"{key} source changed ({name})" if before and after else f"{key} source {'added' if after else 'removed'}")
+        if before and after and before != after:
+            changed_files.setdefault(after["file"], []).append(key)  # one file may hold model and dataset
+        elif before != after:
+            changes.append(f"{key} source {'added' if after else 'removed'}")
+    for file, keys in changed_files.items():
+        changes.append(f"source of the {' and '.join(keys)} changed ({file})")
     if old.get("parameters") != new.get("parameters"):
         changes.append(f"model parameters {_count(old.get('parameters'))} -> {_count(new.get('parameters'))}")
     if old.get("sample") != new.get("sample"):
         changes.append(f"sample {old.get('sample')} -> {new.get('sample')}")
     for path, before, after in _diff(old.get("workload", {}), new.get("workload", {}), "workload"):
         changes.append(f"config {path}: {before!r} -> {after!r}")
-    for key in ("python", "torch"):
+    for key in ("python", "torch", "pandas"):
         if old.get(key) != new.get(key):
             changes.append(f"{key} {old.get(key)} -> {new.get(key)}")
     for key, before in old.get("hardware", {}).items():
@@ -83,7 +86,10 @@ def best_verified(payload: dict) -> Optional[dict]:
 
 def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda line: None) -> RetuneResult:
     """Re-checks `previous` (a recommendations.json payload) against the workload as it is now."""
-    baseline = baseline_plan(config)
+    # With the config's workload section as it was, the baseline is the previous session's plan
+    # (defaults spelled out), so the probe can stand in for the re-check's first baseline run.
+    same_section = previous["fingerprint_components"].get("workload") == fingerprint(config)["components"]["workload"]
+    baseline = dict(previous["baseline"]["plan"]) if same_section else baseline_plan(config)
     progress("measuring the baseline as it is now ...")
     probe = measure_with(config)(baseline)
     if not probe.ok:
@@ -97,7 +103,8 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
             return RetuneResult("nothing to re-check", changes, previous, "the last session verified no fix; nothing changed since")
         progress(f"fingerprint unchanged ({now['digest']}); re-checking #1 ({'+'.join(best['recipes'])}), "
                  f"{config.search.pairs} interleaved rounds:")
-        rounds = interleave({**previous["baseline"]["plan"]}, {"#1": best["plan"]}, measure_with(config), config.search.pairs, progress)
+        rounds = interleave(baseline, {"#1": best["plan"]}, measure_with(config), config.search.pairs, progress,
+                            first_reference_run=probe)
         memory_fix = previous.get("memory_fix", False)
         verdict = judge("#1", rounds.ratios("#1"), config.search.min_speedup, None, memory_fix,
                         [r.peak_memory_mb for r in rounds.candidates["#1"] if r.ok], config.constraints.max_memory_mb)

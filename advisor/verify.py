@@ -188,9 +188,11 @@ def interleave(
     pairs: int,
     progress: Callable[[str], None] = lambda line: None,
     reference: str = "baseline",
+    first_reference_run: Optional[Measurement] = None,
 ) -> Rounds:
     """Runs `pairs` rounds; in each, the reference plan (named `reference` in the progress lines)
-    and every candidate, order rotated per round."""
+    and every candidate, order rotated per round. `first_reference_run`, a run of the reference
+    made just before, stands in for the first round's (it leads that round's order anyway)."""
     names = [reference, *candidates]
     plans = {reference: baseline_plan, **candidates}
     runs: dict[str, list[Measurement]] = {name: [] for name in names}
@@ -198,7 +200,8 @@ def interleave(
         shift = round_index % len(names)
         order = names[shift:] + names[:shift]
         for name in order:
-            runs[name].append(measure(plans[name]))
+            given = round_index == 0 and name == reference and first_reference_run is not None
+            runs[name].append(first_reference_run if given else measure(plans[name]))
         progress(f"  round {round_index + 1}/{pairs}: " + ", ".join(_round_summary(runs, name) for name in names))
     return Rounds(runs.pop(reference), runs)
 

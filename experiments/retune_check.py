@@ -66,7 +66,8 @@ def main() -> None:
         widen_second_convolution(Path(scratch) / "cnn.py")
         changed, changed_s = advisor("retune", str(config))
         print(f"retune after widening a layer: {changed_s:.1f} s, exit {changed.returncode}")
-        print("  " + "\n  ".join(line for line in changed.stdout.splitlines() if line.startswith(("retune", "  "))][:6]))
+        summary = [line for line in changed.stdout.splitlines() if line.startswith(("retune", "  "))]
+        print("  " + "\n  ".join(summary[:6]))
         previous_plan = re.search(r"^\s+(\S+=\S+(?:, \S+=\S+)*)$", optimized.stdout, re.M).group(1)
         first_trials = [line for line in changed.stderr.splitlines() if line.strip().startswith("trial #")][:4]
         print("  first trials of the new session:")

@@ -84,10 +84,13 @@ def test_describe_changes_in_words():
     new = {"sources": {"model": {"file": "m.py", "sha256": "b"}}, "parameters": 200, "torch": "2.14.0",
            "workload": {"model_args": {"width": 32}}, "hardware": {"cpu": "x", "cores": 4}}
     assert describe_changes(old, new) == [
-        "model source changed (m.py)", "model parameters 100 -> 200", "config workload.model_args.width: 16 -> 32",
-        "torch 2.13.0 -> 2.14.0", "hardware cores: 2 -> 4",
+        "source of the model changed (m.py)", "model parameters 100 -> 200",
+        "config workload.model_args.width: 16 -> 32", "torch 2.13.0 -> 2.14.0", "hardware cores: 2 -> 4",
     ]
     assert describe_changes(old, old) == []
+    both = {"sources": {"model": {"file": "cnn.py", "sha256": "a"}, "dataset": {"file": "cnn.py", "sha256": "a"}}}
+    edited = {"sources": {"model": {"file": "cnn.py", "sha256": "b"}, "dataset": {"file": "cnn.py", "sha256": "b"}}}
+    assert describe_changes(both, edited) == ["source of the dataset and model changed (cnn.py)"]
 
 
 def test_schedule_prints_the_crontab_line(tmp_path):
