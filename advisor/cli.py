@@ -13,6 +13,7 @@ from advisor.errors import UserError
 def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    warm_up_for(args)
     try:
         return args.command(args)
     except UserError as exc:
@@ -23,10 +24,26 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 130
 
 
+def warm_up_for(args: argparse.Namespace) -> None:
+    """Training runs start from a fork server that preloads torch: start it now, beside the
+    command's own start-up. Pipelines start fresh interpreters, and must not share the CPU with it."""
+    if args.command not in (run_diagnose, run_optimize, run_worker, run_retune):
+        return
+    from advisor.config import load_config
+    from advisor.errors import UserError
+    from advisor.harness import launch
+
+    try:
+        if load_config(args.config).kind == "train":
+            launch.warm_up()
+    except UserError:
+        pass  # the command reports it
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="advisor",
-        description="Measures a PyTorch training job, names its bottleneck with evidence, trials the "
+        description="Measures a PyTorch training job or a pandas pipeline, names its bottleneck with evidence, trials the "
         "matching fixes and keeps only those whose speedup is verified and whose results are unchanged.",
     )
     commands = parser.add_subparsers(required=True, metavar="COMMAND")

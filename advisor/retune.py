@@ -18,7 +18,12 @@ from advisor.errors import UserError
 from advisor.fingerprint import fingerprint
 from advisor.plan import baseline_plan
 from advisor.session import measure_with, optimize
-from advisor.verify import interleave, judge
+from advisor.verify import bootstrap_interval, interleave, judge
+
+# A re-check may stop after EARLY_ROUNDS when even a stricter interval clears the bar: looking
+# early spends part of the error rate, so the early look uses 99%, the full check 95%.
+EARLY_ROUNDS = 3
+EARLY_CONFIDENCE = 0.99
 
 EXIT_OK = 0
 EXIT_REGRESSED = 3
@@ -80,6 +85,10 @@ def _diff(old, new, path: str):
         yield path, old, new
 
 
+def clearly_holds(ratios: list[float], min_speedup: float) -> bool:
+    return len(ratios) >= EARLY_ROUNDS and bootstrap_interval(ratios, EARLY_CONFIDENCE)[1] >= min_speedup
+
+
 def best_verified(payload: dict) -> Optional[dict]:
     return next((r for r in payload.get("recommendations", []) if r["verified"]), None)
 
@@ -101,11 +110,18 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
     if not changes:
         if best is None:
             return RetuneResult("nothing to re-check", changes, previous, "the last session verified no fix; nothing changed since")
+        pairs = config.search.pairs
         progress(f"fingerprint unchanged ({now['digest']}); re-checking #1 ({'+'.join(best['recipes'])}), "
-                 f"{config.search.pairs} interleaved rounds:")
-        rounds = interleave(baseline, {"#1": best["plan"]}, measure_with(config), config.search.pairs, progress,
-                            first_reference_run=probe)
+                 f"{EARLY_ROUNDS} to {pairs} interleaved rounds:")
+        plans, measure = {"#1": best["plan"]}, measure_with(config)
+        rounds = interleave(baseline, plans, measure, EARLY_ROUNDS, progress, first_reference_run=probe, rounds_total=pairs)
         memory_fix = previous.get("memory_fix", False)
+        early = clearly_holds(rounds.ratios("#1"), config.search.min_speedup) and not memory_fix
+        if early:
+            progress(f"  the {EARLY_CONFIDENCE:.0%} interval after {EARLY_ROUNDS} rounds clears the bar: stopping early")
+        else:
+            rounds = rounds.then(interleave(baseline, plans, measure, pairs - EARLY_ROUNDS, progress,
+                                            rounds_before=EARLY_ROUNDS, rounds_total=pairs))
         verdict = judge("#1", rounds.ratios("#1"), config.search.min_speedup, None, memory_fix,
                         [r.peak_memory_mb for r in rounds.candidates["#1"] if r.ok], config.constraints.max_memory_mb)
         was = f"{best['speedup']:.2f}x (95% {best['interval'][0]:.2f}-{best['interval'][1]:.2f}x)"

@@ -173,6 +173,11 @@ class Rounds:
     baseline: list[Measurement]
     candidates: dict[str, list[Measurement]]
 
+    def then(self, more: "Rounds") -> "Rounds":
+        """These rounds followed by `more`."""
+        return Rounds(self.baseline + more.baseline,
+                      {name: runs + more.candidates[name] for name, runs in self.candidates.items()})
+
     def ratios(self, name: str) -> list[float]:
         return [
             c.samples_per_s / b.samples_per_s
@@ -189,6 +194,8 @@ def interleave(
     progress: Callable[[str], None] = lambda line: None,
     reference: str = "baseline",
     first_reference_run: Optional[Measurement] = None,
+    rounds_before: int = 0,
+    rounds_total: Optional[int] = None,
 ) -> Rounds:
     """Runs `pairs` rounds; in each, the reference plan (named `reference` in the progress lines)
     and every candidate, order rotated per round. `first_reference_run`, a run of the reference
@@ -196,13 +203,14 @@ def interleave(
     names = [reference, *candidates]
     plans = {reference: baseline_plan, **candidates}
     runs: dict[str, list[Measurement]] = {name: [] for name in names}
-    for round_index in range(pairs):
+    for round_index in range(rounds_before, rounds_before + pairs):  # continuing earlier rounds keeps the rotation
         shift = round_index % len(names)
         order = names[shift:] + names[:shift]
         for name in order:
             given = round_index == 0 and name == reference and first_reference_run is not None
             runs[name].append(first_reference_run if given else measure(plans[name]))
-        progress(f"  round {round_index + 1}/{pairs}: " + ", ".join(_round_summary(runs, name) for name in names))
+        label = f"{round_index + 1}/{rounds_total or rounds_before + pairs}"
+        progress(f"  round {label}: " + ", ".join(_round_summary(runs, name) for name in names))
     return Rounds(runs.pop(reference), runs)
 
 

@@ -27,7 +27,7 @@ def merged(base: dict, changes: dict) -> dict:
         elif isinstance(value, dict) and isinstance(result.get(key), dict):
             result[key] = merged(result[key], value)
         else:
-            result[key] = value
+            result[key] = copy.deepcopy(value)  # never shared with the caller's constants
     return result
 
 

@@ -86,10 +86,8 @@ def render(chromium: str, url: str, screenshot: Path) -> str:
 
 def test_experiment_page_lists_the_recommendation_runs(tmp_path, mlflow_server):
     chromium = find_or_install_chromium()
-    config = merged(TINY, FETCH_STALLED)
-    config["name"] = "browser"
-    config["search"].update(trials=2)
-    config["tracking"] = {"uri": mlflow_server}
+    config = merged(TINY, {**FETCH_STALLED, "name": "browser", "tracking": {"uri": mlflow_server}})
+    config["search"]["trials"] = 2
     path = write_config(tmp_path, config)
     result = run_cli("optimize", str(path), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]

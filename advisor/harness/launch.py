@@ -25,6 +25,16 @@ def context() -> BaseContext:
     return _context
 
 
+def warm_up() -> None:
+    """Starts the fork server (its imports take seconds) in the background, while the caller
+    does its own start-up work (reading the config, MLflow, Optuna)."""
+    import threading
+    from multiprocessing import forkserver
+
+    context()
+    threading.Thread(target=forkserver.ensure_running, daemon=True).start()
+
+
 def start(spec_path: str, result_path: str, log_path: str, fresh: bool = False) -> multiprocessing.Process:
     """Starts a child that runs the spec; it leads its own process group (so a kill takes its
     DataLoader workers too) and writes its output to `log_path`. `fresh` starts a new interpreter
