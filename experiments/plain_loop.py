@@ -76,6 +76,8 @@ def main() -> None:
                                          num_workers=workers, drop_last=True, **extra)
     dtype = getattr(torch, plan["amp.dtype"]) if plan.get("amp.dtype") else None
     warmup, steps = measure.get("warmup_steps", 5), measure.get("steps", 40)
+    if workers:  # time the steady rate, not the queue the workers filled during warm-up
+        steps = max(steps, 2 * workers * (extra.get("prefetch_factor") or 2))
 
     def batches():
         while True:

@@ -69,11 +69,22 @@ def run(config: AdvisorConfig, workload: Workload, plan: dict, mode: str, steps:
     if mode == "profile":
         return {**common, "operators": profile_steps(step, batches, device, plan, steps)}
 
-    fields = timed_steps(step, batches, device, plan, steps)
+    fields = timed_steps(step, batches, device, plan, steady_steps(steps, plan) if mode == "full" else steps)
     fields.update(common, sample_probe=probe)
     if device.type == "cuda":
         fields.update(peak_memory_mb=torch.cuda.max_memory_allocated() / 2**20, memory_source="cuda max allocated")
     return fields
+
+
+QUEUE_MULTIPLE = 2  # timed steps per batch the DataLoader can hold ready
+
+
+def steady_steps(steps: int, plan: dict) -> int:
+    """At least twice the batches the workers can have queued: a shorter window is served from
+    the queue they filled during warm-up, and measures the queue, not the steady rate."""
+    workers = int(plan.get("dataloader.num_workers") or 0)
+    queued = workers * int(plan.get("dataloader.prefetch_factor") or 2) if workers else 0
+    return max(steps, QUEUE_MULTIPLE * queued)
 
 
 def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: dict, steps: int) -> dict:
