@@ -8,6 +8,7 @@ import pytest
 
 from advisor.config import load_config
 from advisor.harness import run_measurement
+from advisor.harness.train import steady_steps
 from advisor.plan import PLAN_KEYS, baseline_plan
 from conftest import TINY, merged, write_config
 from recipes import RECIPES, Context, IntRange, by_name
@@ -120,9 +121,10 @@ def test_recipe_runs_in_the_harness(tmp_path, recipe):
     config = load_config(path)
     context = Context("cpu", 2, 2, 5, True)
     baseline = baseline_plan(config)
-    run = run_measurement(config.path, {**baseline, **recipe.textbook(context)}, "full", 4, 240)
+    plan = {**baseline, **recipe.textbook(context)}
+    run = run_measurement(config.path, plan, "full", 4, 240)
     assert run.ok, run.reason
-    assert len(run.losses) == 4 and all(math.isfinite(loss) for loss in run.losses)
+    assert len(run.losses) == steady_steps(4, plan) and all(math.isfinite(loss) for loss in run.losses)
 
 
 @pytest.mark.integration
@@ -152,3 +154,9 @@ def test_pipeline_recipe_runs_and_keeps_the_output(tmp_path, recipe):
     assert run.samples == 8_000
     same = compare_frames(str(outputs["recipe"]), str(outputs["baseline"]), recipe.risk, 1e-9, order_matters=False)
     assert same.passed, same.note
+
+
+def test_timed_window_outlasts_the_dataloader_queue():
+    assert steady_steps(15, {"dataloader.num_workers": 6, "dataloader.prefetch_factor": 8}) == 96
+    assert steady_steps(15, {"dataloader.num_workers": 2, "dataloader.prefetch_factor": None}) == 15
+    assert steady_steps(15, {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 8}) == 15
