@@ -56,6 +56,11 @@ def package_version(name: str) -> str:
         return "absent"
 
 
+def workload_section(config: AdvisorConfig) -> dict:
+    """The config's workload section as JSON holds it (the fingerprint's view of it)."""
+    return json.loads(json.dumps(dataclasses.asdict(config.workload), default=str))
+
+
 def fingerprint(config: AdvisorConfig, environment: Optional[dict] = None) -> dict:
     """The components and their digest. `environment` is what the child saw (parameters, GPU)."""
     environment = environment or {}
@@ -69,7 +74,7 @@ def fingerprint(config: AdvisorConfig, environment: Optional[dict] = None) -> di
         "sources": sources,
         "parameters": environment.get("parameters"),
         "sample": environment.get("sample") or environment.get("columns"),
-        "workload": json.loads(json.dumps(dataclasses.asdict(workload), default=str)),
+        "workload": workload_section(config),
         "python": platform.python_version(),
         "torch": package_version("torch"),
         **({"pandas": package_version("pandas")} if config.kind == "pipeline" else {}),

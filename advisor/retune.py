@@ -15,7 +15,7 @@ from typing import Callable, Optional
 from advisor import search
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
-from advisor.fingerprint import fingerprint
+from advisor.fingerprint import fingerprint, workload_section
 from advisor.plan import baseline_plan
 from advisor.session import measure_with, optimize
 from advisor.verify import bootstrap_interval, interleave, judge
@@ -97,7 +97,7 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
     """Re-checks `previous` (a recommendations.json payload) against the workload as it is now."""
     # With the config's workload section as it was, the baseline is the previous session's plan
     # (defaults spelled out), so the probe can stand in for the re-check's first baseline run.
-    same_section = previous["fingerprint_components"].get("workload") == fingerprint(config)["components"]["workload"]
+    same_section = previous["fingerprint_components"].get("workload") == workload_section(config)
     baseline = dict(previous["baseline"]["plan"]) if same_section else baseline_plan(config)
     progress("measuring the baseline as it is now ...")
     probe = measure_with(config)(baseline)
