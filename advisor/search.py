@@ -107,6 +107,14 @@ def create_study(
     return study
 
 
+def random_study(baseline_params: dict, seed: int = 0) -> optuna.Study:
+    """An in-memory study that samples the space uniformly, the baseline first: random search,
+    the alternative the benchmark suite holds advisor's own search against."""
+    study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=seed))
+    study.enqueue_trial(baseline_params)
+    return study
+
+
 def unique(plans: list[dict], canonical: Callable[[dict], dict] = lambda plan: plan) -> list[dict]:
     seen, kept = set(), []
     for plan in plans:

@@ -1,0 +1,418 @@
+"""advisor against what users do today, side by side, in one run: the benchmark suite.
+
+    python -m experiments.bench [NAME ...] [--quick] [--rounds 5] [--aa-repeats 20] [--out bench-results]
+
+For each reference workload (configs/<name>.yaml), five ways to pick a plan:
+
+- default: the config as the user runs it today;
+- blog advice: every recipe's textbook setting applied blindly, whatever the bottleneck
+  (num_workers = cores, AMP on, compile on; for pandas: the pyarrow parser, Arrow dtypes,
+  only the columns used);
+- random search: uniform samples of the knobs advisor searched, with advisor's trial budget;
+- advisor: `advisor optimize` end to end, its verified #1 (the default when nothing verified);
+- oracle: every distinct plan of those knobs, measured once each (an exhaustive grid).
+
+The searches pick from single trial runs, as their users would, and none may pick a plan over
+the memory budget or with changed results. Then every picked plan is measured again, interleaved
+with the default round by round in fresh processes, so all of them are compared at the same
+moment: those ratios fill the table. Calibration: the verifier on the default plan against
+itself (A/A), and each verified claim against that independent re-measurement.
+
+`--quick` benches quickstart and prep_stall (about 15 minutes on 2 cores); the full run, every
+reference, takes hours (the memory_budget and over_budget grids hold 260 and 504 plans).
+Writes <out>/bench.md, bench.csv, bench.json and bench.png.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import json
+import math
+import os
+import platform
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from advisor import search
+from advisor.config import AdvisorConfig, load_config
+from advisor.measure import Measurement
+from advisor.session import (
+    SessionResult, active_recipes, combined_risk, compare_outputs, effective, measure_with, optimize,
+    search_space, worst_numerics,
+)
+from advisor.verify import bootstrap_interval, interleave
+from experiments.calibrate import aa_verdicts
+from recipes import by_name
+
+ROOT = Path(__file__).resolve().parent.parent
+TRAIN = ("quickstart", "fetch_stall", "prep_stall", "compute_bound", "memory_budget", "overhead")
+PIPELINES = ("parse_bound", "rowwise", "over_budget")
+QUICK = ("quickstart", "prep_stall")
+AA_CONFIG = "prep_stall"  # the cheapest reference run (about 1.6 s): 20 A/A verifications in ~5 minutes
+ARMS = ("default", "blog", "random", "advisor", "oracle")
+ARM_TITLES = {"default": "default", "blog": "blog advice", "random": "random search", "advisor": "advisor",
+              "oracle": "oracle (grid)"}
+BLOG_RECIPES = {"train": ("dataloader", "amp", "compile"), "pipeline": ("arrow_engine", "dtypes", "columns")}
+INPUT_BOUND = ("input-fetch", "input-prep")
+Progress = Callable[[str], None]
+
+
+# ---------------------------------------------------------------- the plans each alternative picks
+
+def blog_plan(baseline: dict, context) -> dict:
+    """Every blog-advice recipe that can run here, at its textbook setting, on top of the default."""
+    plan = dict(baseline)
+    for name in BLOG_RECIPES[context.kind]:
+        recipe = by_name(name)
+        if recipe.why_not(context) is None:
+            plan.update(recipe.textbook(context))
+    return plan
+
+
+def grid(space: dict, baseline: dict) -> list[dict]:
+    """Every distinct plan of the space (plans differing only in keys that do nothing count once),
+    the default first."""
+    return search.unique([baseline] + [{**baseline, **params} for params in search.every_plan(space)], effective)
+
+
+def pick(trials: list[search.TrialResult], baseline: dict, config: AdvisorConfig) -> dict:
+    """The fastest trial that is within the memory budget and leaves results unchanged (the
+    default when none beats it): what a user of that search would adopt."""
+    same = json.dumps(effective(baseline), sort_keys=True, default=str)
+    base_run = next((t.measurement for t in trials if json.dumps(effective(t.plan), sort_keys=True, default=str) == same), None)
+    for trial in sorted((t for t in trials if t.feasible), key=lambda t: t.samples_per_s, reverse=True):
+        if base_run is None or not base_run.ok:
+            return trial.plan
+        risk = combined_risk(active_recipes(trial.plan, baseline))
+        if compare_outputs(trial.measurement, base_run, risk, config).passed:
+            return trial.plan
+    return baseline
+
+
+# ---------------------------------------------------------------- paired ratios
+
+def paired_ratio(runs: list[Measurement], against: list[Measurement]) -> tuple[float, float, float]:
+    """Geometric-mean ratio of throughputs measured in the same rounds, with its 95% interval."""
+    ratios = [a.samples_per_s / b.samples_per_s for a, b in zip(runs, against)
+              if a.ok and b.ok and a.samples_per_s > 0 and b.samples_per_s > 0]
+    if not ratios:
+        return math.nan, math.nan, math.nan
+    return (1.0, 1.0, 1.0) if runs is against else bootstrap_interval(ratios)
+
+
+def gap_share(speedup: float, ideal_ratio: Optional[float]) -> Optional[float]:
+    """The share of the gap between the default and the ideal (synthetic-batch) throughput recovered."""
+    if not ideal_ratio or ideal_ratio <= 1 or math.isnan(speedup):
+        return None
+    return (speedup - 1) / (ideal_ratio - 1)
+
+
+# ---------------------------------------------------------------- one workload
+
+def scratch_config(name: str, folder: Path) -> AdvisorConfig:
+    """The reference config with its Optuna study in a fresh journal of the bench's own."""
+    config = load_config(ROOT / "configs" / f"{name}.yaml")
+    journal = folder / f"{name}.optuna-journal"
+    journal.unlink(missing_ok=True)
+    return dataclasses.replace(config, search=dataclasses.replace(config.search, storage=str(journal)))
+
+
+def run_search(study, space, baseline, measure, budget, config, progress) -> tuple[list[search.TrialResult], float]:
+    started = time.time()
+    search.run_trials(study, space, baseline, measure, budget, math.inf, config.constraints.max_memory_mb, progress)
+    return search.finished_trials(study), time.time() - started
+
+
+def run_grid(plans: list[dict], measure, config, progress) -> tuple[list[search.TrialResult], float]:
+    started, trials = time.time(), []
+    for number, plan in enumerate(plans):
+        run = measure(plan)
+        trials.append(search.TrialResult(number, plan, run, search.is_feasible(run, config.constraints.max_memory_mb)))
+        best = max((t.samples_per_s for t in trials), default=0.0)
+        progress(f"  grid {number + 1}/{len(plans)}: {run.samples_per_s:,.0f}/s  (best {best:,.0f}/s)")
+    return trials, time.time() - started
+
+
+def bench_workload(name: str, rounds: int, folder: Path, progress: Progress) -> dict:
+    config = scratch_config(name, folder)
+    measure = measure_with(config)
+    indented = lambda line: progress("  " + line.strip())  # noqa: E731
+
+    progress(f"{name}: advisor optimize")
+    result: SessionResult = optimize(config, indented)
+    advisor_s = result.finished - result.started
+    top = next((r for r in result.recommendations if r.verified), None)
+    baseline = result.baseline
+    space = search_space([by_name(n) for n in result.chosen], result.context)
+    budget = len(result.trials)
+
+    random_trials, random_s, grid_trials, grid_s = [], 0.0, [], 0.0
+    if space:
+        progress(f"{name}: random search, {budget} trials (advisor's budget)")
+        study = search.random_study({key: baseline[key] for key in space}, seed=config.measure.seed)
+        random_trials, random_s = run_search(study, space, baseline, measure, budget, config, indented)
+        plans = grid(space, baseline)
+        progress(f"{name}: exhaustive grid, {len(plans)} plans")
+        grid_trials, grid_s = run_grid(plans, measure, config, indented)
+
+    chosen = {
+        "default": baseline,
+        "blog": blog_plan(baseline, result.context),
+        "random": pick(random_trials, baseline, config),
+        "advisor": top.plan if top else baseline,
+        "oracle": pick(grid_trials, baseline, config),
+    }
+    arm_runs = measure_arms(chosen, measure, rounds, progress, name)
+    return summarize(name, config, result, chosen, arm_runs, top, {
+        "advisor": (budget, advisor_s), "random": (len(random_trials), random_s), "oracle": (len(grid_trials), grid_s),
+    })
+
+
+def measure_arms(chosen: dict, measure, rounds: int, progress: Progress, name: str) -> dict[str, list[Measurement]]:
+    """Each distinct picked plan, interleaved with the default, `rounds` rounds; runs per arm."""
+    key_of = {arm: json.dumps(effective(plan), sort_keys=True, default=str) for arm, plan in chosen.items()}
+    labels: dict[str, str] = {}  # plan key -> the first arm that picked it
+    for arm in ARMS:
+        labels.setdefault(key_of[arm], arm)
+    candidates = {label: chosen[label] for key, label in labels.items() if label != "default"}
+    progress(f"{name}: {len(candidates)} distinct picked plan(s) against the default, interleaved, {rounds} rounds")
+    measured = interleave(chosen["default"], candidates, measure, rounds, lambda line: progress("  " + line.strip()),
+                          reference="default")
+    runs = {"default": measured.baseline, **measured.candidates}
+    return {arm: runs[labels[key_of[arm]]] for arm in ARMS}
+
+
+def summarize(name, config, result, chosen, arm_runs, top, costs) -> dict:
+    baseline, default_runs = chosen["default"], arm_runs["default"]
+    budget = config.constraints.max_memory_mb
+    arms = {}
+    for arm in ARMS:
+        runs = arm_runs[arm]
+        speedup, low, high = paired_ratio(runs, default_runs)
+        recipes = active_recipes(chosen[arm], baseline)
+        numerics = worst_numerics(runs, default_runs, combined_risk(recipes), config) if recipes else None
+        peak = max((r.peak_memory_mb for r in runs if r.ok), default=0.0)
+        problem = ("failed" if not any(r.ok for r in runs)
+                   else f"over budget ({peak:,.0f} MB)" if budget and peak > budget
+                   else "results changed" if numerics is not None and not numerics.passed else "")
+        good = [r.samples_per_s for r in runs if r.ok]
+        arms[arm] = {
+            "changes": {k: v for k, v in effective(chosen[arm]).items() if v != baseline.get(k)},
+            "throughput": sum(good) / len(good) if good else 0.0,
+            "speedup": speedup, "interval": [low, high], "peak_mb": peak, "problem": problem,
+        }
+    others = [arm for arm in ("default", "blog", "random") if not arms[arm]["problem"]]
+    versus_others = {arm: paired_ratio(arm_runs["advisor"], arm_runs[arm])[0] for arm in others}
+    best_other = min(versus_others, key=versus_others.get) if versus_others else None
+    input_bound = [d.bottleneck for d in result.diagnoses if d.severity in ("high", "moderate")
+                   and d.bottleneck in INPUT_BOUND]
+    ideal = result.evidence.derived.get("ideal_samples_per_s")
+    ideal_ratio = ideal / result.evidence.full.samples_per_s if ideal and input_bound and result.evidence.full.ok else None
+    return {
+        "workload": name,
+        "unit": "rows/s" if config.kind == "pipeline" else "samples/s",
+        "bottleneck": result.diagnoses[0].bottleneck if result.diagnoses else "none",
+        "arms": arms,
+        "advisor_vs_oracle": paired_ratio(arm_runs["advisor"], arm_runs["oracle"])[0],
+        "advisor_vs_best_other": versus_others[best_other] if best_other else None,
+        "best_other": best_other,
+        "costs": {arm: {"trials": trials, "wall_s": wall} for arm, (trials, wall) in costs.items()},
+        "ideal_ratio": ideal_ratio,
+        "gap_recovered": gap_share(arms["advisor"]["speedup"], ideal_ratio),
+        "claim": {"speedup": top.speedup, "interval": list(top.interval), "memory_fix": result.memory_fix} if top else None,
+    }
+
+
+# ---------------------------------------------------------------- output
+
+def machine() -> str:
+    model = ""
+    try:
+        model = next(line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                     if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    memory_gb = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30 if hasattr(os, "sysconf") else 0
+    import pandas
+    import torch
+    return (f"{model or platform.processor()}, {os.cpu_count()} cores, {memory_gb:.0f} GiB, {platform.system()}; "
+            f"Python {platform.python_version()}, torch {torch.__version__}, pandas {pandas.__version__}")
+
+
+def times(value: Optional[float]) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:.2f}x"
+
+
+def arm_cell(row: dict, arm: str) -> str:
+    entry = row["arms"][arm]
+    if arm == "default":
+        text = f"{entry['throughput']:,.0f} {row['unit']}"
+    else:
+        text = times(entry["speedup"])
+    return text + (f" ✗ {entry['problem']}" if entry["problem"] else "")
+
+
+def cost_cell(cost: dict) -> str:
+    return f"{cost['trials']} / {cost['wall_s'] / 60:.1f} min"
+
+
+def markdown(rows: list[dict], calibration: dict, header: str) -> str:
+    lines = [header, "",
+             "| workload | bottleneck | default | blog advice | random search | advisor | oracle (grid) "
+             "| advisor / oracle | advisor / best other | advisor trials / time | random | oracle | gap to ideal recovered |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for row in rows:
+        best = f"{times(row['advisor_vs_best_other'])} ({ARM_TITLES[row['best_other']]})" if row["best_other"] else "-"
+        gap = f"{row['gap_recovered']:.0%}" if row["gap_recovered"] is not None else "-"
+        lines.append(
+            f"| {row['workload']} | {row['bottleneck']} | " + " | ".join(arm_cell(row, arm) for arm in ARMS)
+            + f" | {times(row['advisor_vs_oracle'])} | {best} | " + " | ".join(cost_cell(row["costs"][arm]) for arm in ("advisor", "random", "oracle"))
+            + f" | {gap} |"
+        )
+    lines += ["", "Speedups are over the default, geometric means of ratios paired round by round. "
+              "Trials / time: the runs each search made and its wall time (advisor's includes its diagnosis and "
+              "verification). ✗: the plan breaks the memory budget or changes results; it is not counted as an alternative."]
+    lines += ["", "| calibration | result |", "|---|---|"]
+    aa = calibration.get("aa")
+    if aa:
+        lines.append(f"| A/A false verifications ({aa['config']}, {aa['pairs']} pairs each) | "
+                     f"{aa['verified']} of {aa['repeats']} (speedups {aa['min']:.3f}x-{aa['max']:.3f}x) |")
+    for claim in calibration.get("claims", []):
+        lines.append(f"| reproduction, {claim['workload']}: claimed {claim['claimed']:.2f}x, re-measured "
+                     f"{claim['measured']:.2f}x | error {claim['error']:+.1%} |")
+    if calibration.get("claims"):
+        errors = [abs(c["error"]) for c in calibration["claims"]]
+        lines.append(f"| reproduction, mean absolute error over {len(errors)} claim(s) | {sum(errors) / len(errors):.1%} |")
+    return "\n".join(lines) + "\n"
+
+
+def write_csv(rows: list[dict], path: Path) -> None:
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle)
+        writer.writerow(["workload", "bottleneck", "unit", "default_throughput"]
+                        + [f"{arm}_speedup" for arm in ARMS] + [f"{arm}_problem" for arm in ARMS]
+                        + ["advisor_vs_oracle", "advisor_vs_best_other", "best_other",
+                           "advisor_trials", "advisor_wall_s", "random_trials", "random_wall_s",
+                           "oracle_trials", "oracle_wall_s", "gap_recovered", "claimed_speedup"])
+        for row in rows:
+            arms, costs = row["arms"], row["costs"]
+            writer.writerow(
+                [row["workload"], row["bottleneck"], row["unit"], f"{arms['default']['throughput']:.1f}"]
+                + [f"{arms[arm]['speedup']:.4f}" for arm in ARMS] + [arms[arm]["problem"] for arm in ARMS]
+                + [f"{row['advisor_vs_oracle']:.4f}", "" if row["advisor_vs_best_other"] is None else f"{row['advisor_vs_best_other']:.4f}",
+                   row["best_other"] or ""]
+                + [value for arm in ("advisor", "random", "oracle") for value in (costs[arm]["trials"], f"{costs[arm]['wall_s']:.1f}")]
+                + ["" if row["gap_recovered"] is None else f"{row['gap_recovered']:.4f}",
+                   "" if row["claim"] is None else f"{row['claim']['speedup']:.4f}"]
+            )
+
+
+def plot(rows: list[dict], path: Path) -> Path:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    import matplotlib.ticker  # noqa: F401
+
+    colors = {"blog": "#e07b39", "random": "#999999", "advisor": "#2e8b57", "oracle": "#3c78b4"}
+    shown = ("blog", "random", "advisor", "oracle")
+    fig, (speed, cost) = plt.subplots(1, 2, figsize=(12, 1.1 * len(rows) + 2.5), gridspec_kw={"width_ratios": [3, 2]})
+    height = 0.8 / len(shown)
+    for index, row in enumerate(reversed(rows)):
+        for offset, arm in enumerate(shown):
+            entry = row["arms"][arm]
+            y = index + (len(shown) / 2 - offset - 0.5) * height
+            low, high = entry["interval"]
+            speed.barh(y, entry["speedup"], height=height, color=colors[arm], alpha=0.35 if entry["problem"] else 1.0,
+                       xerr=[[max(0.0, entry["speedup"] - low)], [max(0.0, high - entry["speedup"])]],
+                       label=ARM_TITLES[arm] if index == 0 else None, capsize=2)
+        for offset, arm in enumerate(("random", "advisor", "oracle")):
+            y = index + (1 - offset) * 0.8 / 3
+            cost.barh(y, row["costs"][arm]["wall_s"] / 60, height=0.8 / 3, color=colors[arm])
+    labels = [row["workload"] for row in reversed(rows)]
+    speed.axvline(1.0, color="#555555", linewidth=0.8)
+    speed.set_xscale("log")
+    speed.xaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}x"))
+    speed.xaxis.set_minor_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}x"))
+    speed.set_yticks(range(len(rows)), labels)
+    speed.set_xlabel("speedup over the default (95% interval)")
+    speed.set_title("What each way of tuning buys (faded: over budget or results changed)", fontsize=10)
+    cost.set_yticks(range(len(rows)), labels)
+    cost.set_xlabel("minutes")
+    cost.set_title("Search cost (advisor: diagnosis + trials + verification)", fontsize=10)
+    handles, names = speed.get_legend_handles_labels()
+    fig.legend(handles, names, loc="lower center", ncol=len(shown), frameon=False)
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+# ---------------------------------------------------------------- the run
+
+def calibrate(rows: list[dict], aa_name: str, repeats: int, folder: Path, progress: Progress) -> dict:
+    claims = [
+        {"workload": row["workload"], "claimed": row["claim"]["speedup"], "measured": row["arms"]["advisor"]["speedup"],
+         "error": row["arms"]["advisor"]["speedup"] / row["claim"]["speedup"] - 1}
+        for row in rows if row["claim"] and not row["claim"]["memory_fix"]
+    ]
+    calibration: dict = {"claims": claims}
+    if repeats:
+        config = scratch_config(aa_name, folder)
+        progress(f"calibration: the default plan of {aa_name} against itself, {repeats} verifications")
+        verdicts = aa_verdicts(config, repeats, config.search.pairs, lambda line: progress("  " + line))
+        calibration["aa"] = {"config": aa_name, "repeats": repeats, "pairs": config.search.pairs,
+                             "verified": sum(v.verified for v in verdicts),
+                             "min": min(v.speedup for v in verdicts), "max": max(v.speedup for v in verdicts)}
+    return calibration
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", help=f"reference workloads (default: all; with --quick: {', '.join(QUICK)})")
+    parser.add_argument("--quick", action="store_true", help="the quick suite: about 15 minutes on 2 cores")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the picked plans (default 5)")
+    parser.add_argument("--aa-repeats", type=int, default=20, help="A/A verifications (0 skips them)")
+    parser.add_argument("--aa-config", default=AA_CONFIG, help=f"the reference the A/A runs on (default {AA_CONFIG})")
+    parser.add_argument("--out", type=Path, default=ROOT / "bench-results", help="where the table and plot go")
+    args = parser.parse_args()
+    known = TRAIN + PIPELINES
+    names = args.names or list(QUICK if args.quick else known)
+    unknown = [name for name in names + [args.aa_config] if name not in known]
+    if unknown:
+        parser.exit(2, f"bench: unknown workload {unknown[0]!r}; known: {', '.join(known)}\n")
+    if args.rounds < 2:
+        parser.exit(2, "bench: --rounds must be at least 2 (an interval needs pairs)\n")
+    args.out.mkdir(parents=True, exist_ok=True)
+    studies = args.out / "studies"
+    studies.mkdir(exist_ok=True)
+
+    started = time.time()
+
+    def progress(line: str) -> None:
+        elapsed = time.time() - started
+        print(f"[{int(elapsed // 60):02d}:{int(elapsed % 60):02d}] {line}", flush=True)
+
+    rows = []
+    for name in names:
+        rows.append(bench_workload(name, args.rounds, studies, progress))
+        (args.out / "bench.json").write_text(json.dumps({"rows": rows}, indent=2, default=str))  # kept if cut off later
+    calibration = calibrate(rows, args.aa_config, args.aa_repeats, studies, progress)
+    header = (f"Benchmark suite{' (--quick)' if args.quick else ''}, {time.strftime('%Y-%m-%d')}, "
+              f"{(time.time() - started) / 60:.0f} min in all. Machine: {machine()}.")
+    (args.out / "bench.json").write_text(json.dumps({"header": header, "rows": rows, "calibration": calibration},
+                                                    indent=2, default=str))
+    (args.out / "bench.md").write_text(markdown(rows, calibration, header))
+    write_csv(rows, args.out / "bench.csv")
+    plot(rows, args.out / "bench.png")
+    print()
+    print(markdown(rows, calibration, header))
+    print(f"written: {', '.join(str(args.out / f) for f in ('bench.md', 'bench.csv', 'bench.json', 'bench.png'))}")
+
+
+if __name__ == "__main__":
+    main()
