@@ -257,6 +257,9 @@ def run_ui(args: argparse.Namespace) -> int:
     from advisor.tracking import tracking_uri
 
     config = load_config(args.config)
+    if tracking_uri(config).startswith(("http://", "https://")):  # a tracking server serves its own UI
+        print(f"the tracking server serves the MLflow UI: open {tracking_uri(config)}")
+        return 0
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", tracking_uri(config),
                "--host", "127.0.0.1", "--port", str(args.port)]
     print(f"MLflow UI on http://127.0.0.1:{args.port} over {tracking_uri(config)}", file=sys.stderr)

@@ -15,10 +15,12 @@ For each reference workload (configs/<name>.yaml), five ways to pick a plan:
 The searches pick from single trial runs, as their users would, and none may pick a plan over
 the memory budget or with changed results. Then every picked plan is measured again, interleaved
 with the default round by round in fresh processes, so all of them are compared at the same
-moment: those ratios fill the table. Calibration: the verifier on the default plan against
-itself (A/A), and each verified claim against that independent re-measurement.
+moment: those ratios fill the table. For input-bound jobs the default fed one reused batch (no
+input work at all: the ideal) joins those rounds, giving the share of the gap to it recovered.
+Calibration: the verifier on the default plan against itself (A/A), and each verified claim
+against that independent re-measurement.
 
-`--quick` benches quickstart and prep_stall (about 15 minutes on 2 cores); the full run, every
+`--quick` benches quickstart and prep_stall (about 10 minutes on 2 cores); the full run, every
 reference, takes hours (the memory_budget and over_budget grids hold 260 and 504 plans).
 Writes <out>/bench.md, bench.csv, bench.json and bench.png.
 """
@@ -38,6 +40,7 @@ from typing import Callable, Optional
 
 from advisor import search
 from advisor.config import AdvisorConfig, load_config
+from advisor.harness import run_measurement
 from advisor.measure import Measurement
 from advisor.session import (
     SessionResult, active_recipes, combined_risk, compare_outputs, effective, measure_with, optimize,
@@ -51,7 +54,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ("quickstart", "fetch_stall", "prep_stall", "compute_bound", "memory_budget", "overhead")
 PIPELINES = ("parse_bound", "rowwise", "over_budget")
 QUICK = ("quickstart", "prep_stall")
-AA_CONFIG = "prep_stall"  # the cheapest reference run (about 1.6 s): 20 A/A verifications in ~5 minutes
+AA_CONFIG = "prep_stall"  # the cheapest reference run (about 0.5 s): 20 A/A verifications in ~2 minutes
 ARMS = ("default", "blog", "random", "advisor", "oracle")
 ARM_TITLES = {"default": "default", "blog": "blog advice", "random": "random search", "advisor": "advisor",
               "oracle": "oracle (grid)"}
@@ -165,24 +168,36 @@ def bench_workload(name: str, rounds: int, folder: Path, progress: Progress) -> 
         "advisor": top.plan if top else baseline,
         "oracle": pick(grid_trials, baseline, config),
     }
-    arm_runs = measure_arms(chosen, measure, rounds, progress, name)
+    input_bound = any(d.bottleneck in INPUT_BOUND and d.severity in ("high", "moderate") for d in result.diagnoses)
+    arm_runs = measure_arms(chosen, config, measure, rounds, input_bound, progress, name)
     return summarize(name, config, result, chosen, arm_runs, top, {
         "advisor": (budget, advisor_s), "random": (len(random_trials), random_s), "oracle": (len(grid_trials), grid_s),
     })
 
 
-def measure_arms(chosen: dict, measure, rounds: int, progress: Progress, name: str) -> dict[str, list[Measurement]]:
-    """Each distinct picked plan, interleaved with the default, `rounds` rounds; runs per arm."""
+def measure_arms(chosen: dict, config, measure, rounds: int, ideal: bool, progress: Progress,
+                 name: str) -> dict[str, list[Measurement]]:
+    """Each distinct picked plan, interleaved with the default, `rounds` rounds; runs per arm.
+    With `ideal`, the default's synthetic-batch run (no input work at all) joins each round too."""
     key_of = {arm: json.dumps(effective(plan), sort_keys=True, default=str) for arm, plan in chosen.items()}
     labels: dict[str, str] = {}  # plan key -> the first arm that picked it
     for arm in ARMS:
         labels.setdefault(key_of[arm], arm)
     candidates = {label: chosen[label] for key, label in labels.items() if label != "default"}
-    progress(f"{name}: {len(candidates)} distinct picked plan(s) against the default, interleaved, {rounds} rounds")
-    measured = interleave(chosen["default"], candidates, measure, rounds, lambda line: progress("  " + line.strip()),
+    ideal_plan = dict(chosen["default"])  # told apart by identity below: the same plan, another mode
+    if ideal:
+        candidates["ideal"] = ideal_plan
+
+    def measure_arm(plan: dict) -> Measurement:
+        if plan is ideal_plan:
+            return run_measurement(config.path, plan, "synthetic", config.measure.steps, config.measure.timeout_s)
+        return measure(plan)
+
+    progress(f"{name}: {len(candidates)} distinct plan(s) against the default, interleaved, {rounds} rounds")
+    measured = interleave(chosen["default"], candidates, measure_arm, rounds, lambda line: progress("  " + line.strip()),
                           reference="default")
     runs = {"default": measured.baseline, **measured.candidates}
-    return {arm: runs[labels[key_of[arm]]] for arm in ARMS}
+    return {**{arm: runs[labels[key_of[arm]]] for arm in ARMS}, **({"ideal": runs["ideal"]} if ideal else {})}
 
 
 def summarize(name, config, result, chosen, arm_runs, top, costs) -> dict:
@@ -207,10 +222,7 @@ def summarize(name, config, result, chosen, arm_runs, top, costs) -> dict:
     others = [arm for arm in ("default", "blog", "random") if not arms[arm]["problem"]]
     versus_others = {arm: paired_ratio(arm_runs["advisor"], arm_runs[arm])[0] for arm in others}
     best_other = min(versus_others, key=versus_others.get) if versus_others else None
-    input_bound = [d.bottleneck for d in result.diagnoses if d.severity in ("high", "moderate")
-                   and d.bottleneck in INPUT_BOUND]
-    ideal = result.evidence.derived.get("ideal_samples_per_s")
-    ideal_ratio = ideal / result.evidence.full.samples_per_s if ideal and input_bound and result.evidence.full.ok else None
+    ideal_ratio = paired_ratio(arm_runs["ideal"], default_runs)[0] if "ideal" in arm_runs else None
     return {
         "workload": name,
         "unit": "rows/s" if config.kind == "pipeline" else "samples/s",
@@ -274,7 +286,9 @@ def markdown(rows: list[dict], calibration: dict, header: str) -> str:
         )
     lines += ["", "Speedups are over the default, geometric means of ratios paired round by round. "
               "Trials / time: the runs each search made and its wall time (advisor's includes its diagnosis and "
-              "verification). ✗: the plan breaks the memory budget or changes results; it is not counted as an alternative."]
+              "verification). ✗: the plan breaks the memory budget or changes results; it is not counted as an alternative. "
+              "Gap to ideal recovered: (advisor - 1) / (ideal - 1), the ideal being the default fed one reused batch "
+              "(no input work), measured in the same rounds."]
     lines += ["", "| calibration | result |", "|---|---|"]
     aa = calibration.get("aa")
     if aa:
@@ -374,7 +388,7 @@ def calibrate(rows: list[dict], aa_name: str, repeats: int, folder: Path, progre
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", help=f"reference workloads (default: all; with --quick: {', '.join(QUICK)})")
-    parser.add_argument("--quick", action="store_true", help="the quick suite: about 15 minutes on 2 cores")
+    parser.add_argument("--quick", action="store_true", help="the quick suite: about 10 minutes on 2 cores")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved rounds of the picked plans (default 5)")
     parser.add_argument("--aa-repeats", type=int, default=20, help="A/A verifications (0 skips them)")
     parser.add_argument("--aa-config", default=AA_CONFIG, help=f"the reference the A/A runs on (default {AA_CONFIG})")

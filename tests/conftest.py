@@ -1,7 +1,13 @@
 import copy
 import os
+import re
+import signal
+import socket
 import subprocess
 import sys
+import time
+import urllib.request
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -59,3 +65,75 @@ def tiny_config(tmp_path):
         return write_config(tmp_path, merged(TINY, changes))
 
     return make
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_for_url(url: str, seconds: float) -> None:
+    deadline = time.time() + seconds
+    while time.time() < deadline:
+        try:
+            urllib.request.urlopen(url, timeout=5).read()
+            return
+        except OSError:
+            time.sleep(1)
+    raise AssertionError(f"{url} did not answer within {seconds:.0f} s")
+
+
+@dataclass(frozen=True)
+class Server:
+    url: str  # the tracking URI clients use
+    store: str  # the server's own backend store, a sqlite URI
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory):
+    """A real `mlflow server` on 127.0.0.1, for the whole run."""
+    folder = tmp_path_factory.mktemp("mlflow-server")
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
+         "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
+         "--artifacts-destination", str(folder / "artifacts"), "--workers", "1"],
+        cwd=folder, stdout=open(folder / "server.log", "w"), stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_url(f"{url}/health", 120)
+        yield Server(url, f"sqlite:///{folder / 'mlflow.db'}")
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+
+
+# A tiny job stalled on storage: 3 ms per sample, read from latency.txt so that a test can make
+# the storage fast without touching the code.
+FETCH_STALLED = merged(TINY, {
+    "workload": {"model": "broken:small_mlp", "dataset": "broken:file_latency_dataset", "batch_size": 16},
+    "measure": {"steps": 8, "warmup_steps": 2},
+    "search": {"recipes": "auto", "trials": 3, "verify_top": 1, "min_speedup": 1.2},
+})
+
+
+@dataclass(frozen=True)
+class Session:
+    config: Path
+    result: subprocess.CompletedProcess
+    results_dir: Path
+    server: Server
+
+
+@pytest.fixture(scope="session")
+def optimized(tmp_path_factory, mlflow_server) -> Session:
+    """One real `advisor optimize` of the fetch-stalled job, logged over HTTP to the MLflow server;
+    shared by the optimize, browser and retune tests (the retune tests work on a copy)."""
+    folder = tmp_path_factory.mktemp("optimized")
+    (folder / "latency.txt").write_text("3.0")
+    path = write_config(folder, merged(FETCH_STALLED, {"tracking": {"uri": mlflow_server.url}}))
+    result = run_cli("optimize", str(path), timeout=600)
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    return Session(path, result, Path(re.search(r"results: (\S+)", result.stdout).group(1)), mlflow_server)

@@ -1,5 +1,5 @@
 """End to end through the MLflow UI: a real `mlflow server` on 127.0.0.1, an optimize logged to
-it over HTTP, and a real headless Chromium that renders the experiment page and must list the
+it over HTTP (the shared session of conftest), and a real headless Chromium that renders the experiment page and must list the
 recommendation runs. The screenshot is kept in test-artifacts/ for a person to look at.
 
 Chromium comes from Debian's `chromium` package; the test installs it when it is missing and
@@ -8,18 +8,13 @@ the machine allows it (root with apt-get), and skips with the reason otherwise."
 import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
-import time
-import urllib.request
 from pathlib import Path
 
 import pytest
 from mlflow import MlflowClient
 
-from conftest import ROOT, TINY, merged, run_cli, write_config
-from test_optimize import FETCH_STALLED, free_port
+from conftest import ROOT
 
 pytestmark = pytest.mark.integration
 
@@ -44,36 +39,6 @@ def find_or_install_chromium() -> str:
     return shutil.which("chromium") or pytest.skip("apt-get installed chromium but it is not on PATH")
 
 
-def wait_for(url: str, seconds: float) -> None:
-    deadline = time.time() + seconds
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url, timeout=5).read()
-            return
-        except OSError:
-            time.sleep(1)
-    raise AssertionError(f"{url} did not answer within {seconds:.0f} s")
-
-
-@pytest.fixture(scope="module")
-def mlflow_server(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("mlflow-server")
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
-         "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
-         "--artifacts-destination", str(folder / "artifacts"), "--workers", "1"],
-        cwd=folder, stdout=open(folder / "server.log", "w"), stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(f"{url}/health", 120)
-        yield url
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
-
-
 def render(chromium: str, url: str, screenshot: Path) -> str:
     """The page's DOM after its scripts ran, and a screenshot of it."""
     profile = screenshot.parent / "chromium-profile"
@@ -84,22 +49,17 @@ def render(chromium: str, url: str, screenshot: Path) -> str:
     return dom.stdout
 
 
-def test_experiment_page_lists_the_recommendation_runs(tmp_path, mlflow_server):
+def test_experiment_page_lists_the_recommendation_runs(optimized):
     chromium = find_or_install_chromium()
-    config = merged(TINY, {**FETCH_STALLED, "name": "browser", "tracking": {"uri": mlflow_server}})
-    config["search"]["trials"] = 2
-    path = write_config(tmp_path, config)
-    result = run_cli("optimize", str(path), timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-
-    client = MlflowClient(tracking_uri=mlflow_server)
-    experiment = client.get_experiment_by_name("browser")
+    server = optimized.server.url
+    client = MlflowClient(tracking_uri=server)
+    experiment = client.get_experiment_by_name("tiny")
     recommendations = client.search_runs([experiment.experiment_id], "tags.kind = 'recommendation'")
     assert recommendations, "the session logged recommendation runs to the server"
 
     # The page the optimize output points reviewers at: recommendation runs, sorted by rank.
-    page = re.search(r"review the ranked recommendations at (\S+)", result.stdout).group(1)
-    assert page.startswith(mlflow_server) and experiment.experiment_id in page
+    page = re.search(r"review the ranked recommendations at (\S+)", optimized.result.stdout).group(1)
+    assert page.startswith(server) and experiment.experiment_id in page
     ARTIFACTS.mkdir(exist_ok=True)
     screenshot = ARTIFACTS / "mlflow-experiment-page.png"
     screenshot.unlink(missing_ok=True)

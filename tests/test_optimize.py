@@ -1,52 +1,34 @@
-"""`advisor optimize` end to end on tiny jobs: outputs, the numerics gate, MLflow read back."""
+"""`advisor optimize` end to end on tiny jobs: outputs, the numerics gate, MLflow read back (the
+shared session logs over HTTP to a real `mlflow server`; see conftest)."""
 
 import json
 import re
-import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
+import yaml
 from mlflow import MlflowClient
 
 from advisor.config import load_config
 from advisor.session import cpu_has_bf16, optimize
 from advisor.tracking import tracking_uri
-from conftest import ROOT, TINY, merged, run_cli, write_config
+from conftest import ROOT, TINY, free_port, merged, run_cli, write_config
 
 pytestmark = pytest.mark.integration
 
-FETCH_STALLED = {
-    "workload": {"model": "broken:small_mlp", "dataset": "broken:trouble_dataset",
-                 "dataset_args": {"latency_ms": 3.0}, "batch_size": 16},
-    "measure": {"steps": 8, "warmup_steps": 2},
-    "search": {"recipes": "auto", "trials": 3, "verify_top": 1, "min_speedup": 1.2},
-}
-
-
-@pytest.fixture(scope="module")
-def optimized(tmp_path_factory):
-    """One real optimize session of a fetch-stalled tiny job, shared by the tests below."""
-    folder = tmp_path_factory.mktemp("optimize")
-    path = write_config(folder, merged(TINY, FETCH_STALLED))
-    result = run_cli("optimize", str(path), timeout=600)
-    assert result.returncode == 0, result.stderr
-    results_dir = Path(re.search(r"results: (\S+)", result.stdout).group(1))
-    return path, result, results_dir
-
 
 def test_terminal_shows_interval_and_numerics(optimized):
-    _, result, _ = optimized
+    result = optimized.result
     assert re.search(r"1\s+dataloader\s+\d+\.\d\dx\s+\d+\.\d\d-\d+\.\d\dx\s+yes\s+ok", result.stdout), result.stdout
     assert "trial #0 [1/3]  baseline" in result.stderr, "live progress names each trial"
     assert "best" in result.stderr and "round 5/5" in result.stderr
 
 
 def test_recommendations_json_contract(optimized):
-    path, _, results_dir = optimized
+    results_dir = optimized.results_dir
     payload = json.loads((results_dir / "recommendations.json").read_text())
     assert payload["workload"] == "tiny" and payload["unit"] == "samples/s"
     assert payload["fingerprint"] and payload["baseline"]["samples_per_s"] > 0
@@ -63,9 +45,9 @@ def test_recommendations_json_contract(optimized):
 
 
 def test_mlflow_layout(optimized):
-    path, _, results_dir = optimized
-    config = load_config(path)
-    payload = json.loads((results_dir / "recommendations.json").read_text())
+    config = load_config(optimized.config)
+    payload = json.loads((optimized.results_dir / "recommendations.json").read_text())
+    assert tracking_uri(config) == optimized.server.url, "logged over HTTP to the tracking server"
     client = MlflowClient(tracking_uri=tracking_uri(config))
     experiment = client.get_experiment_by_name("tiny")
     runs = client.search_runs([experiment.experiment_id])
@@ -90,9 +72,8 @@ def test_mlflow_layout(optimized):
 
 
 def test_report_reads_mlflow(optimized):
-    path, _, results_dir = optimized
-    payload = json.loads((results_dir / "recommendations.json").read_text())
-    result = run_cli("report", str(path))
+    payload = json.loads((optimized.results_dir / "recommendations.json").read_text())
+    result = run_cli("report", str(optimized.config))
     assert result.returncode == 0, result.stderr
     assert f"#1 dataloader: {payload['recommendations'][0]['speedup']:.2f}x" in result.stdout
     assert "verified true" in result.stdout
@@ -103,14 +84,10 @@ def test_report_without_a_session_is_a_clear_error(tmp_path):
     assert result.returncode == 2 and "run advisor optimize first" in result.stderr
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def test_ui_serves_the_tracking_store(optimized):
-    path, _, _ = optimized
+def test_ui_serves_the_tracking_store(optimized, tmp_path):
+    """`advisor ui` over a config whose store is a sqlite file: here the server's own store."""
+    config = yaml.safe_load(optimized.config.read_text())
+    path = write_config(tmp_path, merged(config, {"tracking": {"uri": optimized.server.store}}))
     port = free_port()
     server = subprocess.Popen([sys.executable, "-m", "advisor.cli", "ui", str(path), "--port", str(port)],
                               cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
@@ -130,6 +107,11 @@ def test_ui_serves_the_tracking_store(optimized):
 
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
+
+
+def test_ui_on_a_tracking_server_points_at_it(optimized):
+    result = run_cli("ui", str(optimized.config))
+    assert result.returncode == 0 and f"open {optimized.server.url}" in result.stdout
 
 
 @pytest.mark.skipif(not cpu_has_bf16(), reason="this CPU has no native bfloat16, so the amp recipe does not apply")

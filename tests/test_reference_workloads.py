@@ -1,6 +1,10 @@
 """Every reference workload: `advisor diagnose --json` names the planted bottleneck first with
-its evidence; `advisor optimize` on that diagnosis, with a reduced budget, recommends a fix for
-it first, or says that nothing clears the bar."""
+its evidence. For the quickstart and the memory-bound job, `advisor optimize` on that diagnosis,
+with a reduced budget, recommends a fix for it first, or says that nothing clears the bar.
+
+The whole loop on every reference, at full budget and against the alternatives, is what the
+benchmark suite measures (`python -m experiments.bench`); running it here for all six would
+take the suite past its time budget."""
 
 import json
 import re
@@ -21,6 +25,7 @@ FIXES = {
     "memory": {"checkpointing", "amp"},
     "overhead": {"compile"},
 }
+OPTIMIZED = ("quickstart", "memory_budget")  # the main job, and the one verified on memory, not speed
 REDUCED = {"trials": 2, "verify_top": 1, "pairs": 5, "time_budget_s": 240}  # the baseline and the textbook plan
 
 
@@ -41,7 +46,8 @@ def reduced_copy(name: str, folder: Path) -> Path:
     return path
 
 
-@pytest.mark.parametrize("name, bottleneck", PLANTED.items())
+@pytest.mark.parametrize("name, bottleneck", PLANTED.items(),
+                         ids=[f"{name}-{'diagnose+optimize' if name in OPTIMIZED else 'diagnose'}" for name in PLANTED])
 def test_reference_diagnose_then_optimize(tmp_path, name, bottleneck):
     config = reduced_copy(name, tmp_path)
     diagnosed = run_cli("diagnose", str(config), "--json")
@@ -54,6 +60,8 @@ def test_reference_diagnose_then_optimize(tmp_path, name, bottleneck):
     assert diagnosis["evidence"]["derived"]["ideal_samples_per_s"] > 0
     assert diagnosis["evidence"]["runs"]["profile"]["operators"]["top"]
 
+    if name not in OPTIMIZED:
+        return  # optimized by the benchmark suite (see the module docstring)
     saved = tmp_path / "diagnosis.json"
     saved.write_text(diagnosed.stdout)
     result = run_cli("optimize", str(config), "--evidence", str(saved), timeout=900)

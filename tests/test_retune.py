@@ -13,25 +13,18 @@ from advisor import search
 from advisor.config import load_config
 from advisor.retune import describe_changes
 from advisor.tracking import tracking_uri
-from conftest import TINY, merged, run_cli, write_config
+from conftest import TINY, run_cli, write_config
 
 pytestmark = pytest.mark.integration
 
-CONFIG = merged(TINY, {
-    "workload": {"model": "broken:small_mlp", "dataset": "broken:file_latency_dataset", "batch_size": 16},
-    "measure": {"steps": 6, "warmup_steps": 2},
-    "search": {"recipes": ["dataloader"], "trials": 2, "verify_top": 1, "min_speedup": 1.2},
-})
-
 
 @pytest.fixture(scope="module")
-def tuned(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("retune")
-    (folder / "latency.txt").write_text("3.0")
-    path = write_config(folder, CONFIG)
-    result = run_cli("optimize", str(path), timeout=600)
-    assert result.returncode == 0 and "yes" in result.stdout, result.stdout + result.stderr
-    return path
+def tuned(optimized, tmp_path_factory):
+    """A copy of the shared optimize session's folder (config, latency file, study journal); its
+    MLflow runs are on the shared server. The tests here change the copy, never the original."""
+    folder = tmp_path_factory.mktemp("retune") / "job"
+    shutil.copytree(optimized.config.parent, folder)
+    return folder / optimized.config.name
 
 
 def runs_of_kind(path, kind):

@@ -12,7 +12,7 @@ import sys
 from multiprocessing.context import BaseContext
 from typing import Optional
 
-PRELOAD = ["advisor.harness.train"]  # imports torch and the recipes
+PRELOAD = ["advisor.harness.train", "torch._dynamo"]  # torch and the recipes; torch.optim imports dynamo on first use (~1 s)
 
 _context: Optional[BaseContext] = None
 

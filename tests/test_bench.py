@@ -1,0 +1,88 @@
+"""The benchmark suite's own logic (experiments/bench.py): the plans each alternative picks and
+the table's arithmetic. The suite's runs themselves are measured by running it."""
+
+import csv
+import math
+
+from advisor.config import load_config
+from advisor.measure import Measurement
+from advisor.search import TrialResult
+from experiments.bench import blog_plan, gap_share, grid, markdown, paired_ratio, pick, write_csv
+from recipes import Choice, Context, IntRange
+from conftest import TINY, write_config
+
+BASELINE = {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": False,
+            "threads.intra_op": 2, "amp.dtype": None, "compile.mode": None}
+LOSSES = (1.0, 0.9, 0.8)
+
+
+def run(rate: float, losses=LOSSES, peak: float = 100.0, ok: bool = True) -> Measurement:
+    return Measurement("full", {}, "ok" if ok else "failed", samples_per_s=rate, losses=losses, peak_memory_mb=peak)
+
+
+def context(**changes) -> Context:
+    return Context(**{"device": "cpu", "cores": 2, "default_threads": 2, "blocks": 0, "cpu_bf16": True, **changes})
+
+
+def test_blog_advice_turns_everything_on_whatever_the_bottleneck():
+    plan = blog_plan(BASELINE, context(bottlenecks=("input-fetch",)))
+    assert plan["dataloader.num_workers"] == 2 and plan["amp.dtype"] == "bfloat16" and plan["compile.mode"] == "default"
+    assert blog_plan(BASELINE, context(cpu_bf16=False))["amp.dtype"] is None, "no AMP where it cannot run"
+
+
+def test_grid_holds_every_distinct_plan_once_default_first():
+    space = {"dataloader.num_workers": IntRange(0, 2), "dataloader.prefetch_factor": Choice((2, 4))}
+    plans = grid(space, BASELINE)
+    assert plans[0] == BASELINE
+    assert len(plans) == 1 + 2 * 2, "prefetch without workers counts once"
+
+
+def test_pick_takes_the_fastest_plan_with_unchanged_results_within_budget(tmp_path):
+    config = load_config(write_config(tmp_path, {**TINY, "constraints": {"max_memory_mb": 500}}))
+    fast_but_wrong = {**BASELINE, "amp.dtype": "bfloat16"}
+    over_budget = {**BASELINE, "dataloader.num_workers": 2}
+    good = {**BASELINE, "dataloader.num_workers": 1}
+    trials = [
+        TrialResult(0, BASELINE, run(100.0), True),
+        TrialResult(1, fast_but_wrong, run(400.0, losses=(2.0, 2.0, 2.0)), True),
+        TrialResult(2, over_budget, run(300.0, peak=900.0), False),
+        TrialResult(3, good, run(200.0), True),
+    ]
+    assert pick(trials, BASELINE, config) == good
+    assert pick(trials[:1] + trials[1:3], BASELINE, config) == BASELINE, "nothing valid beats the default"
+
+
+def test_paired_ratio_pairs_rounds_and_skips_failed_runs():
+    default = [run(100.0), run(50.0), run(100.0, ok=False)]
+    faster = [run(200.0), run(100.0), run(300.0)]
+    speedup, low, high = paired_ratio(faster, default)
+    assert math.isclose(speedup, 2.0) and low <= speedup <= high
+    assert paired_ratio(default, default)[0] == 1.0
+    assert math.isnan(paired_ratio([run(1.0, ok=False)], default[:1])[0])
+
+
+def test_gap_share_is_the_share_of_the_way_to_the_ideal():
+    assert math.isclose(gap_share(2.0, 3.0), 0.5)
+    assert gap_share(2.0, None) is None and gap_share(2.0, 0.9) is None
+
+
+def test_table_and_csv_carry_every_arm(tmp_path):
+    arm = {"changes": {}, "throughput": 100.0, "speedup": 1.0, "interval": [1.0, 1.0], "peak_mb": 10.0, "problem": ""}
+    row = {
+        "workload": "quickstart", "unit": "samples/s", "bottleneck": "input-fetch",
+        "arms": {"default": arm, "blog": {**arm, "speedup": 0.9, "problem": "results changed"},
+                 "random": {**arm, "speedup": 2.0}, "advisor": {**arm, "speedup": 3.0}, "oracle": {**arm, "speedup": 3.1}},
+        "advisor_vs_oracle": 0.97, "advisor_vs_best_other": 1.5, "best_other": "random",
+        "costs": {name: {"trials": 12, "wall_s": 120.0} for name in ("advisor", "random", "oracle")},
+        "ideal_ratio": 5.0, "gap_recovered": 0.5, "claim": {"speedup": 2.9, "interval": [2.5, 3.3], "memory_fix": False},
+    }
+    calibration = {"aa": {"config": "prep_stall", "repeats": 20, "pairs": 5, "verified": 1, "min": 0.97, "max": 1.04},
+                   "claims": [{"workload": "quickstart", "claimed": 2.9, "measured": 3.0, "error": 3.0 / 2.9 - 1}]}
+    text = markdown([row], calibration, "header")
+    line = next(line for line in text.splitlines() if line.startswith("| quickstart"))
+    assert "100 samples/s" in line and "0.90x ✗ results changed" in line and "1.50x (random search)" in line
+    assert "12 / 2.0 min" in line and "50%" in line
+    assert "1 of 20" in text and "error +3.4%" in text
+    write_csv([row], tmp_path / "bench.csv")
+    (written,) = list(csv.DictReader((tmp_path / "bench.csv").open()))
+    assert written["advisor_speedup"] == "3.0000" and written["blog_problem"] == "results changed"
