@@ -220,15 +220,15 @@ def summarize(name, config, result, chosen, arm_runs, top, costs) -> dict:
             "speedup": speedup, "interval": [low, high], "peak_mb": peak, "problem": problem,
         }
     others = [arm for arm in ("default", "blog", "random") if not arms[arm]["problem"]]
-    versus_others = {arm: paired_ratio(arm_runs["advisor"], arm_runs[arm])[0] for arm in others}
-    best_other = min(versus_others, key=versus_others.get) if versus_others else None
+    versus_others = {arm: list(paired_ratio(arm_runs["advisor"], arm_runs[arm])) for arm in others}
+    best_other = min(versus_others, key=lambda arm: versus_others[arm][0]) if versus_others else None
     ideal_ratio = paired_ratio(arm_runs["ideal"], default_runs)[0] if "ideal" in arm_runs else None
     return {
         "workload": name,
         "unit": "rows/s" if config.kind == "pipeline" else "samples/s",
         "bottleneck": result.diagnoses[0].bottleneck if result.diagnoses else "none",
         "arms": arms,
-        "advisor_vs_oracle": paired_ratio(arm_runs["advisor"], arm_runs["oracle"])[0],
+        "advisor_vs_oracle": list(paired_ratio(arm_runs["advisor"], arm_runs["oracle"])),  # ratio, 95% low, high
         "advisor_vs_best_other": versus_others[best_other] if best_other else None,
         "best_other": best_other,
         "costs": {arm: {"trials": trials, "wall_s": wall} for arm, (trials, wall) in costs.items()},
@@ -267,6 +267,13 @@ def arm_cell(row: dict, arm: str) -> str:
     return text + (f" ✗ {entry['problem']}" if entry["problem"] else "")
 
 
+def ratio_cell(ratio: Optional[list]) -> str:
+    """A paired ratio with its 95% interval; a plan against itself is exactly 1."""
+    if not ratio or math.isnan(ratio[0]):
+        return "-"
+    return times(ratio[0]) + ("" if ratio[1] == ratio[2] else f" ({ratio[1]:.2f}-{ratio[2]:.2f})")
+
+
 def cost_cell(cost: dict) -> str:
     return f"{cost['trials']} / {cost['wall_s'] / 60:.1f} min"
 
@@ -274,14 +281,14 @@ def cost_cell(cost: dict) -> str:
 def markdown(rows: list[dict], calibration: dict, header: str) -> str:
     lines = [header, "",
              "| workload | bottleneck | default | blog advice | random search | advisor | oracle (grid) "
-             "| advisor / oracle | advisor / best other | advisor trials / time | random | oracle | gap to ideal recovered |",
+             "| advisor / oracle (95%) | advisor / best other (95%) | advisor trials / time | random | oracle | gap to ideal recovered |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for row in rows:
-        best = f"{times(row['advisor_vs_best_other'])} ({ARM_TITLES[row['best_other']]})" if row["best_other"] else "-"
+        best = f"{ratio_cell(row['advisor_vs_best_other'])} vs {ARM_TITLES[row['best_other']]}" if row["best_other"] else "-"
         gap = f"{row['gap_recovered']:.0%}" if row["gap_recovered"] is not None else "-"
         lines.append(
             f"| {row['workload']} | {row['bottleneck']} | " + " | ".join(arm_cell(row, arm) for arm in ARMS)
-            + f" | {times(row['advisor_vs_oracle'])} | {best} | " + " | ".join(cost_cell(row["costs"][arm]) for arm in ("advisor", "random", "oracle"))
+            + f" | {ratio_cell(row['advisor_vs_oracle'])} | {best} | " + " | ".join(cost_cell(row["costs"][arm]) for arm in ("advisor", "random", "oracle"))
             + f" | {gap} |"
         )
     lines += ["", "Speedups are over the default, geometric means of ratios paired round by round. "
@@ -308,7 +315,8 @@ def write_csv(rows: list[dict], path: Path) -> None:
         writer = csv.writer(handle)
         writer.writerow(["workload", "bottleneck", "unit", "default_throughput"]
                         + [f"{arm}_speedup" for arm in ARMS] + [f"{arm}_problem" for arm in ARMS]
-                        + ["advisor_vs_oracle", "advisor_vs_best_other", "best_other",
+                        + ["advisor_vs_oracle", "advisor_vs_oracle_low", "advisor_vs_oracle_high",
+                           "advisor_vs_best_other", "advisor_vs_best_other_low", "advisor_vs_best_other_high", "best_other",
                            "advisor_trials", "advisor_wall_s", "random_trials", "random_wall_s",
                            "oracle_trials", "oracle_wall_s", "gap_recovered", "claimed_speedup"])
         for row in rows:
@@ -316,8 +324,9 @@ def write_csv(rows: list[dict], path: Path) -> None:
             writer.writerow(
                 [row["workload"], row["bottleneck"], row["unit"], f"{arms['default']['throughput']:.1f}"]
                 + [f"{arms[arm]['speedup']:.4f}" for arm in ARMS] + [arms[arm]["problem"] for arm in ARMS]
-                + [f"{row['advisor_vs_oracle']:.4f}", "" if row["advisor_vs_best_other"] is None else f"{row['advisor_vs_best_other']:.4f}",
-                   row["best_other"] or ""]
+                + [f"{value:.4f}" for value in row["advisor_vs_oracle"]]
+                + ([f"{value:.4f}" for value in row["advisor_vs_best_other"]] if row["best_other"] else ["", "", ""])
+                + [row["best_other"] or ""]
                 + [value for arm in ("advisor", "random", "oracle") for value in (costs[arm]["trials"], f"{costs[arm]['wall_s']:.1f}")]
                 + ["" if row["gap_recovered"] is None else f"{row['gap_recovered']:.4f}",
                    "" if row["claim"] is None else f"{row['claim']['speedup']:.4f}"]

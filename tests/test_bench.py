@@ -72,7 +72,7 @@ def test_table_and_csv_carry_every_arm(tmp_path):
         "workload": "quickstart", "unit": "samples/s", "bottleneck": "input-fetch",
         "arms": {"default": arm, "blog": {**arm, "speedup": 0.9, "problem": "results changed"},
                  "random": {**arm, "speedup": 2.0}, "advisor": {**arm, "speedup": 3.0}, "oracle": {**arm, "speedup": 3.1}},
-        "advisor_vs_oracle": 0.97, "advisor_vs_best_other": 1.5, "best_other": "random",
+        "advisor_vs_oracle": [0.97, 0.9, 1.05], "advisor_vs_best_other": [1.5, 1.2, 1.8], "best_other": "random",
         "costs": {name: {"trials": 12, "wall_s": 120.0} for name in ("advisor", "random", "oracle")},
         "ideal_ratio": 5.0, "gap_recovered": 0.5, "claim": {"speedup": 2.9, "interval": [2.5, 3.3], "memory_fix": False},
     }
@@ -80,9 +80,10 @@ def test_table_and_csv_carry_every_arm(tmp_path):
                    "claims": [{"workload": "quickstart", "claimed": 2.9, "measured": 3.0, "error": 3.0 / 2.9 - 1}]}
     text = markdown([row], calibration, "header")
     line = next(line for line in text.splitlines() if line.startswith("| quickstart"))
-    assert "100 samples/s" in line and "0.90x ✗ results changed" in line and "1.50x (random search)" in line
+    assert "100 samples/s" in line and "0.90x ✗ results changed" in line and "0.97x (0.90-1.05)" in line and "1.50x (1.20-1.80) vs random search" in line
     assert "12 / 2.0 min" in line and "50%" in line
     assert "1 of 20" in text and "error +3.4%" in text
     write_csv([row], tmp_path / "bench.csv")
     (written,) = list(csv.DictReader((tmp_path / "bench.csv").open()))
     assert written["advisor_speedup"] == "3.0000" and written["blog_problem"] == "results changed"
+    assert written["advisor_vs_oracle_low"] == "0.9000" and written["best_other"] == "random"
