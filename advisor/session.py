@@ -192,6 +192,11 @@ def effective(plan: dict) -> dict:
     return {k: v for k, v in plan.items() if k not in idle}
 
 
+def plan_key(plan: dict) -> str:
+    """What a plan does, as text: two plans with the same key run the same job."""
+    return json.dumps(effective(plan), sort_keys=True, default=str)
+
+
 def combined_risk(recipes: tuple[Recipe, ...]) -> str:
     return max((r.risk for r in recipes), key=RISK_ORDER.__getitem__, default="exact")
 
@@ -217,8 +222,7 @@ def measure_pipeline(config: AdvisorConfig) -> Callable[[dict], Measurement]:
 
     def measure(plan: dict) -> Measurement:
         outputs.mkdir(parents=True, exist_ok=True)
-        key = json.dumps(effective(plan), sort_keys=True, default=str)
-        path = outputs / f"{hashlib.sha256(key.encode()).hexdigest()[:16]}.pkl"
+        path = outputs / f"{hashlib.sha256(plan_key(plan).encode()).hexdigest()[:16]}.pkl"
         return run_measurement(config.path, plan, "full", 1, config.measure.timeout_s, output_path=path, fresh=True)
 
     return measure

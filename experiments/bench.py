@@ -43,7 +43,7 @@ from advisor.config import AdvisorConfig, load_config
 from advisor.harness import run_measurement
 from advisor.measure import Measurement
 from advisor.session import (
-    SessionResult, active_recipes, combined_risk, compare_outputs, effective, measure_with, optimize,
+    SessionResult, active_recipes, combined_risk, compare_outputs, effective, measure_with, optimize, plan_key,
     search_space, worst_numerics,
 )
 from advisor.verify import bootstrap_interval, interleave
@@ -84,8 +84,7 @@ def grid(space: dict, baseline: dict) -> list[dict]:
 def pick(trials: list[search.TrialResult], baseline: dict, config: AdvisorConfig) -> dict:
     """The fastest trial that is within the memory budget and leaves results unchanged (the
     default when none beats it): what a user of that search would adopt."""
-    same = json.dumps(effective(baseline), sort_keys=True, default=str)
-    base_run = next((t.measurement for t in trials if json.dumps(effective(t.plan), sort_keys=True, default=str) == same), None)
+    base_run = next((t.measurement for t in trials if plan_key(t.plan) == plan_key(baseline)), None)
     for trial in sorted((t for t in trials if t.feasible), key=lambda t: t.samples_per_s, reverse=True):
         if base_run is None or not base_run.ok:
             return trial.plan
@@ -179,7 +178,7 @@ def measure_arms(chosen: dict, config, measure, rounds: int, ideal: bool, progre
                  name: str) -> dict[str, list[Measurement]]:
     """Each distinct picked plan, interleaved with the default, `rounds` rounds; runs per arm.
     With `ideal`, the default's synthetic-batch run (no input work at all) joins each round too."""
-    key_of = {arm: json.dumps(effective(plan), sort_keys=True, default=str) for arm, plan in chosen.items()}
+    key_of = {arm: plan_key(plan) for arm, plan in chosen.items()}
     labels: dict[str, str] = {}  # plan key -> the first arm that picked it
     for arm in ARMS:
         labels.setdefault(key_of[arm], arm)
