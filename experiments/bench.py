@@ -43,8 +43,8 @@ from advisor.config import AdvisorConfig, load_config
 from advisor.harness import run_measurement
 from advisor.measure import Measurement
 from advisor.session import (
-    SessionResult, active_recipes, combined_risk, compare_outputs, effective, measure_with, optimize, plan_key,
-    search_space, worst_numerics,
+    SessionResult, active_recipes, combined_risk, compare_outputs, effective, gap_recovered, measure_with, optimize,
+    plan_key, search_space, worst_numerics,
 )
 from advisor.verify import bootstrap_interval, interleave
 from experiments.calibrate import aa_verdicts
@@ -103,13 +103,6 @@ def paired_ratio(runs: list[Measurement], against: list[Measurement]) -> tuple[f
     if not ratios:
         return math.nan, math.nan, math.nan
     return (1.0, 1.0, 1.0) if runs is against else bootstrap_interval(ratios)
-
-
-def gap_share(speedup: float, ideal_ratio: Optional[float]) -> Optional[float]:
-    """The share of the gap between the default and the ideal (synthetic-batch) throughput recovered."""
-    if not ideal_ratio or ideal_ratio <= 1 or math.isnan(speedup):
-        return None
-    return (speedup - 1) / (ideal_ratio - 1)
 
 
 # ---------------------------------------------------------------- one workload
@@ -222,6 +215,7 @@ def summarize(name, config, result, chosen, arm_runs, top, costs) -> dict:
     versus_others = {arm: list(paired_ratio(arm_runs["advisor"], arm_runs[arm])) for arm in others}
     best_other = min(versus_others, key=lambda arm: versus_others[arm][0]) if versus_others else None
     ideal_ratio = paired_ratio(arm_runs["ideal"], default_runs)[0] if "ideal" in arm_runs else None
+    advisor_speedup = arms["advisor"]["speedup"]
     return {
         "workload": name,
         "unit": "rows/s" if config.kind == "pipeline" else "samples/s",
@@ -232,7 +226,8 @@ def summarize(name, config, result, chosen, arm_runs, top, costs) -> dict:
         "best_other": best_other,
         "costs": {arm: {"trials": trials, "wall_s": wall} for arm, (trials, wall) in costs.items()},
         "ideal_ratio": ideal_ratio,
-        "gap_recovered": gap_share(arms["advisor"]["speedup"], ideal_ratio),
+        # in ratios to the default, so the default's rate is 1
+        "gap_recovered": None if math.isnan(advisor_speedup) else gap_recovered(advisor_speedup, 1.0, ideal_ratio),
         "claim": {"speedup": top.speedup, "interval": list(top.interval), "memory_fix": result.memory_fix} if top else None,
     }
 

@@ -7,7 +7,8 @@ import math
 from advisor.config import load_config
 from advisor.measure import Measurement
 from advisor.search import TrialResult
-from experiments.bench import blog_plan, gap_share, grid, markdown, paired_ratio, pick, write_csv
+from advisor.session import gap_recovered
+from experiments.bench import blog_plan, grid, markdown, paired_ratio, pick, write_csv
 from recipes import Choice, Context, IntRange
 from conftest import TINY, write_config
 
@@ -62,8 +63,9 @@ def test_paired_ratio_pairs_rounds_and_skips_failed_runs():
 
 
 def test_gap_share_is_the_share_of_the_way_to_the_ideal():
-    assert math.isclose(gap_share(2.0, 3.0), 0.5)
-    assert gap_share(2.0, None) is None and gap_share(2.0, 0.9) is None
+    """The bench passes ratios to the default (the default's rate is 1) to the session's formula."""
+    assert math.isclose(gap_recovered(2.0, 1.0, 3.0), 0.5)
+    assert gap_recovered(2.0, 1.0, None) is None and gap_recovered(2.0, 1.0, 0.9) is None
 
 
 def test_table_and_csv_carry_every_arm(tmp_path):
