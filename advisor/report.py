@@ -147,11 +147,14 @@ def render_recommendations(payload: dict) -> str:
             low, high = rec["interval"]
             numerics = rec["numerics"]
             numerics_text = "n/a" if not numerics else ("ok" if numerics["passed"] else "FAILED")
+            status = "yes" if rec["verified"] else "flaky" if rec.get("failed_runs") else "no"
             lines.append(
                 f"{rec['rank']:<5}{'+'.join(rec['recipes'])[:33]:<34}{rec['speedup']:>7.2f}x  "
-                f"{low:.2f}-{high:.2f}x{'':<4}{'yes' if rec['verified'] else 'no':<10}{numerics_text:<10}{rec['peak_memory_mb']:>8,.0f}"
+                f"{low:.2f}-{high:.2f}x{'':<4}{status:<10}{numerics_text:<10}{rec['peak_memory_mb']:>8,.0f}"
             )
             lines.append(f"     {', '.join(f'{k}={v}' for k, v in rec['changes'].items())}")
+            if not rec["verified"]:
+                lines.append(f"     not verified: {rec['reason']}")
             if rec.get("gap_recovered") is not None and payload["diagnoses"][0]["bottleneck"].startswith("input"):
                 lines.append(f"     recovers {rec['gap_recovered']:.0%} of the gap to the ideal throughput")
             for recipe, share in rec.get("contributions", {}).items():

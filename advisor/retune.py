@@ -18,7 +18,7 @@ from advisor.errors import UserError
 from advisor.fingerprint import fingerprint, workload_section
 from advisor.plan import baseline_plan
 from advisor.session import measure_with, optimize
-from advisor.verify import bootstrap_interval, interleave, judge
+from advisor.verify import paired_interval, interleave, judge
 
 # A re-check may stop after EARLY_ROUNDS when even a stricter interval clears the bar: looking
 # early spends part of the error rate, so the early look uses 99%, the full check 95%.
@@ -86,7 +86,7 @@ def _diff(old, new, path: str):
 
 
 def clearly_holds(ratios: list[float], min_speedup: float) -> bool:
-    return len(ratios) >= EARLY_ROUNDS and bootstrap_interval(ratios, EARLY_CONFIDENCE)[1] >= min_speedup
+    return len(ratios) >= EARLY_ROUNDS and paired_interval(ratios, EARLY_CONFIDENCE)[1] >= min_speedup
 
 
 def best_verified(payload: dict) -> Optional[dict]:
@@ -116,14 +116,16 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
         plans, measure = {"#1": best["plan"]}, measure_with(config)
         rounds = interleave(baseline, plans, measure, EARLY_ROUNDS, progress, first_reference_run=probe, rounds_total=pairs)
         memory_fix = previous.get("memory_fix", False)
-        early = clearly_holds(rounds.ratios("#1"), config.search.min_speedup) and not memory_fix
+        early = (clearly_holds(rounds.ratios("#1"), config.search.min_speedup) and not memory_fix
+                 and not rounds.failures("#1"))
         if early:
             progress(f"  the {EARLY_CONFIDENCE:.0%} interval after {EARLY_ROUNDS} rounds clears the bar: stopping early")
         else:
             rounds = rounds.then(interleave(baseline, plans, measure, pairs - EARLY_ROUNDS, progress,
                                             rounds_before=EARLY_ROUNDS, rounds_total=pairs))
         verdict = judge("#1", rounds.ratios("#1"), config.search.min_speedup, None, memory_fix,
-                        [r.peak_memory_mb for r in rounds.candidates["#1"] if r.ok], config.constraints.max_memory_mb)
+                        [r.peak_memory_mb for r in rounds.candidates["#1"] if r.ok], config.constraints.max_memory_mb,
+                        failures=rounds.failures("#1"), pairs=len(rounds.baseline))
         was = f"{best['speedup']:.2f}x (95% {best['interval'][0]:.2f}-{best['interval'][1]:.2f}x)"
         now_text = f"{verdict.speedup:.2f}x (95% {verdict.low:.2f}-{verdict.high:.2f}x)"
         status = "holds" if verdict.verified else "regressed"

@@ -27,7 +27,7 @@ from advisor.harness import run_measurement
 from advisor.measure import Measurement
 from advisor.plan import baseline_plan
 from advisor.verify import (
-    NumericsResult, bootstrap_interval, compare_frames, compare_losses, interleave, judge, step_breakdown,
+    NumericsResult, paired_interval, compare_frames, compare_losses, interleave, judge, step_breakdown,
 )
 from recipes import RECIPES, Context, Param, Recipe, by_name
 from recipes.compile import break_even_steps
@@ -57,6 +57,7 @@ class Recommendation:
     cache: dict = field(default_factory=dict)  # a Parquet cache's one-off cost and the runs it takes to pay off
     contributions: dict = field(default_factory=dict)
     step_breakdown_ms: dict = field(default_factory=dict)
+    failed_runs: int = 0  # verification runs that crashed, hung or broke the budget: flaky when > 0
     mlflow_run_id: Optional[str] = None
 
     def to_dict(self) -> dict:
@@ -427,6 +428,7 @@ def verify_candidates(
         verdict = judge(
             name, rounds.ratios(name), config.search.min_speedup, numerics, memory_fix,
             [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
+            failures=rounds.failures(name), pairs=config.search.pairs,
         )
         if numerics is not None and not numerics.passed:
             rejections.append(Rejection(changes_of(trial.plan, baseline), names(recipes), verdict.reason, trial.number))
@@ -440,7 +442,7 @@ def verify_candidates(
                 trial=trial.number, samples_per_s=mean_rate(runs),
                 compile=compile_cost(runs, rounds.baseline) if "compile" in names(recipes) else {},
                 cache=cache_cost(runs, rounds.baseline) if "parquet_cache" in names(recipes) else {},
-                step_breakdown_ms=step_breakdown(runs),
+                step_breakdown_ms=step_breakdown(runs), failed_runs=len(verdict.failures),
             )
         )
     ranked = [dataclasses.replace(r, rank=index) for index, r in enumerate(rank(recommendations), start=1)]
@@ -463,7 +465,7 @@ def leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, prog
     for recipe in top.recipes:
         factors = [1 / ratio for ratio in rounds.ratios(f"without {recipe}") if ratio > 0]
         if factors:
-            factor, low, high = bootstrap_interval(factors)
+            factor, low, high = paired_interval(factors)
             peaks = [r.peak_memory_mb for r in rounds.candidates[f"without {recipe}"] if r.ok]
             shares[recipe] = {"factor": factor, "interval": (low, high), "shown": low > 1.0,
                               "peak_without_mb": max(peaks, default=0.0)}

@@ -1,4 +1,4 @@
-"""Verification: interleaved re-measurement against the baseline, paired ratios, a bootstrap interval.
+"""Verification: interleaved re-measurement against the baseline, paired ratios, a Student-t interval.
 
 Timings on a shared machine drift by tens of percent within minutes, so a candidate is never
 compared with a baseline measured at another time. Each round measures the baseline and every
@@ -10,8 +10,8 @@ under the budget) and its numerics match the baseline's.
 
 from __future__ import annotations
 
+import functools
 import math
-import random
 import statistics
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional, Sequence
@@ -19,7 +19,6 @@ from typing import Callable, Optional, Sequence
 from advisor.measure import Measurement
 
 EXACT_RTOL = 1e-3  # an "exact" recipe reorders float sums at most (threads, workers)
-BOOTSTRAP_RESAMPLES = 4000
 
 
 @dataclass(frozen=True)
@@ -45,6 +44,11 @@ class Verdict:
     reason: str
     numerics: Optional[NumericsResult] = None
     peak_memory_mb: float = 0.0
+    failures: tuple[str, ...] = ()  # reasons of the candidate's failed verification runs
+
+    @property
+    def flaky(self) -> bool:
+        return bool(self.failures)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -113,26 +117,28 @@ def _plain(frame):
     return pd.DataFrame(columns)
 
 
-def bootstrap_interval(ratios: Sequence[float], confidence: float = 0.95, seed: int = 0) -> tuple[float, float, float]:
-    """Geometric-mean speedup and its bootstrap interval, from paired ratios.
+def paired_interval(ratios: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """Geometric-mean speedup and its Student-t interval, from paired ratios.
 
-    Resamples the log-ratios; the resampled deviations are widened by sqrt(n / (n - 1)), the
-    small-sample correction, since a plain percentile bootstrap over five pairs is too narrow.
+    The interval is the t interval on the mean log-ratio. Chosen on evidence
+    (`python -m experiments.calibrate --coverage`): at 3 to 8 pairs it covers the true speedup
+    at its nominal level for normal noise and within about a point for heavy-tailed noise,
+    where the percentile bootstrap this replaced covered 78-91% at a nominal 95%.
     """
     logs = [math.log(r) for r in ratios]
     n = len(logs)
-    center = statistics.fmean(logs)
+    center = statistics.fmean(logs) if logs else 0.0
     if n < 2:
         return math.exp(center), 0.0, math.inf
-    widen = math.sqrt(n / (n - 1))
-    rng = random.Random(seed)
-    means = sorted(
-        center + widen * (statistics.fmean(rng.choices(logs, k=n)) - center) for _ in range(BOOTSTRAP_RESAMPLES)
-    )
-    tail = (1 - confidence) / 2
-    low = means[int(tail * (BOOTSTRAP_RESAMPLES - 1))]
-    high = means[int((1 - tail) * (BOOTSTRAP_RESAMPLES - 1))]
-    return math.exp(center), math.exp(low), math.exp(high)
+    half = t_quantile(0.5 + confidence / 2, n - 1) * statistics.stdev(logs) / math.sqrt(n)
+    return math.exp(center), math.exp(center - half), math.exp(center + half)
+
+
+@functools.lru_cache(maxsize=None)
+def t_quantile(probability: float, dof: int) -> float:
+    from scipy.stats import t as student_t
+
+    return float(student_t.ppf(probability, dof))
 
 
 def judge(
@@ -143,12 +149,24 @@ def judge(
     memory_fix: bool = False,
     peaks_mb: Sequence[float] = (),
     max_memory_mb: Optional[float] = None,
+    failures: Sequence[str] = (),
+    pairs: Optional[int] = None,
 ) -> Verdict:
-    """The verdict on one candidate from its paired ratios; a pure function."""
-    speedup, low, high = bootstrap_interval(ratios) if ratios else (0.0, 0.0, 0.0)
+    """The verdict on one candidate from its paired ratios; a pure function.
+
+    `failures` are the reasons of the candidate's runs that crashed, hung or broke the budget:
+    any one makes it flaky, never verified. `pairs` is how many successful pairs a verdict
+    needs (default: as many as there are ratios); fewer, when the baseline failed, verify nothing.
+    """
+    speedup, low, high = paired_interval(ratios) if ratios else (0.0, 0.0, 0.0)
     peak = max(peaks_mb, default=0.0)
-    if not ratios:
+    runs = len(ratios) + len(failures) if pairs is None else pairs
+    if failures:
+        verified, reason = False, f"flaky: failed in {len(failures)} of {runs} runs: {failures[0]}"
+    elif not ratios:
         verified, reason = False, "no successful pair of runs"
+    elif pairs is not None and len(ratios) < pairs:
+        verified, reason = False, f"only {len(ratios)} of {pairs} pairs succeeded: the baseline failed in the others"
     elif numerics is not None and not numerics.passed:
         verified, reason = False, f"numerics: {numerics.note}"
     elif memory_fix:
@@ -163,7 +181,7 @@ def judge(
         verified, reason = True, f"95% interval {low:.2f}x-{high:.2f}x clears {min_speedup:.2f}x"
     else:
         verified, reason = False, f"95% interval {low:.2f}x-{high:.2f}x does not clear {min_speedup:.2f}x"
-    return Verdict(name, tuple(ratios), speedup, low, high, verified, reason, numerics, peak)
+    return Verdict(name, tuple(ratios), speedup, low, high, verified, reason, numerics, peak, tuple(failures))
 
 
 @dataclass(frozen=True)
@@ -184,6 +202,10 @@ class Rounds:
             for b, c in zip(self.baseline, self.candidates[name])
             if b.ok and c.ok and b.samples_per_s > 0
         ]
+
+    def failures(self, name: str) -> list[str]:
+        """Why the candidate's failed runs failed, in order: each counts against it."""
+        return [run.reason or "failed" for run in self.candidates[name] if not run.ok]
 
 
 def interleave(

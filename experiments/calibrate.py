@@ -1,45 +1,142 @@
-"""The verifier's false-verification rate, live: the baseline against itself, 20 times.
+"""The verifier's calibration: does its interval cover what it says, and does it call nothing fast?
 
-    python -m experiments.calibrate [configs/overhead.yaml] [--repeats 20] [--pairs 5]
+    python -m experiments.calibrate --coverage [--sets 4000]
+    python -m experiments.calibrate [configs/prep_stall.yaml] [--repeats 20] [--pairs 5]
 
-Each repeat is a full verification as `advisor optimize` runs it (pairs of interleaved fresh
-child runs, paired ratios, bootstrap interval against `search.min_speedup`), of the baseline
-plan against the same plan. A sound verifier verifies at most about 1 in 20.
+`--coverage` simulates paired log-ratios with a known true speedup, at 3, 5 and 8 pairs, under
+normal noise and heavy-tailed noise, and runs each set through the verifier's own interval
+(`advisor.verify.paired_interval`). One line per case: the nominal level, n, the noise, the
+measured coverage, and how often the lower end lands above the truth (a false claim of speed).
+
+Without `--coverage`, the live A/A check: the baseline plan verified against itself, as
+`advisor optimize` verifies (fresh interleaved child runs, paired ratios, the interval), and
+counted when its lower end clears 1.0, that is, when a plan that does nothing is called faster.
+At 95% about 1 in 40 is expected.
 """
 
+from __future__ import annotations
+
 import argparse
+import math
+import random
+from dataclasses import dataclass
 from typing import Callable
 
-from advisor.config import AdvisorConfig, load_config
-from advisor.plan import baseline_plan
-from advisor.session import measure_with
-from advisor.verify import Verdict, interleave, judge
+from advisor.verify import Verdict, interleave, judge, paired_interval
+
+TRUE_SPEEDUP = 1.5
+NOISE_SD = 0.1  # per-pair log-ratio spread; single pairs on the 2-core machine span 1.3x-2.6x at worst
+OUTLIER_SHARE = 0.10  # pairs in which one run was disturbed ...
+OUTLIER = math.log(1.3)  # ... by 30%
+PAIRS = (3, 5, 8)
+LEVELS = (0.95, 0.99)
 
 
-def aa_verdicts(config: AdvisorConfig, repeats: int, pairs: int,
-                progress: Callable[[str], None] = print) -> list[Verdict]:
-    """`repeats` verifications of the baseline plan against itself."""
+def _normal(rng: random.Random) -> float:
+    return rng.gauss(0.0, NOISE_SD)
+
+
+def _student_t3(rng: random.Random) -> float:
+    """Student-t with 3 degrees of freedom, scaled to NOISE_SD (its variance is 3)."""
+    chi2 = sum(rng.gauss(0.0, 1.0) ** 2 for _ in range(3))
+    return NOISE_SD * rng.gauss(0.0, 1.0) / math.sqrt(chi2 / 3) / math.sqrt(3)
+
+
+def _outliers(rng: random.Random) -> float:
+    """Normal noise; in 10% of pairs one of the two runs is 30% slow (either plan's)."""
+    hit = rng.random() < OUTLIER_SHARE
+    return rng.gauss(0.0, NOISE_SD) + (rng.choice((-1, 1)) * OUTLIER if hit else 0.0)
+
+
+def _skewed(rng: random.Random) -> float:
+    """Normal noise; in 10% of pairs the candidate alone is 30% slow (centred: the truth is the mean)."""
+    hit = rng.random() < OUTLIER_SHARE
+    return rng.gauss(0.0, NOISE_SD) - (OUTLIER if hit else 0.0) + OUTLIER_SHARE * OUTLIER
+
+
+NOISES: dict[str, Callable[[random.Random], float]] = {
+    "normal": _normal,
+    "student-t3": _student_t3,
+    "outliers": _outliers,
+    "skewed": _skewed,
+}
+
+
+@dataclass(frozen=True)
+class Coverage:
+    level: float
+    pairs: int
+    noise: str
+    covered: float  # share of intervals that contain the true speedup
+    low_above: float  # share whose lower end lies above it: speed claimed that is not there
+
+    def line(self) -> str:
+        return (f"coverage {self.level:.0%} n={self.pairs} {self.noise}: {self.covered:.3f}"
+                f"  (lower end above the truth: {self.low_above:.3f})")
+
+
+def coverage(level: float, pairs: int, noise: str, sets: int, seed: int = 0) -> Coverage:
+    """Simulates `sets` verifications of `pairs` paired ratios around TRUE_SPEEDUP."""
+    rng = random.Random(f"{seed}-{level}-{pairs}-{noise}")
+    draw = NOISES[noise]
+    covered = above = 0
+    for _ in range(sets):
+        ratios = [TRUE_SPEEDUP * math.exp(draw(rng)) for _ in range(pairs)]
+        _, low, high = paired_interval(ratios, level)
+        covered += low <= TRUE_SPEEDUP <= high
+        above += low > TRUE_SPEEDUP
+    return Coverage(level, pairs, noise, covered / sets, above / sets)
+
+
+def coverage_table(sets: int, seed: int = 0) -> list[Coverage]:
+    return [coverage(level, n, noise, sets, seed) for level in LEVELS for n in PAIRS for noise in NOISES]
+
+
+def within_bounds(result: Coverage) -> bool:
+    """93.5-96.5% at a nominal 95%; at least 98.5% at 99%."""
+    if result.level == 0.95:
+        return 0.935 <= result.covered <= 0.965
+    return result.covered >= 0.985
+
+
+def aa_verdicts(config, repeats: int, pairs: int, progress: Callable[[str], None] = print) -> list[Verdict]:
+    """`repeats` verifications of the baseline plan against itself, each judged against 1.0:
+    verified means a plan that does nothing was called faster than the baseline."""
+    from advisor.plan import baseline_plan
+    from advisor.session import measure_with
+
     plan, measure = baseline_plan(config), measure_with(config)
     verdicts = []
     for repeat in range(1, repeats + 1):
         rounds = interleave(plan, {"A'": plan}, measure, pairs)
-        verdict = judge("A/A", rounds.ratios("A'"), config.search.min_speedup)
+        verdict = judge("A/A", rounds.ratios("A'"), 1.0, failures=rounds.failures("A'"), pairs=pairs)
         verdicts.append(verdict)
         progress(f"A/A repeat {repeat:2d}/{repeats}: {verdict.speedup:.3f}x  95% {verdict.low:.3f}-{verdict.high:.3f}x  "
-                 f"{'VERIFIED' if verdict.verified else 'not verified'}")
+                 f"{'called faster' if verdict.verified else 'not faster'}")
     return verdicts
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("config", nargs="?", default="configs/overhead.yaml")
+    parser.add_argument("config", nargs="?", default="configs/prep_stall.yaml")
+    parser.add_argument("--coverage", action="store_true", help="simulate the interval's coverage (no runs)")
+    parser.add_argument("--sets", type=int, default=4000, help="simulated verifications per case")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--pairs", type=int, default=5)
     args = parser.parse_args()
+    if args.coverage:
+        print(f"true speedup {TRUE_SPEEDUP}x; per-pair log-ratio sd {NOISE_SD}; {args.sets:,} sets per case")
+        results = coverage_table(args.sets)
+        for result in results:
+            print(result.line() + ("" if within_bounds(result) else "  OUT OF BOUNDS"))
+        print(f"{sum(map(within_bounds, results))} of {len(results)} cases within bounds")
+        return
+    from advisor.config import load_config
+
     config = load_config(args.config)
-    print(f"A/A on {config.name}: {args.repeats} verifications of {args.pairs} pairs, min_speedup {config.search.min_speedup}")
+    print(f"A/A on {config.name}: {args.repeats} verifications of {args.pairs} pairs, judged against 1.0")
     verdicts = aa_verdicts(config, args.repeats, args.pairs)
-    print(f"false verifications: {sum(v.verified for v in verdicts)} of {args.repeats}")
+    print(f"called faster: {sum(v.verified for v in verdicts)} of {args.repeats}")
 
 
 if __name__ == "__main__":
