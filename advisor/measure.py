@@ -50,6 +50,7 @@ class Measurement:
     stages: dict = field(default_factory=dict)  # pipelines: wall and CPU seconds per stage
     hotspots: dict = field(default_factory=dict)  # pipelines: transform time by the user's source line
     output: dict = field(default_factory=dict)  # pipelines: where the output frame was kept, its shape
+    memory: dict = field(default_factory=dict)  # the memory readings behind peak_memory_mb, and the method
 
     @property
     def ok(self) -> bool:
@@ -108,6 +109,7 @@ def process_tree(pid: int) -> list[psutil.Process]:
 
 
 def tree_rss_mb(pid: int) -> float:
+    """The summed RSS of a tree: counts pages shared by forked workers once per worker."""
     total = 0
     for proc in process_tree(pid):
         try:
@@ -115,6 +117,85 @@ def tree_rss_mb(pid: int) -> float:
         except psutil.Error:
             pass
     return total / MB
+
+
+def _status_mb(pid: int, fields: tuple[str, ...]) -> dict[str, float]:
+    """Fields of /proc/PID/status given in kB (VmRSS, VmHWM, VmData), in MB; cheap to read."""
+    values = {}
+    try:
+        with open(f"/proc/{pid}/status") as handle:
+            for line in handle:
+                name, _, rest = line.partition(":")
+                if name in fields:
+                    values[name] = int(rest.split()[0]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return values
+
+
+def pss_mb(pid: int) -> float:
+    """A process's proportional set size: each shared page split among its sharers. Costs a few
+    ms per process (the kernel walks its page tables), so it is read less often than RSS."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) / 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0.0
+
+
+MEMORY_METHOD = "PSS of the process tree (shared pages counted once), or the largest process's high-water mark (VmHWM)"
+
+
+@dataclass
+class TreeMemory:
+    """One reading of a process tree's memory, and the peaks over readings."""
+
+    pss_mb: float = 0.0  # summed PSS: forked workers' shared pages counted once in all
+    hwm_mb: float = 0.0  # the largest single process's kernel high-water mark: misses no burst
+    rss_sum_mb: float = 0.0  # summed RSS, for comparison: shared pages counted once per process
+
+    @property
+    def peak_mb(self) -> float:
+        return max(self.pss_mb, self.hwm_mb)
+
+    def merge(self, other: "TreeMemory") -> "TreeMemory":
+        return TreeMemory(max(self.pss_mb, other.pss_mb), max(self.hwm_mb, other.hwm_mb),
+                          max(self.rss_sum_mb, other.rss_sum_mb))
+
+    def to_dict(self) -> dict:
+        return {"peak_mb": self.peak_mb, "pss_mb": self.pss_mb, "hwm_mb": self.hwm_mb,
+                "rss_sum_mb": self.rss_sum_mb, "method": MEMORY_METHOD}
+
+
+def tree_memory(pid: int, with_pss: bool = True) -> TreeMemory:
+    """The tree's memory now: high-water marks and RSS always, PSS when asked (it costs more)."""
+    pids = [proc.pid for proc in process_tree(pid)]
+    status = [_status_mb(p, ("VmRSS", "VmHWM")) for p in pids]
+    return TreeMemory(
+        pss_mb=sum(pss_mb(p) for p in pids) if with_pss else 0.0,
+        hwm_mb=max((s.get("VmHWM", 0.0) for s in status), default=0.0),
+        rss_sum_mb=sum(s.get("VmRSS", 0.0) for s in status),
+    )
+
+
+def limit_data_segment(budget_mb: float) -> None:
+    """The backstop for allocations faster than any sampler: this process (and the workers it
+    forks) may grow its data segment by at most the budget, so a burst past it fails inside the
+    job as an allocation error instead of waking the kernel's OOM killer, which may pick another
+    process. Skipped where a CUDA driver is present: it reserves address space that counts."""
+    import resource
+
+    if os.path.exists("/dev/nvidiactl"):
+        return
+    data_mb = _status_mb(os.getpid(), ("VmData",)).get("VmData", 0.0)
+    limit = int((data_mb + budget_mb) * MB)
+    _, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
 
 
 def descendants_cpu_seconds(pid: int) -> float:
@@ -148,18 +229,25 @@ def default_memory_limit_mb() -> float:
 
 
 class ResourceSampler:
-    """Samples a child's process-tree RSS (and the GPU, when there is one) from a thread.
+    """Watches a child's process tree from a thread: memory (and the GPU, when there is one).
 
-    Kills the tree when its RSS passes `memory_limit_mb`, and says so in `killed_reason`. Every
-    sample walks /proc, and on a 2-core machine each wake-up can stall a 2-thread OpenMP region
-    of the child: at 50 ms it slowed a compute-bound baseline measurably, so it samples at 200 ms.
+    Every tick reads each process's RSS and kernel high-water mark (/proc/PID/status, cheap);
+    every PSS_EVERY-th tick also the tree's PSS (a few ms per process). The tree is killed as
+    soon as a reading passes `memory_limit_mb`, and `killed_reason` says so. Every tick walks
+    /proc, and on a 2-core machine each wake-up can stall a 2-thread OpenMP region of the child:
+    at 50 ms it slowed a compute-bound baseline measurably, so it ticks at 200 ms; a burst
+    between ticks still shows in the high-water mark.
     """
 
-    def __init__(self, pid: int, memory_limit_mb: Optional[float] = None, interval_s: float = 0.2):
+    PSS_EVERY = 5
+
+    def __init__(self, pid: int, memory_limit_mb: Optional[float] = None, interval_s: float = 0.2,
+                 budget: bool = False):
         self.pid = pid
         self.memory_limit_mb = memory_limit_mb or default_memory_limit_mb()
+        self.budget = budget  # the limit is the user's budget, not the machine's
         self.interval_s = interval_s
-        self.peak_rss_mb = 0.0
+        self.memory = TreeMemory()
         self.gpu_samples: list[tuple[float, float, float]] = []  # (time, util %, memory MB)
         self.killed_reason = ""
         self._gpu = GpuProbe()
@@ -175,17 +263,25 @@ class ResourceSampler:
         self._thread.join()
 
     def _run(self) -> None:
+        tick = 0
         while not self._stop.is_set():
-            rss = tree_rss_mb(self.pid)
-            self.peak_rss_mb = max(self.peak_rss_mb, rss)
-            if rss > self.memory_limit_mb and not self.killed_reason:
-                self.killed_reason = (
-                    f"out of memory: the process tree reached {rss:.0f} MB, over the {self.memory_limit_mb:.0f} MB limit"
-                )
-                kill_tree(self.pid)
+            self.observe(tree_memory(self.pid, with_pss=tick % self.PSS_EVERY == 0))
             if self._gpu.available:
                 self.gpu_samples.append((time.time(), *self._gpu.sample()))
+            tick += 1
             self._stop.wait(self.interval_s)
+
+    def observe(self, reading: TreeMemory) -> None:
+        """Takes a reading (the sampler's, or the child's own at its end); kills past the limit."""
+        self.memory = self.memory.merge(reading)
+        if reading.peak_mb > self.memory_limit_mb and not self.killed_reason:
+            self.killed_reason = (
+                f"over the memory budget: killed at the limit, the process tree reached {reading.peak_mb:,.0f} MB "
+                f"of the {self.memory_limit_mb:,.0f} MB budget"
+                if self.budget else
+                f"out of memory: the process tree reached {reading.peak_mb:.0f} MB, over the {self.memory_limit_mb:.0f} MB limit"
+            )
+            kill_tree(self.pid)
 
     def gpu_summary(self, window: Optional[tuple[float, float]] = None) -> dict:
         """GPU utilisation and memory over the timed window, or why there is none."""

@@ -22,6 +22,7 @@ PLAN_KEYS = (
     "amp.dtype",
     "compile.mode",
     "checkpointing.share",
+    "grad_accumulation.micro_batches",
     "batch_size",
     "pipeline.format",
     "pipeline.engine",
@@ -62,6 +63,7 @@ def baseline_plan(config: AdvisorConfig) -> Plan:
         "amp.dtype": None,
         "compile.mode": None,
         "checkpointing.share": 0.0,
+        "grad_accumulation.micro_batches": 1,
         "batch_size": workload.batch_size,
     }
 

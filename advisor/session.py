@@ -123,6 +123,7 @@ def make_context(evidence: Evidence, diagnoses: list[Diagnosis], config: Advisor
         blocks=environment.get("blocks", 0),
         cpu_bf16=cpu_has_bf16(),
         bottlenecks=bottlenecks,
+        batch_stat_layers=environment.get("batch_stat_layers", 0),
     )
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from recipes import amp, arrow_engine, checkpointing, chunked, columns, compile, dask, dataloader, dtypes, parquet_cache, threads
+from recipes import (
+    amp, arrow_engine, checkpointing, chunked, columns, compile, dask, dataloader, dtypes, grad_accumulation, parquet_cache,
+    threads,
+)
 from recipes.base import Choice, Context, IntRange, Param, Recipe
 
 RECIPES: tuple[Recipe, ...] = (
@@ -10,6 +13,7 @@ RECIPES: tuple[Recipe, ...] = (
     threads.RECIPE,
     amp.RECIPE,
     checkpointing.RECIPE,
+    grad_accumulation.RECIPE,
     compile.RECIPE,
     # pandas pipelines
     parquet_cache.RECIPE,

@@ -23,6 +23,7 @@ class Context:
     blocks: int  # blocks checkpointing can wrap (0: none found)
     cpu_bf16: bool  # the CPU has native bfloat16 arithmetic
     bottlenecks: tuple[str, ...] = ()  # diagnosed, most severe first
+    batch_stat_layers: int = 0  # BatchNorm layers: their statistics depend on the batch size
     kind: str = "train"  # the workload kind: train or pipeline
     # Pipelines only, from the baseline's profile run:
     source_format: str = ""  # csv, parquet or jsonl

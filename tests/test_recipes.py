@@ -60,6 +60,7 @@ def test_recipe_contract(recipe):
         baseline = {**{key: None for key in PLAN_KEYS}, "dataloader.num_workers": 0, "dataloader.prefetch_factor": 2,
                     "dataloader.persistent_workers": False, "dataloader.pin_memory": False,
                     "threads.intra_op": context.default_threads, "checkpointing.share": 0.0,
+                    "grad_accumulation.micro_batches": 1,
                     "pipeline.parquet_cache": False, "pipeline.format": context.source_format or None}
         off = {key: baseline[key] for key in space}
         assert all(in_space(value, space[key]) for key, value in off.items()), "the search can turn it off"
@@ -112,6 +113,32 @@ def test_checkpointing_wraps_a_share_and_keeps_results():
     assert torch.allclose(got, expected)
     first = wrapped[0].inner[0]
     assert torch.allclose(first.weight.grad, reference[0].weight.grad)
+
+
+def test_grad_accumulation_is_the_full_batch_step_in_parts():
+    """Micro-batches (7 does not divide 30) give the full batch's losses and parameters, up to
+    float reordering; a model with BatchNorm is left out."""
+    import torch
+
+    from advisor.harness.train import default_loss, make_train_step
+
+    def train(micro: int) -> tuple[list[float], torch.nn.Module]:
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.GELU(), torch.nn.Linear(16, 3))
+        step = make_train_step(model, torch.optim.SGD(model.parameters(), lr=0.1), default_loss,
+                               torch.device("cpu"), None, micro)
+        generator = torch.Generator().manual_seed(1)
+        batches = [(torch.randn(30, 6, generator=generator), torch.randint(0, 3, (30,), generator=generator))
+                   for _ in range(5)]
+        return [float(step(batch)) for batch in batches], model
+
+    full_losses, full = train(1)
+    part_losses, parts = train(7)
+    assert part_losses == pytest.approx(full_losses, rel=1e-5)
+    assert full_losses[-1] < full_losses[0]  # it trained
+    for a, b in zip(full.parameters(), parts.parameters()):
+        assert torch.allclose(a, b, rtol=1e-5, atol=1e-6)
+    assert by_name("grad_accumulation").why_not(Context("cpu", 2, 2, 0, True, batch_stat_layers=2))
 
 
 @pytest.mark.integration

@@ -57,6 +57,11 @@ def _child(spec_path: str, result_path: str, log_path: str) -> None:
     os.dup2(log, 2)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
-    from advisor.harness.child import main
+    import json
 
+    from advisor.harness.child import main
+    from advisor.measure import limit_data_segment
+
+    with open(spec_path) as handle:
+        limit_data_segment(json.load(handle)["memory_limit_mb"])
     main(spec_path, result_path)

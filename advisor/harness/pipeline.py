@@ -31,7 +31,7 @@ import pandas as pd
 
 from advisor.config import SOURCE_FORMATS, AdvisorConfig
 from advisor.errors import UserError
-from advisor.measure import tree_rss_mb
+from advisor.measure import tree_memory
 
 CACHE_CHUNK_ROWS = 250_000  # rows parsed at a time while building a Parquet cache
 SAMPLE_ROWS = 2000  # rows the profile run's column probes work on
@@ -335,8 +335,7 @@ def run(config: AdvisorConfig, code: PipelineCode, plan: dict, mode: str, output
         with stages.stage("write"):
             write(output, config.root / config.workload.sink)
     wall = time.perf_counter() - wall_start
-    # The sampler outside looks every 200 ms; the kernel's own high-water mark misses no peak.
-    rss_end = max(tree_rss_mb(os.getpid()), high_water_mb())
+    memory_end = tree_memory(os.getpid())  # with Dask's workers alive; the high-water mark misses no peak
     if output_path:
         comparable(output).to_pickle(output_path)  # pickle: no pyarrow import to inflate the peak
     return {
@@ -349,7 +348,7 @@ def run(config: AdvisorConfig, code: PipelineCode, plan: dict, mode: str, output
         "stages": {"wall_s": wall, **stages.to_dict(), **{k: {"wall_s": v, "cpu_s": v} for k, v in setup.items()}},
         "output": {"path": output_path, "rows": len(output), "columns": [str(c) for c in output.columns]},
         "setup_s": time.perf_counter() - started - wall,
-        "tree_rss_end_mb": rss_end,
+        "memory_end": memory_end.to_dict(),
         "environment": {"kind": "pipeline", "format": fmt, "rows": rows, "columns": source_columns(files[0], fmt),
                         "source_bytes": sum(f.stat().st_size for f in files)},
     }
@@ -365,18 +364,6 @@ def source_columns(path: Path, fmt: str) -> list[str]:
         with open(path) as handle:
             return list(json.loads(handle.readline() or "{}"))
     return [str(c) for c in pd.read_csv(path, nrows=0).columns]
-
-
-def high_water_mb() -> float:
-    """This process's peak RSS (VmHWM). Not getrusage's ru_maxrss: Linux carries that across
-    exec, so a child spawned from a large parent would report the parent's peak."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def write(output: pd.DataFrame, path: Path) -> None:

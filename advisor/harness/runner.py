@@ -10,7 +10,7 @@ from typing import Optional
 
 from advisor.errors import UserError
 from advisor.harness import launch
-from advisor.measure import Measurement, ResourceSampler, kill_tree
+from advisor.measure import MEMORY_METHOD, Measurement, ResourceSampler, TreeMemory, default_memory_limit_mb, kill_tree
 
 STDERR_TAIL_CHARS = 4000
 
@@ -29,19 +29,23 @@ def run_measurement(
     output_path: Optional[Path] = None,
     fresh: bool = False,
 ) -> Measurement:
-    """Runs one measurement in a fresh child process.
+    """Runs one measurement in a fresh child process. `memory_limit_mb`, the user's budget, is a
+    hard limit: the child's tree is killed when it passes it (without one, at 90% of the
+    machine's memory), and the child's data segment may not grow by more (`RLIMIT_DATA`).
 
     Raises:
         WorkloadInvalid: the workload does not satisfy the contract (bad callable, wrong dataset).
     """
     with tempfile.TemporaryDirectory(prefix="advisor-run-") as folder:
         spec_path, result_path, log_path = (Path(folder) / name for name in ("spec.json", "result.json", "child.log"))
+        limit_mb = memory_limit_mb or default_memory_limit_mb()
         spec_path.write_text(json.dumps({"config": str(config_path), "plan": plan, "mode": mode, "steps": steps,
-                                          "output": str(output_path) if output_path else None}))
+                                          "output": str(output_path) if output_path else None,
+                                          "memory_limit_mb": limit_mb}))
         started = time.perf_counter()
         child = launch.start(str(spec_path), str(result_path), str(log_path), fresh=fresh)
         try:
-            with ResourceSampler(child.pid, memory_limit_mb) as sampler:
+            with ResourceSampler(child.pid, limit_mb, budget=memory_limit_mb is not None) as sampler:
                 timed_out = _wait(child, timeout_s)
         finally:  # an interrupt, too, must not leave the child and its workers running
             kill_tree(child.pid)
@@ -52,7 +56,10 @@ def run_measurement(
 
     if result and result["status"] == "invalid":
         raise WorkloadInvalid(result["reason"])
-    common = {"wall_s": wall_s, "peak_memory_mb": sampler.peak_rss_mb, "memory_source": "process tree RSS"}
+    if result and result.get("memory_end"):  # the child's own reading, workers alive: may pass the limit
+        sampler.observe(TreeMemory(**{k: result["memory_end"][k] for k in ("pss_mb", "hwm_mb", "rss_sum_mb")}))
+    memory = sampler.memory.to_dict()
+    common = {"wall_s": wall_s, "peak_memory_mb": memory["peak_mb"], "memory_source": MEMORY_METHOD, "memory": memory}
     if timed_out:
         return Measurement.failed(mode, plan, f"hung: no result within the {timeout_s:.0f} s time limit", **common)
     if sampler.killed_reason:
@@ -64,9 +71,10 @@ def run_measurement(
 
     fields = dict(result)
     window = fields.pop("window", None)
-    tree_rss_end = fields.pop("tree_rss_end_mb", 0.0)
+    fields.pop("memory_end", None)
+    fields["memory"] = memory
     if fields.get("memory_source") != "cuda max allocated":
-        fields.update(peak_memory_mb=max(sampler.peak_rss_mb, tree_rss_end), memory_source="process tree RSS")
+        fields.update(peak_memory_mb=memory["peak_mb"], memory_source=MEMORY_METHOD)
     fields["gpu"] = sampler.gpu_summary(tuple(window) if window else None)
     return Measurement.from_dict({**fields, "mode": mode, "plan": plan, "wall_s": wall_s})
 

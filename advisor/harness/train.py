@@ -23,9 +23,9 @@ from torch.utils.data import DataLoader
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.harness.operators import STEP_LABEL, summarize_profile
-from advisor.measure import descendants_cpu_seconds, step_statistics, tree_rss_mb
+from advisor.measure import descendants_cpu_seconds, step_statistics, tree_memory
 from advisor.workload import Workload
-from recipes import amp, checkpointing, compile, threads
+from recipes import amp, checkpointing, compile, grad_accumulation, threads
 
 CACHED_BATCHES = 8  # batches held in memory by the cached run; enough to cycle through
 PROFILE_WARMUP_STEPS = 2
@@ -47,7 +47,8 @@ def run(config: AdvisorConfig, workload: Workload, plan: dict, mode: str, steps:
     model = checkpointing.wrap(model.to(device), plan.get("checkpointing.share") or 0.0)
     optimizer = build_optimizer(model, config.workload.optimizer)
     model = compile.compile_model(model, plan.get("compile.mode"))
-    step = make_train_step(model, optimizer, workload.loss or default_loss, device, plan.get("amp.dtype"))
+    step = make_train_step(model, optimizer, workload.loss or default_loss, device, plan.get("amp.dtype"),
+                           plan.get("grad_accumulation.micro_batches") or 1)
 
     probe: dict = {}
     if mode == "synthetic":
@@ -108,13 +109,13 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
         samples += batch_length(batch)
     wall = time.perf_counter() - wall_start
     cpu_used = cpu_seconds() - cpu_start
-    tree_rss_end = tree_rss_mb(os.getpid())  # workers are alive here, whenever the parent last sampled
+    memory_end = tree_memory(os.getpid())  # workers are alive here, whenever the parent last sampled
     fields = step_statistics(step_s, wait_s, transfer_s, samples)
     fields.update(
         losses=losses,
         cpu_util=min(1.0, cpu_used / (wall * (psutil.cpu_count() or 1))),
         window=(window_start, time.time()),
-        tree_rss_end_mb=tree_rss_end,
+        memory_end=memory_end.to_dict(),
     )
     return fields
 
@@ -145,30 +146,51 @@ def profile_steps(step: Callable, batches: Iterator, device: torch.device, plan:
 
 
 def make_train_step(
-    model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable, device: torch.device, amp_dtype=None
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable, device: torch.device, amp_dtype=None,
+    micro_batches: int = 1,
 ) -> Callable:
-    """One optimisation step as the user writes it, with autocast and loss scaling when the plan asks."""
+    """One optimisation step as the user writes it, with autocast and loss scaling when the plan
+    asks; with `micro_batches` > 1, the batch runs in parts whose size-weighted losses add up."""
     model.train()
     scaler = amp.grad_scaler(device.type, amp_dtype)
 
-    def step(batch: Any) -> torch.Tensor:
+    def forward(batch: Any) -> torch.Tensor:
         with amp.autocast(device.type, amp_dtype):
             output = model(batch[0])
             loss = loss_fn(output, batch)
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             raise UserError("workload.loss: the loss must return a scalar tensor; reduce it with .mean()")
-        # Gradients are dropped just before backward, not before forward: backward's new gradients
-        # then reuse the blocks just freed. Dropped before forward, eager steps of a wide MLP ran
-        # ~12% slower on the CPU (fresh pages each step), which inflated compile's claimed gain.
-        optimizer.zero_grad(set_to_none=True)
+        return loss
+
+    def backward(loss: torch.Tensor) -> None:
+        (loss if scaler is None else scaler.scale(loss)).backward()
+
+    def update() -> None:
         if scaler is None:
-            loss.backward()
             optimizer.step()
         else:
-            scaler.scale(loss).backward()
             scaler.step(optimizer)
             scaler.update()
-        return loss.detach().float()
+
+    def step(batch: Any) -> torch.Tensor:
+        if micro_batches == 1:
+            loss = forward(batch)
+            # Gradients are dropped just before backward, not before forward: backward's new gradients
+            # then reuse the blocks just freed. Dropped before forward, eager steps of a wide MLP ran
+            # ~12% slower on the CPU (fresh pages each step), which inflated compile's claimed gain.
+            optimizer.zero_grad(set_to_none=True)
+            backward(loss)
+            update()
+            return loss.detach().float()
+        total, length = 0.0, batch_length(batch)
+        for index, part in enumerate(grad_accumulation.split_batch(batch, micro_batches)):
+            loss = forward(part) * (batch_length(part) / length)
+            if index == 0:
+                optimizer.zero_grad(set_to_none=True)
+            backward(loss)
+            total = total + loss.detach().float()
+        update()
+        return total
 
     return step
 
@@ -180,6 +202,7 @@ def describe_environment(model: torch.nn.Module, device: torch.device, default_t
         "device": device.type,
         "default_threads": default_threads,
         "blocks": checkpointing.count_blocks(model),
+        "batch_stat_layers": sum(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()),
         "parameters": sum(p.numel() for p in model.parameters()),
         "torch": torch.__version__,
         "gpu_name": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
