@@ -41,6 +41,7 @@ class Measurement:
     cpu_util: float = 0.0
     gpu: dict = field(default_factory=dict)
     losses: tuple = ()
+    parameters: tuple = ()  # training: per-tensor parameter checksums after the configured steps
     setup_s: float = 0.0
     wall_s: float = 0.0
     sample_probe: dict = field(default_factory=dict)
@@ -64,6 +65,7 @@ class Measurement:
         names = {f.name for f in dataclasses.fields(cls)}
         values = {k: v for k, v in data.items() if k in names}
         values["losses"] = tuple(values.get("losses", ()))
+        values["parameters"] = tuple(tuple(p) for p in values.get("parameters", ()))
         values["warmup_ms"] = tuple(values.get("warmup_ms", ()))
         return cls(**values)
 

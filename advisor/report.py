@@ -158,6 +158,9 @@ def render_recommendations(payload: dict) -> str:
             if rec.get("gap_recovered") is not None and payload["diagnoses"][0]["bottleneck"].startswith("input"):
                 lines.append(f"     recovers {rec['gap_recovered']:.0%} of the gap to the ideal throughput")
             for recipe, share in rec.get("contributions", {}).items():
+                if share.get("needed_for_budget"):
+                    lines.append(f"     {recipe} is needed: without it the job breaks the memory budget")
+                    continue
                 low, high = share["interval"]
                 budget = payload.get("max_memory_mb")
                 if payload.get("memory_fix") and budget and share.get("peak_without_mb", 0) > budget:

@@ -100,7 +100,8 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
     same_section = previous["fingerprint_components"].get("workload") == workload_section(config)
     baseline = dict(previous["baseline"]["plan"]) if same_section else baseline_plan(config)
     progress("measuring the baseline as it is now ...")
-    probe = measure_with(config)(baseline)
+    measure_baseline = measure_with(config, capped=False)  # the job as the user runs it, whatever the budget
+    probe = measure_baseline(baseline)
     if not probe.ok:
         raise UserError(f"the baseline no longer runs: {probe.reason}; fix the workload, then retune")
     now = fingerprint(config, probe.environment)
@@ -114,7 +115,8 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
         progress(f"fingerprint unchanged ({now['digest']}); re-checking #1 ({'+'.join(best['recipes'])}), "
                  f"{EARLY_ROUNDS} to {pairs} interleaved rounds:")
         plans, measure = {"#1": best["plan"]}, measure_with(config)
-        rounds = interleave(baseline, plans, measure, EARLY_ROUNDS, progress, first_reference_run=probe, rounds_total=pairs)
+        rounds = interleave(baseline, plans, measure, EARLY_ROUNDS, progress, first_reference_run=probe, rounds_total=pairs,
+                            measure_reference=measure_baseline)
         memory_fix = previous.get("memory_fix", False)
         early = (clearly_holds(rounds.ratios("#1"), config.search.min_speedup) and not memory_fix
                  and not rounds.failures("#1"))
@@ -122,7 +124,8 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
             progress(f"  the {EARLY_CONFIDENCE:.0%} interval after {EARLY_ROUNDS} rounds clears the bar: stopping early")
         else:
             rounds = rounds.then(interleave(baseline, plans, measure, pairs - EARLY_ROUNDS, progress,
-                                            rounds_before=EARLY_ROUNDS, rounds_total=pairs))
+                                            rounds_before=EARLY_ROUNDS, rounds_total=pairs,
+                                            measure_reference=measure_baseline))
         verdict = judge("#1", rounds.ratios("#1"), config.search.min_speedup, None, memory_fix,
                         [r.peak_memory_mb for r in rounds.candidates["#1"] if r.ok], config.constraints.max_memory_mb,
                         failures=rounds.failures("#1"), pairs=len(rounds.baseline))

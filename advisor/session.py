@@ -27,7 +27,7 @@ from advisor.harness import run_measurement
 from advisor.measure import Measurement
 from advisor.plan import baseline_plan
 from advisor.verify import (
-    NumericsResult, paired_interval, compare_frames, compare_losses, interleave, judge, step_breakdown,
+    NumericsResult, compare_frames, compare_training, interleave, judge, paired_interval, step_breakdown,
 )
 from recipes import RECIPES, Context, Param, Recipe, by_name
 from recipes.compile import break_even_steps
@@ -90,6 +90,7 @@ class SessionResult:
     finished: float
     memory_fix: bool = False
     baseline_peak_mb: float = 0.0
+    numerics_reference: str = "the baseline"  # whose results the candidates reproduce
 
 
 def cpu_has_bf16() -> bool:
@@ -207,17 +208,21 @@ def snippet_for(plan: dict, recipes: tuple[Recipe, ...]) -> str:
     return "\n\n".join(f"# {r.name}: {r.summary}\n{r.snippet(plan)}" for r in recipes)
 
 
-def measure_with(config: AdvisorConfig) -> Callable[[dict], Measurement]:
+def measure_with(config: AdvisorConfig, capped: bool = True) -> Callable[[dict], Measurement]:
+    """How a plan is measured: a full run in a fresh child, killed at `constraints.max_memory_mb`
+    when `capped` (every trial and candidate); uncapped for the job as the user runs it today,
+    the reference that candidates are compared with."""
+    limit = config.constraints.max_memory_mb if capped else None
     if config.kind == "pipeline":
-        return measure_pipeline(config)
+        return measure_pipeline(config, limit)
 
     def measure(plan: dict) -> Measurement:
-        return run_measurement(config.path, plan, "full", config.measure.steps, config.measure.timeout_s)
+        return run_measurement(config.path, plan, "full", config.measure.steps, config.measure.timeout_s, limit)
 
     return measure
 
 
-def measure_pipeline(config: AdvisorConfig) -> Callable[[dict], Measurement]:
+def measure_pipeline(config: AdvisorConfig, limit: Optional[float]) -> Callable[[dict], Measurement]:
     """Pipeline runs start from a fresh interpreter (no torch pages in the peak) and keep their
     output, one file per plan, for the comparison with the baseline's."""
     outputs = config.root / "advisor-cache" / config.name / "outputs"
@@ -225,7 +230,8 @@ def measure_pipeline(config: AdvisorConfig) -> Callable[[dict], Measurement]:
     def measure(plan: dict) -> Measurement:
         outputs.mkdir(parents=True, exist_ok=True)
         path = outputs / f"{hashlib.sha256(plan_key(plan).encode()).hexdigest()[:16]}.pkl"
-        return run_measurement(config.path, plan, "full", 1, config.measure.timeout_s, output_path=path, fresh=True)
+        return run_measurement(config.path, plan, "full", 1, config.measure.timeout_s, limit, output_path=path,
+                               fresh=True)
 
     return measure
 
@@ -358,33 +364,68 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started) -> Se
     baseline, max_memory = facts.baseline, config.constraints.max_memory_mb
     base_trial = next((t for t in trials if t.number == 0), None)
     base_run = base_trial.measurement if base_trial else facts.evidence.full
-    memory_fix = max_memory is not None and base_run.ok and base_run.peak_memory_mb > max_memory
-    candidates, rejected = gate_candidates(trials, base_run, baseline, config, memory_fix)
+    memory_fix = out_of_memory(base_run) or (max_memory is not None and base_run.ok and base_run.peak_memory_mb > max_memory)
+    reference, reference_note = numerics_reference(base_run, facts.evidence.full, trials, baseline)
+    if memory_fix and reference is not None:
+        progress(f"the baseline does not fit ({base_run.reason or f'peak {base_run.peak_memory_mb:,.0f} MB'}); "
+                 f"numerics are compared with {reference_note}")
+    candidates, rejected = gate_candidates(trials, reference, baseline, config, memory_fix)
     recommendations: list[Recommendation] = []
     baseline_breakdown = step_breakdown([facts.evidence.full])
     if candidates:
         recommendations, baseline_breakdown, late_rejections = verify_candidates(
-            candidates, baseline, config, measure, memory_fix, progress
+            candidates, baseline, config, measure, memory_fix, progress, reference_plan=reference.plan
         )
         rejected += late_rejections
     return SessionResult(
         config=config, evidence=facts.evidence, diagnoses=diagnoses, context=facts.context,
         chosen=facts.chosen, skipped=facts.skipped, baseline=baseline,
-        baseline_samples_per_s=base_run.samples_per_s, baseline_breakdown_ms=baseline_breakdown,
+        baseline_samples_per_s=(base_run if base_run.ok else facts.evidence.full).samples_per_s,
+        baseline_breakdown_ms=baseline_breakdown,
         trials=trials, recommendations=recommendations, rejected=rejected,
-        started=started, finished=time.time(), memory_fix=memory_fix, baseline_peak_mb=base_run.peak_memory_mb,
+        started=started, finished=time.time(), memory_fix=memory_fix,
+        baseline_peak_mb=base_run.peak_memory_mb if base_run.ok else facts.evidence.full.peak_memory_mb,
+        numerics_reference=reference_note,
     )
+
+
+MEMORY_FAILURES = ("over the memory budget", "out of memory", "killed by SIGKILL")
+
+
+def out_of_memory(run: Measurement) -> bool:
+    """Whether a run failed for want of memory (at the budget, an allocation, or the OOM killer)."""
+    return not run.ok and run.reason.startswith(MEMORY_FAILURES)
+
+
+def numerics_reference(base_run: Measurement, diagnosis_run: Measurement, trials: list[search.TrialResult],
+                       baseline: dict) -> tuple[Optional[Measurement], str]:
+    """The run whose results every candidate must reproduce: the baseline's trial; where the
+    baseline broke advisor's memory budget, its diagnosis run, made without that cap; where it
+    fits nowhere (the device's own memory), the fastest trial whose recipes are all exact
+    (micro-batches, recomputation), which computes the same step in less memory."""
+    if base_run.ok:
+        return base_run, "the baseline"
+    if diagnosis_run.ok:
+        return diagnosis_run, "the baseline run once without the memory budget (its diagnosis run)"
+    exact = [t for t in trials if t.feasible and active_recipes(t.plan, baseline)
+             and combined_risk(active_recipes(t.plan, baseline)) == "exact"]
+    if not exact:
+        return None, "nothing: the baseline ran out of memory and no exact fix fitted"
+    best = max(exact, key=lambda t: t.samples_per_s)
+    return best.measurement, f"trial #{best.number} ({'+'.join(names(active_recipes(best.plan, baseline)))}, exact)"
 
 
 def gate_candidates(
     trials: list[search.TrialResult],
-    base_run: Measurement,
+    reference: Optional[Measurement],
     baseline: dict,
     config: AdvisorConfig,
     memory_fix: bool,
 ) -> tuple[list[search.TrialResult], list[Rejection]]:
-    """Distinct feasible plans that change something, best first; numerics failures set aside."""
+    """Distinct feasible plans that change something, best first; numerics failures set aside.
+    A memory fix must also leave the memory-bound band, not graze the budget."""
     seen, candidates, rejected = set(), [], []
+    budget = config.constraints.max_memory_mb
     for trial in sorted(trials, key=lambda t: t.samples_per_s, reverse=True):
         recipes = active_recipes(trial.plan, baseline)
         key = tuple(sorted((k, str(v)) for k, v in effective(trial.plan).items()))
@@ -392,17 +433,21 @@ def gate_candidates(
             continue
         seen.add(key)
         if not trial.feasible:
-            reason = search.infeasible_reason(trial.measurement, config.constraints.max_memory_mb)
+            reason = search.infeasible_reason(trial.measurement, budget)
             rejected.append(Rejection(changes_of(trial.plan, baseline), names(recipes), reason, trial.number))
             continue
-        numerics = compare_outputs(trial.measurement, base_run, combined_risk(recipes), config)
+        if reference is None:
+            rejected.append(Rejection(changes_of(trial.plan, baseline), names(recipes),
+                                      "numerics: no run that fitted to compare with", trial.number))
+            continue
+        numerics = compare_outputs(trial.measurement, reference, combined_risk(recipes), config)
         if not numerics.passed:
             rejected.append(Rejection(changes_of(trial.plan, baseline), names(recipes), f"numerics: {numerics.note}", trial.number))
             continue
-        if not memory_fix and trial.samples_per_s <= base_run.samples_per_s:
+        if not memory_fix and trial.samples_per_s <= reference.samples_per_s:
             continue  # slower than the baseline in its trial: not worth verifying
-        if memory_fix and trial.measurement.peak_memory_mb > MEMORY_FIX_HEADROOM * config.constraints.max_memory_mb:
-            continue  # a memory fix must leave the memory-bound band, not graze the budget
+        if memory_fix and budget is not None and trial.measurement.peak_memory_mb > MEMORY_FIX_HEADROOM * budget:
+            continue
         candidates.append(trial)
     return candidates[: config.search.verify_top], rejected
 
@@ -414,12 +459,16 @@ def verify_candidates(
     measure: Callable[[dict], Measurement],
     memory_fix: bool,
     progress: Progress,
+    reference_plan: Optional[dict] = None,
 ) -> tuple[list[Recommendation], dict, list[Rejection]]:
-    """Re-measures the candidates interleaved with the baseline; then, when the winner combines
+    """Re-measures the candidates interleaved with the reference (the baseline, run as the user
+    runs it: without the memory budget the candidates must keep); then, when the winner combines
     recipes, measures it again beside itself without each one, to give each recipe's share."""
     plans = {f"#{t.number}": t for t in candidates}
+    reference_plan = reference_plan or baseline
     progress(f"verifying {len(plans)} candidate(s), interleaved with the baseline, {config.search.pairs} rounds:")
-    rounds = interleave(baseline, {name: t.plan for name, t in plans.items()}, measure, config.search.pairs, progress)
+    rounds = interleave(reference_plan, {name: t.plan for name, t in plans.items()}, measure, config.search.pairs,
+                        progress, measure_reference=measure_with(config, capped=False))
 
     recommendations, rejections = [], []
     for name, trial in plans.items():
@@ -465,7 +514,9 @@ def leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, prog
     shares = {}
     for recipe in top.recipes:
         factors = [1 / ratio for ratio in rounds.ratios(f"without {recipe}") if ratio > 0]
-        if factors:
+        if any(out_of_memory(run) for run in rounds.candidates[f"without {recipe}"]):
+            shares[recipe] = {"factor": math.inf, "interval": (math.inf, math.inf), "shown": True, "needed_for_budget": True}
+        elif factors:
             factor, low, high = paired_interval(factors)
             peaks = [r.peak_memory_mb for r in rounds.candidates[f"without {recipe}"] if r.ok]
             shares[recipe] = {"factor": factor, "interval": (low, high), "shown": low > 1.0,
@@ -493,7 +544,7 @@ def compare_outputs(candidate: Measurement, baseline: Measurement, risk: str, co
         workload = config.workload
         return compare_frames(candidate.output.get("path"), baseline.output.get("path"), risk, workload.float_rtol,
                               workload.order_matters)
-    return compare_losses(candidate.losses, baseline.losses, risk, config.constraints.loss_rtol)
+    return compare_training(candidate, baseline, risk, config.constraints.loss_rtol)
 
 
 def worst_numerics(runs, baseline_runs, risk, config):
@@ -574,6 +625,7 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
         "recipes_skipped": result.skipped,
         "min_speedup": config.search.min_speedup,
         "memory_fix": result.memory_fix,
+        "numerics_reference": result.numerics_reference,
         "max_memory_mb": config.constraints.max_memory_mb,
         "recommendations": [
             {**r.to_dict(), "gap_recovered": gap_recovered(r.speedup, result.baseline_samples_per_s,

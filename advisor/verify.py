@@ -54,10 +54,28 @@ class Verdict:
         return asdict(self)
 
 
+def compare_training(candidate: Measurement, baseline: Measurement, risk: str, loss_rtol: float) -> NumericsResult:
+    """The loss trajectories; for an exact recipe also the parameters after the same number of
+    steps (a fix can keep the losses of a few steps and still update the weights differently)."""
+    losses = compare_losses(candidate.losses, baseline.losses, risk, loss_rtol)
+    if risk != "exact" or not losses.passed:
+        return losses
+    mine, theirs = candidate.parameters, baseline.parameters
+    if not mine or len(mine) != len(theirs):
+        return NumericsResult(False, risk, math.inf, EXACT_RTOL, losses.steps,
+                              f"parameters: {len(mine)} checksummed tensors against the baseline's {len(theirs)}")
+    worst = max(abs(a - b) / max(abs(b), 1e-12) for m, t in zip(mine, theirs) for a, b in zip(m, t))
+    if worst > EXACT_RTOL:
+        return NumericsResult(False, risk, worst, EXACT_RTOL, losses.steps,
+                              f"parameters differ by {worst:.2%} after the same steps, over the {EXACT_RTOL:.2%} tolerance")
+    return NumericsResult(True, risk, max(worst, losses.max_rel_diff), EXACT_RTOL, losses.steps,
+                          "losses and parameters match")
+
+
 def compare_losses(candidate: Sequence[float], baseline: Sequence[float], risk: str, loss_rtol: float) -> NumericsResult:
     """Compares seeded loss trajectories step by step (same seeds, same batches, same order)."""
     if risk == "changes semantics":
-        return NumericsResult(True, risk, 0.0, 0.0, 0, "changes what is computed: not compared, flagged")
+        return NumericsResult(True, risk, 0.0, 0.0, 0, "changes what is computed: not compared, never verified")
     steps = min(len(candidate), len(baseline))
     rtol = EXACT_RTOL if risk == "exact" else loss_rtol
     if steps == 0:
@@ -169,6 +187,8 @@ def judge(
         verified, reason = False, f"only {len(ratios)} of {pairs} pairs succeeded: the baseline failed in the others"
     elif numerics is not None and not numerics.passed:
         verified, reason = False, f"numerics: {numerics.note}"
+    elif numerics is not None and numerics.risk == "changes semantics":
+        verified, reason = False, "changes what is computed: shown as advice, never verified automatically"
     elif memory_fix:
         under = max_memory_mb is not None and peak <= max_memory_mb
         verified = under
@@ -218,10 +238,13 @@ def interleave(
     first_reference_run: Optional[Measurement] = None,
     rounds_before: int = 0,
     rounds_total: Optional[int] = None,
+    measure_reference: Optional[Callable[[dict], Measurement]] = None,
 ) -> Rounds:
     """Runs `pairs` rounds; in each, the reference plan (named `reference` in the progress lines)
     and every candidate, order rotated per round. `first_reference_run`, a run of the reference
-    made just before, stands in for the first round's (it leads that round's order anyway)."""
+    made just before, stands in for the first round's (it leads that round's order anyway).
+    `measure_reference` measures the reference where it differs from the candidates' `measure`
+    (the job as the user runs it today, without the memory budget the candidates must keep)."""
     names = [reference, *candidates]
     plans = {reference: baseline_plan, **candidates}
     runs: dict[str, list[Measurement]] = {name: [] for name in names}
@@ -230,7 +253,8 @@ def interleave(
         order = names[shift:] + names[:shift]
         for name in order:
             given = round_index == 0 and name == reference and first_reference_run is not None
-            runs[name].append(first_reference_run if given else measure(plans[name]))
+            how = measure_reference if name == reference and measure_reference else measure
+            runs[name].append(first_reference_run if given else how(plans[name]))
         label = f"{round_index + 1}/{rounds_total or rounds_before + pairs}"
         progress(f"  round {label}: " + ", ".join(_round_summary(runs, name) for name in names))
     return Rounds(runs.pop(reference), runs)

@@ -187,7 +187,7 @@ def measure_arms(chosen: dict, config, measure, rounds: int, ideal: bool, progre
 
     progress(f"{name}: {len(candidates)} distinct plan(s) against the default, interleaved, {rounds} rounds")
     measured = interleave(chosen["default"], candidates, measure_arm, rounds, lambda line: progress("  " + line.strip()),
-                          reference="default")
+                          reference="default", measure_reference=measure_with(config, capped=False))
     runs = {"default": measured.baseline, **measured.candidates}
     return {**{arm: runs[labels[key_of[arm]]] for arm in ARMS}, **({"ideal": runs["ideal"]} if ideal else {})}
 

@@ -8,6 +8,7 @@ import pytest
 from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.plan import baseline_plan, with_changes
+from advisor.measure import MEMORY_METHOD
 from conftest import run_cli
 
 pytestmark = pytest.mark.integration
@@ -24,17 +25,31 @@ def test_full_run_measures_everything(tiny_config):
     assert run.samples == 4 * 8 and run.samples_per_s > 0
     assert 0 < run.step_ms_p50 <= run.step_ms_p95
     assert 0 <= run.data_wait_share <= 1
-    assert run.peak_memory_mb > 50 and run.memory_source == "process tree RSS"
+    assert run.peak_memory_mb > 50 and run.memory_source == MEMORY_METHOD
+    assert run.peak_memory_mb == max(run.memory["pss_mb"], run.memory["hwm_mb"])
     assert 0 < run.cpu_util <= 1
     assert len(run.losses) == 4
     assert run.gpu["available"] is False and run.gpu["note"].startswith("no GPU")
 
 
-def test_worker_memory_counts_in_the_peak(tiny_config):
+def test_worker_pages_are_counted_once(tiny_config):
+    """Forked DataLoader workers share the trainer's pages: the peak counts them once (PSS), far
+    below the sum of the processes' RSS, and never below the trainer's own high-water mark."""
     without = measure(tiny_config())
-    with_workers = measure(tiny_config(workload={"dataloader": {"num_workers": 2}}))
-    assert with_workers.ok
-    assert with_workers.peak_memory_mb > without.peak_memory_mb + 50, "worker processes hold their own RSS"
+    with_workers = measure(tiny_config(workload={"dataloader": {"num_workers": 4}}))
+    assert with_workers.ok, with_workers.reason
+    memory = with_workers.memory
+    assert memory["rss_sum_mb"] > 3 * without.peak_memory_mb, "the summed RSS counts each worker's shared pages"
+    assert with_workers.peak_memory_mb < 0.5 * memory["rss_sum_mb"]
+    assert with_workers.peak_memory_mb >= 0.9 * without.peak_memory_mb
+
+
+def test_a_burst_between_samples_is_caught(tiny_config):
+    """400 MB held for a few ms, once: the kernel's high-water mark keeps it."""
+    quiet = measure(tiny_config())
+    burst = measure(tiny_config(workload={"model": "broken:bursting_model", "model_args": {"megabytes": 400}}))
+    assert burst.ok, burst.reason
+    assert burst.peak_memory_mb > quiet.peak_memory_mb + 350
 
 
 def test_differential_modes(tiny_config):
@@ -64,11 +79,21 @@ def test_out_of_memory_is_a_failed_measurement(tiny_config):
     assert not run.ok and run.reason.startswith("out of memory"), run.reason
 
 
-def test_growing_memory_is_killed_at_the_limit(tiny_config):
+def test_growing_memory_is_killed_at_the_budget(tiny_config):
     run = measure(tiny_config(workload={"model": "broken:growing_model"}), memory_limit_mb=900)
     assert not run.ok
-    assert run.reason.startswith("out of memory: the process tree reached"), run.reason
+    assert run.reason.startswith("over the memory budget: killed at the limit"), run.reason
     assert 900 < run.peak_memory_mb < 2000
+    assert measure(tiny_config(), memory_limit_mb=900).ok, "the parent carries on"
+
+
+def test_an_allocation_past_the_budget_fails_inside_the_job(tiny_config):
+    """One 4 GB allocation, faster than any sampler: the data-segment limit makes it fail in the
+    child as an allocation error, before the kernel's OOM killer would pick a process."""
+    run = measure(tiny_config(workload={"model": "broken:allocating_model"}), memory_limit_mb=600)
+    assert not run.ok
+    assert run.reason.startswith("over the memory budget: an allocation failed"), run.reason
+    assert run.peak_memory_mb < 600
 
 
 def test_hang_is_killed_at_the_time_limit(tiny_config):

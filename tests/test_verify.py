@@ -8,7 +8,8 @@ import pytest
 from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.plan import baseline_plan
-from advisor.verify import paired_interval, compare_losses, interleave, judge, step_breakdown
+from advisor.measure import Measurement
+from advisor.verify import compare_losses, compare_training, interleave, judge, paired_interval, step_breakdown
 from conftest import TINY, merged, write_config
 
 
@@ -49,6 +50,26 @@ def test_numerics_tolerances_by_risk():
     assert compare_losses([5.0], [1.0], "changes semantics", 0.05).passed
     assert not compare_losses([float("nan")], [1.0], "tolerance", 0.05).passed
     assert not compare_losses([], [1.0], "exact", 0.05).passed
+
+
+def test_exact_recipes_must_also_keep_the_parameters():
+    """Same losses, weights updated differently: an exact recipe fails, a tolerance one is
+    judged on its losses."""
+    def run(parameters):
+        return Measurement(mode="full", plan={}, status="ok", losses=(1.0, 0.9), parameters=parameters)
+
+    baseline = run(((4.0, 2.0), (9.0, 3.0)))
+    assert compare_training(run(((4.0, 2.0), (9.0, 3.0000001))), baseline, "exact", 0.05).passed
+    drifted = compare_training(run(((4.0, 2.0), (9.5, 3.1))), baseline, "exact", 0.05)
+    assert not drifted.passed and drifted.note.startswith("parameters differ")
+    assert compare_training(run(((4.0, 2.0), (9.5, 3.1))), baseline, "tolerance", 0.05).passed
+    assert not compare_training(run(()), baseline, "exact", 0.05).passed
+
+
+def test_a_change_of_semantics_is_never_verified():
+    numerics = compare_losses([5.0], [1.0], "changes semantics", 0.05)
+    verdict = judge("bigger batch", [2.0, 2.1, 2.0, 2.05, 2.1], 1.05, numerics)
+    assert not verdict.verified and "never verified" in verdict.reason
 
 
 def test_memory_fix_is_judged_on_the_budget():

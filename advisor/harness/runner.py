@@ -67,7 +67,10 @@ def run_measurement(
     if result is None:
         return Measurement.failed(mode, plan, _death_reason(child.exitcode, log_tail), **common)
     if result["status"] == "failed":
-        return Measurement.failed(mode, plan, result["reason"], **common)
+        reason = result["reason"]
+        if memory_limit_mb is not None and reason.startswith("out of memory"):  # RLIMIT_DATA, set to the budget
+            reason = f"over the memory budget: an allocation failed ({reason})"
+        return Measurement.failed(mode, plan, reason, **common)
 
     fields = dict(result)
     window = fields.pop("window", None)

@@ -70,7 +70,8 @@ def run(config: AdvisorConfig, workload: Workload, plan: dict, mode: str, steps:
     if mode == "profile":
         return {**common, "operators": profile_steps(step, batches, device, plan, steps)}
 
-    fields = timed_steps(step, batches, device, plan, steady_steps(steps, plan) if mode == "full" else steps)
+    fields = timed_steps(step, batches, device, plan, steady_steps(steps, plan) if mode == "full" else steps,
+                         checksum=(steps, model))
     fields.update(common, sample_probe=probe)
     if device.type == "cuda":
         fields.update(peak_memory_mb=torch.cuda.max_memory_allocated() / 2**20, memory_source="cuda max allocated")
@@ -88,9 +89,13 @@ def steady_steps(steps: int, plan: dict) -> int:
     return max(steps, QUEUE_MULTIPLE * queued)
 
 
-def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: dict, steps: int) -> dict:
-    """Times each step, split into the wait for the batch, the host-to-device copy and the rest."""
+def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: dict, steps: int,
+                checksum: tuple[int, Any] = (0, None)) -> dict:
+    """Times each step, split into the wait for the batch, the host-to-device copy and the rest.
+    `checksum` (steps, model): the model's parameter checksums after that many timed steps, a
+    point every plan reaches whatever its window, for the numerics gate of exact recipes."""
     step_s, wait_s, transfer_s, losses = [], [], [], []
+    checksums: list = []
     samples = 0
     cpu_start, window_start, wall_start = cpu_seconds(), time.time(), time.perf_counter()
     for _ in range(steps):
@@ -107,17 +112,27 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
         wait_s.append(t1 - t0)
         transfer_s.append(t2 - t1)
         samples += batch_length(batch)
+        if len(losses) == checksum[0] and checksum[1] is not None:
+            checksums = parameter_checksums(checksum[1])  # outside the step's timing, inside the window
     wall = time.perf_counter() - wall_start
     cpu_used = cpu_seconds() - cpu_start
     memory_end = tree_memory(os.getpid())  # workers are alive here, whenever the parent last sampled
     fields = step_statistics(step_s, wait_s, transfer_s, samples)
     fields.update(
         losses=losses,
+        parameters=checksums,
         cpu_util=min(1.0, cpu_used / (wall * (psutil.cpu_count() or 1))),
         window=(window_start, time.time()),
         memory_end=memory_end.to_dict(),
     )
     return fields
+
+
+def parameter_checksums(model: torch.nn.Module) -> list[list[float]]:
+    """Per parameter tensor, its sum of squares and of absolute values: two positive numbers
+    that any change in the tensor moves, compared within a relative tolerance."""
+    with torch.no_grad():
+        return [[float(p.double().square().sum()), float(p.double().abs().sum())] for p in model.parameters()]
 
 
 def cpu_seconds() -> float:
