@@ -138,6 +138,10 @@ def render_recommendations(payload: dict) -> str:
         + (f" (ideal {base['ideal_samples_per_s']:,.0f})" if base.get("ideal_samples_per_s") else ""),
         "",
     ]
+    if payload.get("memory_fix") and payload.get("max_memory_mb"):
+        lines[-1:-1] = [f"the baseline does not fit the {payload['max_memory_mb']:,.0f} MB budget (peak "
+                        f"{base['peak_memory_mb']:,.0f} MB): fixes that fit are ranked by speed, their results checked "
+                        f"against {payload.get('numerics_reference', 'the baseline')}"]
     recs = payload["recommendations"]
     if not any(rec["verified"] for rec in recs):
         lines.append(f"nothing clears the bar: no fix was verified at >= {payload['min_speedup']:.2f}x with unchanged results")

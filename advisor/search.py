@@ -100,7 +100,7 @@ def create_study(
     for key, value in {**attrs, SPACE_ATTR: space_to_json(space)}.items():
         study.set_user_attr(key, value)
     queue = [baseline_params] + [{**baseline_params, **{k: v for k, v in p.items() if k in space}} for p in first]
-    if trial_budget(config, space, canonical) < config.search.trials:  # every distinct plan fits: no sampling
+    if trial_budget(config, space, canonical) <= config.search.trials:  # every distinct plan fits: no sampling
         queue += every_plan(space)
     for params in unique(queue, canonical):
         study.enqueue_trial(params)
