@@ -13,7 +13,7 @@ from typing import Callable, Optional
 
 from advisor.config import AdvisorConfig
 from advisor.harness import run_measurement
-from advisor.measure import Measurement
+from advisor.measure import BUSY_SHARE, Measurement
 from advisor.plan import baseline_plan
 
 Progress = Callable[[str], None]
@@ -88,7 +88,8 @@ def describe_run(run: Measurement) -> str:
     if run.mode == "profile":
         ops = run.operators
         return f"{ops.get('ops_per_step', 0):.0f} operators per step, {run.wall_s:.1f} s"
-    return f"{run.samples_per_s:,.0f} samples/s, step p50 {run.step_ms_p50:.1f} ms, {run.wall_s:.1f} s"
+    busy = f"; other processes took {run.other_cpu_share:.0%} of the CPU" if run.other_cpu_share >= BUSY_SHARE else ""
+    return f"{run.samples_per_s:,.0f} samples/s, step p50 {run.step_ms_p50:.1f} ms, {run.wall_s:.1f} s{busy}"
 
 
 def with_derived(evidence: Evidence) -> Evidence:

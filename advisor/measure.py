@@ -39,6 +39,7 @@ class Measurement:
     peak_memory_mb: float = 0.0
     memory_source: str = ""
     cpu_util: float = 0.0
+    other_cpu_share: float = 0.0  # the machine's CPU taken by other processes during the timed window
     gpu: dict = field(default_factory=dict)
     losses: tuple = ()
     parameters: tuple = ()  # training: per-tensor parameter checksums after the configured steps
@@ -99,6 +100,27 @@ def step_statistics(step_s: list[float], wait_s: list[float], transfer_s: list[f
         "data_wait_share": sum(wait_s) / total,
         "transfer_share": sum(transfer_s) / total,
     }
+
+
+BUSY_SHARE = 0.25  # other processes took this share of the machine's CPU: timings may be distorted
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds every process on the machine has used since boot (/proc/stat's first line)."""
+    try:
+        with open("/proc/stat") as handle:
+            fields = [int(v) for v in handle.readline().split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+def other_cpu_share(machine_busy_s: float, own_cpu_s: float, wall_s: float) -> float:
+    """The share of the machine's CPU that processes outside the measured tree took in a window."""
+    if wall_s <= 0:
+        return 0.0
+    return min(1.0, max(0.0, machine_busy_s - own_cpu_s) / (wall_s * (os.cpu_count() or 1)))
 
 
 def process_tree(pid: int) -> list[psutil.Process]:

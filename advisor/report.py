@@ -7,6 +7,7 @@ from pathlib import Path
 
 from advisor.diagnose import Diagnosis, Finding
 from advisor.evidence import Evidence
+from advisor.measure import BUSY_SHARE
 
 
 def format_value(finding: Finding) -> str:
@@ -23,9 +24,19 @@ def format_threshold(finding: Finding) -> str:
     return f"  (threshold {format_value(probe)})"
 
 
+def busy_line(runs, during: str) -> list[str]:
+    """A warning when other processes took enough of the machine to distort these runs' timings."""
+    busiest = max((run for run in runs if run is not None), key=lambda run: run.other_cpu_share, default=None)
+    if busiest is None or busiest.other_cpu_share < BUSY_SHARE:
+        return []
+    return [f"the machine was busy: other processes took {busiest.other_cpu_share:.0%} of its CPU during {during} "
+            f"(the {busiest.mode} run); timings may be distorted, run again on a quiet machine"]
+
+
 def render_diagnosis(name: str, evidence: Evidence, diagnoses: list[Diagnosis]) -> str:
     full, derived = evidence.full, evidence.derived
     lines = [f"advisor diagnose: {name}", ""]
+    lines += busy_line((evidence.full, evidence.synthetic, evidence.cached), "the diagnosis")
     if evidence.kind == "pipeline":
         from advisor.advice import advice_for
 
@@ -157,6 +168,9 @@ def render_recommendations(payload: dict) -> str:
                 f"{low:.2f}-{high:.2f}x{'':<4}{status:<10}{numerics_text:<10}{rec['peak_memory_mb']:>8,.0f}"
             )
             lines.append(f"     {', '.join(f'{k}={v}' for k, v in rec['changes'].items())}")
+            if rec.get("busy_share", 0.0) >= BUSY_SHARE:
+                lines.append(f"     the machine was busy while it was verified: other processes took up to "
+                             f"{rec['busy_share']:.0%} of its CPU")
             if not rec["verified"]:
                 lines.append(f"     not verified: {rec['reason']}")
             if rec.get("gap_recovered") is not None and payload["diagnoses"][0]["bottleneck"].startswith("input"):

@@ -58,6 +58,7 @@ class Recommendation:
     contributions: dict = field(default_factory=dict)
     step_breakdown_ms: dict = field(default_factory=dict)
     failed_runs: int = 0  # verification runs that crashed, hung or broke the budget: flaky when > 0
+    busy_share: float = 0.0  # the most CPU other processes took during one of its verification runs
     mlflow_run_id: Optional[str] = None
 
     def to_dict(self) -> dict:
@@ -493,6 +494,7 @@ def verify_candidates(
                 compile=compile_cost(runs, rounds.baseline) if "compile" in names(recipes) else {},
                 cache=cache_cost(runs, rounds.baseline) if "parquet_cache" in names(recipes) else {},
                 step_breakdown_ms=step_breakdown(runs), failed_runs=len(verdict.failures),
+                busy_share=max((r.other_cpu_share for r in [*runs, *rounds.baseline] if r.ok), default=0.0),
             )
         )
     ranked = [dataclasses.replace(r, rank=index) for index, r in enumerate(rank(recommendations), start=1)]

@@ -3,7 +3,7 @@
     python -m experiments.plain_loop CONFIG [PLAN_JSON]
 
 Applies a recommendation's plan by hand (DataLoader arguments, threads, autocast, activation
-checkpointing, torch.compile) and prints the timed steps' throughput as JSON. The reproduction
+checkpointing, gradient accumulation, torch.compile) and prints the timed steps' throughput as JSON. The reproduction
 experiment runs it to check advisor's claims from outside advisor.
 """
 
@@ -75,6 +75,7 @@ def main() -> None:
     loader = torch.utils.data.DataLoader(dataset, batch_size=workload.get("batch_size", 32), shuffle=True,
                                          num_workers=workers, drop_last=True, **extra)
     dtype = getattr(torch, plan["amp.dtype"]) if plan.get("amp.dtype") else None
+    micro = plan.get("grad_accumulation.micro_batches") or 1
     warmup, steps = measure.get("warmup_steps", 5), measure.get("steps", 40)
     if workers:  # time the steady rate, not the queue the workers filled during warm-up
         steps = max(steps, 2 * workers * (extra.get("prefetch_factor") or 2))
@@ -87,10 +88,13 @@ def main() -> None:
     for index, (x, y) in enumerate(batches()):
         if index == warmup:
             started = time.perf_counter()
-        with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
         optimizer.zero_grad()
-        loss.backward()
+        loss = 0.0
+        for xs, ys in zip(x.tensor_split(micro), y.tensor_split(micro)):  # gradient accumulation, by hand
+            with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
+                part = torch.nn.functional.cross_entropy(model(xs), ys) * (len(xs) / len(x))
+            part.backward()
+            loss = loss + part.detach()
         optimizer.step()
         float(loss)
         if index >= warmup:

@@ -11,7 +11,6 @@ the claimed speedup, the reproduced one, and the relative error (the bar is 15%)
 
 import argparse
 import json
-import math
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,26 @@ def plain_run(config: Path, plan_file: Path) -> float:
         cwd=ROOT, capture_output=True, text=True, check=True,
     ).stdout
     return json.loads(output.strip().splitlines()[-1])["samples_per_s"]
+
+
+def plain_speedup(config: Path, plan: dict, rounds: int) -> tuple[float, float, float]:
+    """The plan's speedup over the baseline in the plain loop: `rounds` interleaved pairs (the
+    order alternating), each run a fresh process; the geometric mean and its 95% interval."""
+    from advisor.verify import paired_interval
+
+    with tempfile.TemporaryDirectory() as folder:
+        baseline_file, plan_file = Path(folder) / "baseline.json", Path(folder) / "plan.json"
+        baseline_file.write_text(json.dumps({}))
+        plan_file.write_text(json.dumps(plan))
+        ratios = []
+        for index in range(rounds):
+            if index % 2 == 0:
+                base = plain_run(config, baseline_file)
+                ratios.append(plain_run(config, plan_file) / base)
+            else:
+                fixed = plain_run(config, plan_file)
+                ratios.append(fixed / plain_run(config, baseline_file))
+    return paired_interval(ratios)
 
 
 def latest_payload(name: str) -> dict | None:
@@ -48,16 +67,7 @@ def main() -> None:
             print(f"{name:<15}{'(no verified recommendation)':<48}")
             continue
         top = verified[0]
-        config = ROOT / "configs" / f"{name}.yaml"
-        with tempfile.TemporaryDirectory() as folder:
-            baseline_file, plan_file = Path(folder) / "baseline.json", Path(folder) / "plan.json"
-            baseline_file.write_text(json.dumps({}))
-            plan_file.write_text(json.dumps(top["plan"]))
-            logs = []
-            for _ in range(args.rounds):
-                base = plain_run(config, baseline_file)
-                logs.append(math.log(plain_run(config, plan_file) / base))
-        measured = math.exp(sum(logs) / len(logs))
+        measured, _, _ = plain_speedup(ROOT / "configs" / f"{name}.yaml", top["plan"], args.rounds)
         error = measured / top["speedup"] - 1
         changes = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in top["changes"].items())[:46]
         print(f"{name:<15}{changes:<48}{top['speedup']:>8.2f}x{measured:>11.2f}x{error:>+8.1%}  {'yes' if abs(error) <= BAR else 'NO'}")

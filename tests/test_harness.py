@@ -120,3 +120,24 @@ def test_parent_carries_on_after_a_crash(tiny_config):
     assert set(runs) == {"full", "synthetic", "cached", "profile"}
     assert runs["full"]["status"] == "failed" and "shape mismatch" in runs["full"]["reason"]
     assert "[4/4]" in result.stderr, "progress was shown for every run"
+
+
+def test_a_busy_machine_is_noticed(tiny_config):
+    """Two processes spinning beside the run take most of the 2-core machine: the measurement
+    records that share, which a quiet run does not reach."""
+    import subprocess
+    import sys
+
+    path = tiny_config(workload={"dataset": "broken:dataset", "dataset_args": {"n": 4096}})
+    quiet = measure(path, steps=200)
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        time.sleep(0.5)
+        busy = measure(path, steps=200)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    assert busy.ok and quiet.ok
+    print(f"other processes' share: quiet {quiet.other_cpu_share:.0%}, busy {busy.other_cpu_share:.0%}")
+    assert busy.other_cpu_share >= 0.25 and busy.other_cpu_share > quiet.other_cpu_share + 0.2

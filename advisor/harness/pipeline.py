@@ -31,7 +31,7 @@ import pandas as pd
 
 from advisor.config import SOURCE_FORMATS, AdvisorConfig
 from advisor.errors import UserError
-from advisor.measure import tree_memory
+from advisor.measure import descendants_cpu_seconds, machine_busy_seconds, other_cpu_share, tree_memory
 
 CACHE_CHUNK_ROWS = 250_000  # rows parsed at a time while building a Parquet cache
 SAMPLE_ROWS = 2000  # rows the profile run's column probes work on
@@ -325,6 +325,7 @@ def run(config: AdvisorConfig, code: PipelineCode, plan: dict, mode: str, output
     options = read_options(fmt, plan, config.workload.source.read_args)
     stages = Stages()
     wall_start, cpu_start = time.perf_counter(), time.process_time()
+    busy_start, tree_cpu_start = machine_busy_seconds(), descendants_cpu_seconds(os.getpid())
     if plan.get("pipeline.dask_workers"):
         output, rows = run_dask(config, files, fmt, options, plan, code, stages)
     elif plan.get("pipeline.chunksize"):
@@ -335,6 +336,8 @@ def run(config: AdvisorConfig, code: PipelineCode, plan: dict, mode: str, output
         with stages.stage("write"):
             write(output, config.root / config.workload.sink)
     wall = time.perf_counter() - wall_start
+    tree_cpu = time.process_time() - cpu_start + descendants_cpu_seconds(os.getpid()) - tree_cpu_start
+    others = other_cpu_share(machine_busy_seconds() - busy_start, tree_cpu, wall)
     memory_end = tree_memory(os.getpid())  # with Dask's workers alive; the high-water mark misses no peak
     if output_path:
         comparable(output).to_pickle(output_path)  # pickle: no pyarrow import to inflate the peak
@@ -344,6 +347,7 @@ def run(config: AdvisorConfig, code: PipelineCode, plan: dict, mode: str, output
         "step_ms_mean": 1000 * wall,
         "step_ms_p50": 1000 * wall,
         "step_ms_p95": 1000 * wall,
+        "other_cpu_share": others,
         "cpu_util": min(1.0, (time.process_time() - cpu_start) / wall / (os.cpu_count() or 1)) if wall > 0 else 0.0,
         "stages": {"wall_s": wall, **stages.to_dict(), **{k: {"wall_s": v, "cpu_s": v} for k, v in setup.items()}},
         "output": {"path": output_path, "rows": len(output), "columns": [str(c) for c in output.columns]},

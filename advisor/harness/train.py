@@ -23,7 +23,9 @@ from torch.utils.data import DataLoader
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.harness.operators import STEP_LABEL, summarize_profile
-from advisor.measure import descendants_cpu_seconds, step_statistics, tree_memory
+from advisor.measure import (
+    descendants_cpu_seconds, machine_busy_seconds, other_cpu_share, step_statistics, tree_memory,
+)
 from advisor.workload import Workload
 from recipes import amp, checkpointing, compile, grad_accumulation, threads
 
@@ -98,6 +100,7 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
     checksums: list = []
     samples = 0
     cpu_start, window_start, wall_start = cpu_seconds(), time.time(), time.perf_counter()
+    busy_start = machine_busy_seconds()
     for _ in range(steps):
         t0 = time.perf_counter()
         batch = next(batches)
@@ -116,12 +119,14 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
             checksums = parameter_checksums(checksum[1])  # outside the step's timing, inside the window
     wall = time.perf_counter() - wall_start
     cpu_used = cpu_seconds() - cpu_start
+    others = other_cpu_share(machine_busy_seconds() - busy_start, cpu_used, wall)
     memory_end = tree_memory(os.getpid())  # workers are alive here, whenever the parent last sampled
     fields = step_statistics(step_s, wait_s, transfer_s, samples)
     fields.update(
         losses=losses,
         parameters=checksums,
         cpu_util=min(1.0, cpu_used / (wall * (psutil.cpu_count() or 1))),
+        other_cpu_share=others,
         window=(window_start, time.time()),
         memory_end=memory_end.to_dict(),
     )
