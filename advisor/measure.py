@@ -132,17 +132,6 @@ def process_tree(pid: int) -> list[psutil.Process]:
         return []
 
 
-def tree_rss_mb(pid: int) -> float:
-    """The summed RSS of a tree: counts pages shared by forked workers once per worker."""
-    total = 0
-    for proc in process_tree(pid):
-        try:
-            total += proc.memory_info().rss
-        except psutil.Error:
-            pass
-    return total / MB
-
-
 def _status_mb(pid: int, fields: tuple[str, ...]) -> dict[str, float]:
     """Fields of /proc/PID/status given in kB (VmRSS, VmHWM, VmData), in MB; cheap to read."""
     values = {}
@@ -205,17 +194,23 @@ def tree_memory(pid: int, with_pss: bool = True) -> TreeMemory:
     )
 
 
+DATA_HEADROOM = 4  # RLIMIT_DATA counts address space: allocators (pyarrow's, glibc's arenas) reserve far more than they touch
+DATA_HEADROOM_MIN_MB = 1024
+
+
 def limit_data_segment(budget_mb: float) -> None:
     """The backstop for allocations faster than any sampler: this process (and the workers it
-    forks) may grow its data segment by at most the budget, so a burst past it fails inside the
-    job as an allocation error instead of waking the kernel's OOM killer, which may pick another
-    process. Skipped where a CUDA driver is present: it reserves address space that counts."""
+    forks) may grow its data segment by at most DATA_HEADROOM times the budget (1 GB at least),
+    so a runaway allocation fails inside the job as an allocation error instead of waking the
+    kernel's OOM killer, which may pick another process. The limit is on address space, hence
+    the headroom: the sampler and the high-water mark enforce the budget itself. Skipped where a
+    CUDA driver is present: it reserves address space that counts."""
     import resource
 
     if os.path.exists("/dev/nvidiactl"):
         return
     data_mb = _status_mb(os.getpid(), ("VmData",)).get("VmData", 0.0)
-    limit = int((data_mb + budget_mb) * MB)
+    limit = int((data_mb + max(DATA_HEADROOM * budget_mb, DATA_HEADROOM_MIN_MB)) * MB)
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
     if hard != resource.RLIM_INFINITY:
         limit = min(limit, hard)

@@ -173,8 +173,13 @@ def render_recommendations(payload: dict) -> str:
                              f"{rec['busy_share']:.0%} of its CPU")
             if not rec["verified"]:
                 lines.append(f"     not verified: {rec['reason']}")
-            if rec.get("gap_recovered") is not None and payload["diagnoses"][0]["bottleneck"].startswith("input"):
-                lines.append(f"     recovers {rec['gap_recovered']:.0%} of the gap to the ideal throughput")
+            gap = rec.get("gap_recovered")
+            if gap is not None and gap > 1.0:
+                lines.append(f"     faster than the ideal measured in the same rounds ({rec['ideal_speedup']:.2f}x): "
+                             "a measurement fault to look into, not a result")
+            elif gap is not None:
+                lines.append(f"     recovers {gap:.0%} of the gap to the ideal throughput (measured in the same rounds, "
+                             f"{rec['ideal_speedup']:.2f}x)")
             for recipe, share in rec.get("contributions", {}).items():
                 if share.get("needed_for_budget"):
                     lines.append(f"     {recipe} is needed: without it the job breaks the memory budget")

@@ -59,6 +59,8 @@ class Recommendation:
     step_breakdown_ms: dict = field(default_factory=dict)
     failed_runs: int = 0  # verification runs that crashed, hung or broke the budget: flaky when > 0
     busy_share: float = 0.0  # the most CPU other processes took during one of its verification runs
+    ideal_speedup: Optional[float] = None  # input-bound jobs: the ideal over the baseline, in the same rounds
+    gap_recovered: Optional[float] = None  # the share of the gap to that ideal the fix recovers
     mlflow_run_id: Optional[str] = None
 
     def to_dict(self) -> dict:
@@ -366,26 +368,32 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started) -> Se
     base_trial = next((t for t in trials if t.number == 0), None)
     base_run = base_trial.measurement if base_trial else facts.evidence.full
     memory_fix = out_of_memory(base_run) or (max_memory is not None and base_run.ok and base_run.peak_memory_mb > max_memory)
-    reference, reference_note = numerics_reference(base_run, facts.evidence.full, trials, baseline)
-    if memory_fix and reference is not None:
+    uncapped = None
+    if out_of_memory(base_run) and max_memory is not None:
+        progress("the baseline breaks the memory budget: running it once without advisor's cap, as the reference ...")
+        uncapped = measure_with(config, capped=False)(baseline)
+    reference, reference_note = numerics_reference(base_run, uncapped, trials, baseline)
+    if memory_fix:
         progress(f"the baseline does not fit ({base_run.reason or f'peak {base_run.peak_memory_mb:,.0f} MB'}); "
                  f"numerics are compared with {reference_note}")
     candidates, rejected = gate_candidates(trials, reference, baseline, config, memory_fix)
     recommendations: list[Recommendation] = []
     baseline_breakdown = step_breakdown([facts.evidence.full])
     if candidates:
+        input_bound = bool(diagnoses) and diagnoses[0].bottleneck.startswith("input")
         recommendations, baseline_breakdown, late_rejections = verify_candidates(
-            candidates, baseline, config, measure, memory_fix, progress, reference_plan=reference.plan
+            candidates, baseline, config, measure, memory_fix, progress, reference_plan=reference.plan,
+            with_ideal=input_bound and bool(facts.evidence.derived.get("ideal_samples_per_s")),
         )
         rejected += late_rejections
     return SessionResult(
         config=config, evidence=facts.evidence, diagnoses=diagnoses, context=facts.context,
         chosen=facts.chosen, skipped=facts.skipped, baseline=baseline,
-        baseline_samples_per_s=(base_run if base_run.ok else facts.evidence.full).samples_per_s,
+        baseline_samples_per_s=(base_run if base_run.ok else uncapped or facts.evidence.full).samples_per_s,
         baseline_breakdown_ms=baseline_breakdown,
         trials=trials, recommendations=recommendations, rejected=rejected,
         started=started, finished=time.time(), memory_fix=memory_fix,
-        baseline_peak_mb=base_run.peak_memory_mb if base_run.ok else facts.evidence.full.peak_memory_mb,
+        baseline_peak_mb=(base_run if base_run.ok else uncapped or facts.evidence.full).peak_memory_mb,
         numerics_reference=reference_note,
     )
 
@@ -398,16 +406,16 @@ def out_of_memory(run: Measurement) -> bool:
     return not run.ok and run.reason.startswith(MEMORY_FAILURES)
 
 
-def numerics_reference(base_run: Measurement, diagnosis_run: Measurement, trials: list[search.TrialResult],
+def numerics_reference(base_run: Measurement, uncapped: Optional[Measurement], trials: list[search.TrialResult],
                        baseline: dict) -> tuple[Optional[Measurement], str]:
     """The run whose results every candidate must reproduce: the baseline's trial; where the
-    baseline broke advisor's memory budget, its diagnosis run, made without that cap; where it
+    baseline broke advisor's memory budget, the baseline run once without that cap; where it
     fits nowhere (the device's own memory), the fastest trial whose recipes are all exact
     (micro-batches, recomputation), which computes the same step in less memory."""
     if base_run.ok:
         return base_run, "the baseline"
-    if diagnosis_run.ok:
-        return diagnosis_run, "the baseline run once without the memory budget (its diagnosis run)"
+    if uncapped is not None and uncapped.ok:
+        return uncapped, "the baseline run once without the memory budget"
     exact = [t for t in trials if t.feasible and active_recipes(t.plan, baseline)
              and combined_risk(active_recipes(t.plan, baseline)) == "exact"]
     if not exact:
@@ -461,15 +469,32 @@ def verify_candidates(
     memory_fix: bool,
     progress: Progress,
     reference_plan: Optional[dict] = None,
+    with_ideal: bool = False,
 ) -> tuple[list[Recommendation], dict, list[Rejection]]:
     """Re-measures the candidates interleaved with the reference (the baseline, run as the user
     runs it: without the memory budget the candidates must keep); then, when the winner combines
-    recipes, measures it again beside itself without each one, to give each recipe's share."""
+    recipes, measures it again beside itself without each one, to give each recipe's share.
+    `with_ideal` adds the baseline fed one reused batch to every round: the ideal an input fix
+    can reach, measured beside it, so the share of the gap a fix recovers compares like with like."""
     plans = {f"#{t.number}": t for t in candidates}
     reference_plan = reference_plan or baseline
-    progress(f"verifying {len(plans)} candidate(s), interleaved with the baseline, {config.search.pairs} rounds:")
-    rounds = interleave(reference_plan, {name: t.plan for name, t in plans.items()}, measure, config.search.pairs,
-                        progress, measure_reference=measure_with(config, capped=False))
+    arms = {name: t.plan for name, t in plans.items()}
+    ideal_plan = dict(reference_plan)  # told apart by identity: the same plan, another mode
+    if with_ideal:
+        arms["ideal"] = ideal_plan
+    capped = measure
+
+    def measure(plan: dict) -> Measurement:
+        if plan is ideal_plan:
+            return run_measurement(config.path, plan, "synthetic", config.measure.steps, config.measure.timeout_s)
+        return capped(plan)
+
+    progress(f"verifying {len(plans)} candidate(s), interleaved with the baseline{' and the ideal' if with_ideal else ''}, "
+             f"{config.search.pairs} rounds:")
+    rounds = interleave(reference_plan, arms, measure, config.search.pairs, progress,
+                        measure_reference=measure_with(config, capped=False))
+    ideal_ratios = rounds.ratios("ideal") if with_ideal else []
+    ideal_speedup = paired_interval(ideal_ratios)[0] if ideal_ratios else None
 
     recommendations, rejections = [], []
     for name, trial in plans.items():
@@ -495,6 +520,7 @@ def verify_candidates(
                 cache=cache_cost(runs, rounds.baseline) if "parquet_cache" in names(recipes) else {},
                 step_breakdown_ms=step_breakdown(runs), failed_runs=len(verdict.failures),
                 busy_share=max((r.other_cpu_share for r in [*runs, *rounds.baseline] if r.ok), default=0.0),
+                ideal_speedup=ideal_speedup, gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
             )
         )
     ranked = [dataclasses.replace(r, rank=index) for index, r in enumerate(rank(recommendations), start=1)]
@@ -629,11 +655,7 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
         "memory_fix": result.memory_fix,
         "numerics_reference": result.numerics_reference,
         "max_memory_mb": config.constraints.max_memory_mb,
-        "recommendations": [
-            {**r.to_dict(), "gap_recovered": gap_recovered(r.speedup, result.baseline_samples_per_s,
-                                                            result.evidence.derived.get("ideal_samples_per_s"))}
-            for r in result.recommendations
-        ],
+        "recommendations": [r.to_dict() for r in result.recommendations],
         "rejected": [asdict(r) for r in result.rejected],
         "trials": [
             {"number": t.number, "plan": t.plan, "feasible": t.feasible, "measurement": t.measurement.to_dict()}

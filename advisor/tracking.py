@@ -92,6 +92,7 @@ def run_metrics(measurement: dict) -> dict:
         "peak_memory_mb": measurement.get("peak_memory_mb"),
         "stall_share": measurement.get("data_wait_share"),
         "cpu_util": measurement.get("cpu_util"),
+        "other_cpu_share": measurement.get("other_cpu_share"),
     }
 
 
@@ -145,7 +146,7 @@ def log_session(
             params=rec["plan"],
             metrics={"rank": rec["rank"], "speedup": rec["speedup"], "speedup_low": rec["interval"][0],
                      "speedup_high": rec["interval"][1], "samples_per_s": rec["samples_per_s"],
-                     "peak_memory_mb": rec["peak_memory_mb"]},
+                     "peak_memory_mb": rec["peak_memory_mb"], "failed_runs": rec.get("failed_runs", 0)},
         )
         tracker.finish(run_id)
         recommendation_ids.append(run_id)

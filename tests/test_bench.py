@@ -18,7 +18,8 @@ LOSSES = (1.0, 0.9, 0.8)
 
 
 def run(rate: float, losses=LOSSES, peak: float = 100.0, ok: bool = True) -> Measurement:
-    return Measurement("full", {}, "ok" if ok else "failed", samples_per_s=rate, losses=losses, peak_memory_mb=peak)
+    return Measurement("full", {}, "ok" if ok else "failed", samples_per_s=rate, losses=losses, peak_memory_mb=peak,
+                       parameters=((1.0, 2.0),))
 
 
 def context(**changes) -> Context:
