@@ -100,7 +100,7 @@ def create_study(
     for key, value in {**attrs, SPACE_ATTR: space_to_json(space)}.items():
         study.set_user_attr(key, value)
     queue = [baseline_params] + [{**baseline_params, **{k: v for k, v in p.items() if k in space}} for p in first]
-    if trial_budget(config, space, canonical) <= config.search.trials:  # every distinct plan fits: no sampling
+    if distinct_plans(space, canonical) <= config.search.trials:  # every distinct plan fits: no sampling
         queue += every_plan(space)
     for params in unique(queue, canonical):
         study.enqueue_trial(params)
@@ -160,14 +160,18 @@ def every_plan(space: dict[str, Param]) -> list[dict]:
 ENUMERABLE = 4096  # spaces up to this size are enumerated to count their distinct plans
 
 
+def distinct_plans(space: dict[str, Param], canonical: Callable[[dict], dict] = lambda plan: plan) -> int:
+    """How many plans of the space differ in what they do (plans that differ only in keys that
+    do nothing, such as Dask partitions without Dask, count once); spaces too large to
+    enumerate are counted by their size."""
+    size = space_size(space)
+    return len(unique(every_plan(space), canonical)) if size <= ENUMERABLE else size
+
+
 def trial_budget(config: AdvisorConfig, space: dict[str, Param],
                  canonical: Callable[[dict], dict] = lambda plan: plan) -> int:
-    """No more trials than there are distinct plans (plans that differ only in keys that do
-    nothing, such as Dask partitions without Dask, count once)."""
-    size = space_size(space)
-    if size <= ENUMERABLE:
-        size = len(unique(every_plan(space), canonical))
-    return min(config.search.trials, size)
+    """No more trials than there are distinct plans."""
+    return min(config.search.trials, distinct_plans(space, canonical))
 
 
 def is_feasible_trial(trial: FrozenTrial) -> bool:

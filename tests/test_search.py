@@ -25,7 +25,7 @@ def load_study(config):
 
 def test_crash_hang_and_memory_are_infeasible_and_the_study_goes_on(tmp_path):
     path = write_config(tmp_path, merged(TINY, {
-        "workload": {"dataset": "broken:trouble_dataset", "dataset_args": {"crash_with": 1, "hang_with": 2}},
+        "workload": {"dataset": "broken:trouble_dataset", "dataset_args": {"crash_with": 1, "hang_with": 2, "hog_with": 4}},
         "measure": {"timeout_s": 8},
     }))
     config = load_config(path)
@@ -33,7 +33,7 @@ def test_crash_hang_and_memory_are_infeasible_and_the_study_goes_on(tmp_path):
     space = {"dataloader.num_workers": IntRange(0, 4)}
     measure = measure_with(config)
     base_peak = measure(baseline).peak_memory_mb
-    budget = base_peak + 150  # the baseline fits; 4 forked workers (~100+ MB RSS each) do not
+    budget = base_peak + 150  # the baseline fits; 4 workers holding 150 MB each do not
     study = search.create_study(config, space, {"dataloader.num_workers": 0}, {},
                                 first=[{"dataloader.num_workers": n} for n in (1, 2, 4)])
     search.run_trials(study, space, baseline, measure, 5, time.time() + 300, budget)

@@ -63,5 +63,10 @@ def _child(spec_path: str, result_path: str, log_path: str) -> None:
     from advisor.measure import limit_data_segment
 
     with open(spec_path) as handle:
-        limit_data_segment(json.load(handle)["memory_limit_mb"])
+        spec = json.load(handle)
+    if spec.get("cgroup"):  # before anything runs: every page the child touches is charged there
+        from advisor.harness.cgroups import join
+
+        join(spec["cgroup"])
+    limit_data_segment(spec["memory_limit_mb"])
     main(spec_path, result_path)

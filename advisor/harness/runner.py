@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Optional
 
 from advisor.errors import UserError
-from advisor.harness import launch
-from advisor.measure import MEMORY_METHOD, Measurement, ResourceSampler, TreeMemory, default_memory_limit_mb, kill_tree
+from advisor.harness import cgroups, launch
+from advisor.measure import Measurement, ResourceSampler, TreeMemory, default_memory_limit_mb, kill_tree
 
 STDERR_TAIL_CHARS = 4000
 
@@ -39,17 +39,21 @@ def run_measurement(
     with tempfile.TemporaryDirectory(prefix="advisor-run-") as folder:
         spec_path, result_path, log_path = (Path(folder) / name for name in ("spec.json", "result.json", "child.log"))
         limit_mb = memory_limit_mb or default_memory_limit_mb()
+        group = cgroups.child_group(memory_limit_mb) if memory_limit_mb is not None else None
         spec_path.write_text(json.dumps({"config": str(config_path), "plan": plan, "mode": mode, "steps": steps,
                                           "output": str(output_path) if output_path else None,
-                                          "memory_limit_mb": limit_mb}))
+                                          "memory_limit_mb": limit_mb, "cgroup": str(group) if group else None}))
         started = time.perf_counter()
         child = launch.start(str(spec_path), str(result_path), str(log_path), fresh=fresh)
-        try:
-            with ResourceSampler(child.pid, limit_mb, budget=memory_limit_mb is not None) as sampler:
+        try:  # in a cgroup the kernel enforces the budget; the sampler only guards the machine
+            with ResourceSampler(child.pid, None if group else limit_mb, budget=group is None and memory_limit_mb is not None) as sampler:
                 timed_out = _wait(child, timeout_s)
         finally:  # an interrupt, too, must not leave the child and its workers running
             kill_tree(child.pid)
             child.join()
+            cgroup_peak, cgroup_killed = cgroups.reading(group) if group else (0.0, False)
+            if group:
+                cgroups.remove(group)
         wall_s = time.perf_counter() - started
         result = json.loads(result_path.read_text()) if result_path.exists() else None
         log_tail = log_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:] if log_path.exists() else ""
@@ -59,11 +63,16 @@ def run_measurement(
     if result and result.get("memory_end"):  # the child's own reading, workers alive: may pass the limit
         sampler.observe(TreeMemory(**{k: result["memory_end"][k] for k in ("pss_mb", "hwm_mb", "rss_sum_mb")}))
     memory = sampler.memory.to_dict()
-    common = {"wall_s": wall_s, "peak_memory_mb": memory["peak_mb"], "memory_source": MEMORY_METHOD, "memory": memory}
+    if group:
+        memory.update(peak_mb=cgroup_peak, method=cgroups.METHOD)
+    common = {"wall_s": wall_s, "peak_memory_mb": memory["peak_mb"], "memory_source": memory["method"], "memory": memory}
     if timed_out:
         return Measurement.failed(mode, plan, f"hung: no result within the {timeout_s:.0f} s time limit", **common)
     if sampler.killed_reason:
         return Measurement.failed(mode, plan, sampler.killed_reason, **common)
+    if cgroup_killed:
+        return Measurement.failed(mode, plan, f"over the memory budget: the kernel killed it at memory.max "
+                                              f"({memory_limit_mb:,.0f} MB), peak {cgroup_peak:,.0f} MB", **common)
     if result is None:
         return Measurement.failed(mode, plan, _death_reason(child.exitcode, log_tail), **common)
     if result["status"] == "failed":
@@ -77,7 +86,7 @@ def run_measurement(
     fields.pop("memory_end", None)
     fields["memory"] = memory
     if fields.get("memory_source") != "cuda max allocated":
-        fields.update(peak_memory_mb=memory["peak_mb"], memory_source=MEMORY_METHOD)
+        fields.update(peak_memory_mb=memory["peak_mb"], memory_source=memory["method"])
     fields["gpu"] = sampler.gpu_summary(tuple(window) if window else None)
     return Measurement.from_dict({**fields, "mode": mode, "plan": plan, "wall_s": wall_s})
 
