@@ -9,10 +9,16 @@ from typing import Optional
 
 from advisor.errors import UserError
 
+EXIT_BASELINE_FAILED = 4  # optimize: the job crashed or hung as it is, so no fix could be judged
+
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    stop_on_signals()
+    from advisor.harness.lifetime import remove_orphaned_run_folders
+
+    remove_orphaned_run_folders()
     warm_up_for(args)
     try:
         return args.command(args)
@@ -22,6 +28,18 @@ def main(argv: Optional[list[str]] = None) -> int:
     except KeyboardInterrupt:
         print("advisor: interrupted; finished trials are kept: run the same command again to resume", file=sys.stderr)
         return 130
+
+
+def stop_on_signals() -> None:
+    """SIGTERM and SIGHUP (a closed SSH session) stop advisor as Ctrl-C does: the running
+    measurement is killed with its workers, finished trials are kept, the study can resume."""
+    import signal
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, interrupt)
 
 
 def warm_up_for(args: argparse.Namespace) -> None:
@@ -109,16 +127,46 @@ def run_diagnose(args: argparse.Namespace) -> int:
 
 
 def run_optimize(args: argparse.Namespace) -> int:
-    from advisor import search
+    from advisor import search, tracking
     from advisor.config import load_config
-    from advisor.session import optimize
+    from advisor.session import Hooks, optimize, out_of_memory
 
     config = load_config(args.config)
+    evidence = load_evidence(args.evidence) if args.evidence else None
+    check_results_folder(args.results)
+    search.check_storage(config)  # bad addresses are one line, before anything is measured or written
+    tracking.check_tracking(config)
     if args.fresh:
         search.remove_study(config)
-    evidence = load_evidence(args.evidence) if args.evidence else None
-    publish(config, optimize(config, progress_printer(), evidence=evidence), args.results, args.config)
+    progress = progress_printer()
+    log = tracking.SessionLog(config, progress)
+    try:
+        result = optimize(config, progress, evidence=evidence, hooks=Hooks(trial=log.trial, verdict=log.verification))
+    except KeyboardInterrupt:
+        log.close("KILLED")
+        raise
+    except BaseException:
+        log.close("FAILED")
+        raise
+    publish(config, result, args.results, args.config, log=log)
+    base = next((t.measurement for t in result.trials if t.number == 0), result.evidence.full)
+    if not base.ok and not out_of_memory(base):
+        print(f"advisor: the baseline itself failed ({base.reason}); nothing can be compared with it: "
+              f"fix the workload, then optimize again", file=sys.stderr)
+        return EXIT_BASELINE_FAILED
     return 0
+
+
+def check_results_folder(path: Optional[str]) -> None:
+    """`--results DIR` names a folder to write; one that already holds files is never overwritten."""
+    from pathlib import Path
+
+    from advisor.errors import UserError
+
+    if path and Path(path).is_dir() and any(Path(path).iterdir()):
+        raise UserError(f"--results: {path} already holds files; name a new folder, or move those away first")
+    if path and Path(path).exists() and not Path(path).is_dir():
+        raise UserError(f"--results: {path} is a file; name a folder")
 
 
 def load_evidence(path: str):
@@ -134,8 +182,10 @@ def load_evidence(path: str):
         raise UserError(f"--evidence: {path} is not the JSON of advisor diagnose --json ({type(exc).__name__}: {exc})") from None
 
 
-def publish(config, result, results_arg: Optional[str], config_arg: str, extra_tags: Optional[dict] = None) -> dict:
-    """Writes a session's results folder, logs it to MLflow and prints the ranking."""
+def publish(config, result, results_arg: Optional[str], config_arg: str, extra_tags: Optional[dict] = None,
+            log=None) -> None:
+    """Writes a session's results folder (first: it never depends on MLflow), completes its
+    MLflow session and prints the ranking, and what MLflow could not take."""
     import time
     from pathlib import Path
 
@@ -148,16 +198,20 @@ def publish(config, result, results_arg: Optional[str], config_arg: str, extra_t
     payload = session_payload(result, fingerprint(config, seen))
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(result.started))
     folder = Path(results_arg) if results_arg else config.root / "advisor-results" / config.name / stamp
-    diagnosis_text = render_diagnosis(config.name, result.evidence, result.diagnoses)
-    ids = tracking.log_session(
-        config, payload, lambda completed: write_results(completed, diagnosis_text, folder), extra_tags
-    )
+    write_results(payload, render_diagnosis(config.name, result.evidence, result.diagnoses), folder)
+    log = log or tracking.SessionLog(config, progress_printer(), extra_tags)
+    log.conclude(payload, folder)
     print(render_recommendations(payload))
     print(f"\nresults: {folder}  (recommendations.json, report.md, plots)")
-    print(f"MLflow: {ids['uri']}  session run {ids['session']}; browse with: advisor ui {config_arg}")
-    base = ids["uri"] if ids["uri"].startswith("http") else "http://127.0.0.1:5000"
-    print(f"review the ranked recommendations at {base.rstrip('/')}/{ids['review']}")
-    return ids
+    uri = tracking.tracking_uri(config)
+    if log.skipped:
+        print(f"MLflow: not logged ({log.error}): {', '.join(log.skipped[:6])}"
+              + (f" and {len(log.skipped) - 6} more" if len(log.skipped) > 6 else "")
+              + "; the results folder above has everything")
+        return
+    print(f"MLflow: {uri}  session run {payload['mlflow']['session_run_id']}; browse with: advisor ui {config_arg}")
+    base = uri if uri.startswith("http") else "http://127.0.0.1:5000"
+    print(f"review the ranked recommendations at {base.rstrip('/')}/{log.review}")
 
 
 def run_retune(args: argparse.Namespace) -> int:
@@ -190,15 +244,19 @@ CRON_MARK = "# advisor retune"
 def cron_line(config_path: str, schedule: str) -> str:
     from pathlib import Path
 
+    from shlex import quote
+
     config = Path(config_path).resolve()
-    log = config.parent / "advisor-retune.log"
-    return (f"{schedule} cd {config.parent} && {sys.executable} -m advisor.cli retune {config} "
-            f">> {log} 2>&1 {CRON_MARK} {config}")
+    log = config.parent / "advisor-retune.log"  # every path quoted: a folder named "a;b" stays one word
+    return (f"{schedule} cd {quote(str(config.parent))} && {quote(sys.executable)} -m advisor.cli retune "
+            f"{quote(str(config))} >> {quote(str(log))} 2>&1 {CRON_MARK} {config}")
 
 
 def run_schedule(args: argparse.Namespace) -> int:
     import shutil
     import subprocess
+    import time
+    from pathlib import Path
 
     from advisor.config import load_config
     from advisor.errors import UserError
@@ -212,20 +270,30 @@ def run_schedule(args: argparse.Namespace) -> int:
         return 0
     if shutil.which("crontab") is None:
         raise UserError("crontab is not installed; install cron, or add the line printed without --install yourself")
-    current = subprocess.run(["crontab", "-l"], capture_output=True, text=True).stdout
+    listed = subprocess.run(["crontab", "-l"], capture_output=True, text=True)
+    if listed.returncode != 0 and "no crontab" not in listed.stderr.lower():
+        raise UserError(f"crontab -l failed ({listed.stderr.strip()[:200]}); the crontab was left as it is: "
+                        "add the line printed without --install yourself")
+    current = listed.stdout if listed.returncode == 0 else ""
+    backup = Path(args.config).resolve().parent / "advisor-results" / f"crontab-before-{time.strftime('%Y%m%d-%H%M%S')}.txt"
+    backup.parent.mkdir(parents=True, exist_ok=True)
+    backup.write_text(current)
     marker = line[line.index(CRON_MARK):]
     kept = [entry for entry in current.splitlines() if not entry.endswith(marker)]
     lines = kept if args.remove else kept + [line]
     subprocess.run(["crontab", "-"], input="\n".join(lines) + "\n", text=True, check=True)
     print(("removed: " if args.remove else "installed: ") + line)
+    print(f"the crontab as it was is kept in {backup}")
     return 0
 
 
 def run_worker(args: argparse.Namespace) -> int:
+    from advisor import search
     from advisor.config import load_config
     from advisor.session import join_study
 
     config = load_config(args.config)
+    search.check_storage(config)
     ran = join_study(config, progress_printer())
     print(f"worker finished: ran {ran} trial(s) of study '{config.name}'")
     return 0

@@ -125,9 +125,14 @@ class TrackingConfig:
     experiment: Optional[str] = None
 
 
+NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
+_plain_name = (lambda v: bool(NAME_PATTERN.match(v)) and ".." not in v,
+               "a plain name of letters, digits, '.', '_' and '-' (it names the study and the results folder)")
+
+
 @dataclass(frozen=True)
 class AdvisorConfig:
-    name: str
+    name: str = _check(_plain_name)
     workload: TrainWorkload | PipelineWorkload = field(metadata={"internal": True})  # validated by its kind
     measure: MeasureConfig = field(default_factory=MeasureConfig)
     search: SearchConfig = field(default_factory=SearchConfig)

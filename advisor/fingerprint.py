@@ -82,3 +82,42 @@ def fingerprint(config: AdvisorConfig, environment: Optional[dict] = None) -> di
     }
     digest = hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest()[:12]
     return {"digest": digest, "components": components}
+
+
+def describe_changes(old: dict, new: dict) -> list[str]:
+    """What changed between two fingerprints' components, in words."""
+    changes, changed_files = [], {}
+    for key in sorted(set(old.get("sources", {})) | set(new.get("sources", {}))):
+        before, after = old.get("sources", {}).get(key), new.get("sources", {}).get(key)
+        if before and after and before != after:
+            changed_files.setdefault(after["file"], []).append(key)  # one file may hold model and dataset
+        elif before != after:
+            changes.append(f"{key} source {'added' if after else 'removed'}")
+    for file, keys in changed_files.items():
+        changes.append(f"source of the {' and '.join(keys)} changed ({file})")
+    if old.get("parameters") != new.get("parameters"):
+        changes.append(f"model parameters {_count(old.get('parameters'))} -> {_count(new.get('parameters'))}")
+    if old.get("sample") != new.get("sample"):
+        changes.append(f"sample {old.get('sample')} -> {new.get('sample')}")
+    for path, before, after in _diff(old.get("workload", {}), new.get("workload", {}), "workload"):
+        changes.append(f"config {path}: {before!r} -> {after!r}")
+    for key in ("python", "torch", "pandas"):
+        if old.get(key) != new.get(key):
+            changes.append(f"{key} {old.get(key)} -> {new.get(key)}")
+    for key, before in old.get("hardware", {}).items():
+        after = new.get("hardware", {}).get(key)
+        if before != after:
+            changes.append(f"hardware {key}: {before} -> {after}")
+    return changes
+
+
+def _count(value) -> str:
+    return f"{value:,}" if isinstance(value, int) else str(value)
+
+
+def _diff(old, new, path: str):
+    if isinstance(old, dict) and isinstance(new, dict):
+        for key in sorted(set(old) | set(new)):
+            yield from _diff(old.get(key), new.get(key), f"{path}.{key}")
+    elif old != new:
+        yield path, old, new

@@ -62,6 +62,27 @@ def storage_url(config: AdvisorConfig) -> str:
     return config.search.storage or str(config.root / f"{config.name}.optuna-journal")
 
 
+def check_storage(config: AdvisorConfig) -> None:
+    """One line, before anything is measured or written, when the study's storage cannot work."""
+    from advisor.errors import UserError
+
+    url = config.search.storage
+    if not url:
+        return
+    hint = ("use postgresql://user:password@host/db (its driver installed), sqlite:///path/to/study.db, a journal "
+            "file path, or leave search.storage unset for a journal file next to the config")
+    if "://" not in url:
+        if not Path(url).parent.is_dir():
+            raise UserError(f"search.storage: the folder of the journal file {url} does not exist; create it, or {hint}")
+        return
+    from sqlalchemy.engine import make_url
+
+    try:
+        make_url(url).get_dialect().import_dbapi()
+    except Exception as exc:
+        raise UserError(f"search.storage: cannot use {url!r} ({type(exc).__name__}: {exc}); {hint}") from None
+
+
 def open_storage(url: str) -> optuna.storages.BaseStorage | str:
     if "://" in url:  # postgresql://..., sqlite:///..., mysql://...
         return url
@@ -75,8 +96,25 @@ def find_study(config: AdvisorConfig) -> Optional[optuna.Study]:
         study = optuna.load_study(study_name=config.name, storage=storage, sampler=make_sampler(config))
     except KeyError:
         return None
+    fail_stale_trials(study)
     requeue_interrupted(study)
     return study
+
+
+def fail_stale_trials(study: optuna.Study) -> list[int]:
+    """Fails the trials left RUNNING by a process of this host that is gone (killed with
+    SIGKILL, say), marked interrupted so they are run again and not counted against the
+    budget. Trials of live processes, or of other hosts, are left to their owners."""
+    from advisor.harness.lifetime import pid_alive
+
+    stale = []
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        host, _, pid = str(trial.user_attrs.get(WORKER_ATTR, "")).rpartition(":")
+        if host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid)):
+            optuna.trial.Trial(study, trial._trial_id).set_user_attr(INTERRUPTED_ATTR, True)
+            study.tell(trial.number, state=TrialState.FAIL)
+            stale.append(trial.number)
+    return stale
 
 
 def create_study(
@@ -97,13 +135,15 @@ def create_study(
         )
     except optuna.exceptions.DuplicatedStudyError:
         return find_study(config)
-    for key, value in {**attrs, SPACE_ATTR: space_to_json(space)}.items():
-        study.set_user_attr(key, value)
     queue = [baseline_params] + [{**baseline_params, **{k: v for k, v in p.items() if k in space}} for p in first]
     if distinct_plans(space, canonical) <= config.search.trials:  # every distinct plan fits: no sampling
         queue += every_plan(space)
     for params in unique(queue, canonical):
         study.enqueue_trial(params)
+    # The facts last, the space last of all: a process that joins (it waits for the space) finds
+    # the baseline already queued, so trial 0 is the baseline whoever asks first.
+    for key, value in {**attrs, SPACE_ATTR: space_to_json(space)}.items():
+        study.set_user_attr(key, value)
     return study
 
 
@@ -202,10 +242,33 @@ def suggest(trial: optuna.Trial, space: dict[str, Param]) -> dict:
     return params
 
 
+COUNTED_STATES = (TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING, TrialState.PRUNED)
+SKIPPED_ATTR = "skipped"  # why a trial was not run: over the budget (a race), or a plan already measured
+MAX_REPEATS = 10  # plans in a row the sampler proposes that were measured already: the space is spent
+
+
+def counts(trial: FrozenTrial) -> bool:
+    """Whether a trial counts against the budget: finished or under way, neither interrupted
+    (it is run again) nor skipped."""
+    return (trial.state in COUNTED_STATES and not trial.user_attrs.get(INTERRUPTED_ATTR)
+            and not trial.user_attrs.get(SKIPPED_ATTR))
+
+
 def counted_trials(study: optuna.Study) -> int:
-    """Trials that count against the budget: finished or under way (not merely waiting)."""
-    states = (TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING, TrialState.PRUNED)
-    return sum(1 for t in study.get_trials(deepcopy=False, states=states) if not t.user_attrs.get(INTERRUPTED_ATTR))
+    return sum(1 for t in study.get_trials(deepcopy=False, states=COUNTED_STATES) if counts(t))
+
+
+def skip_reason(study: optuna.Study, number: int, plan: dict, budget: int, canonical: Callable[[dict], dict]) -> str:
+    """Why the trial just asked must not run, or "". Trials are ranked by number, so of two
+    processes that asked for the last place at once, the later one yields."""
+    trials = [t for t in study.get_trials(deepcopy=False, states=COUNTED_STATES) if t.number != number and counts(t)]
+    if sum(1 for t in trials if t.number < number) >= budget:
+        return "over the budget: another process took the last trial"
+    key = json.dumps(canonical(plan), sort_keys=True, default=str)
+    if any(json.dumps(canonical(t.user_attrs.get(PLAN_ATTR) or {}), sort_keys=True, default=str) == key
+           for t in trials if t.state in (TrialState.COMPLETE, TrialState.RUNNING)):
+        return "a plan equal in effect was measured already, or is being measured"
+    return ""
 
 
 def run_trials(
@@ -217,18 +280,34 @@ def run_trials(
     deadline: float,
     max_memory_mb: Optional[float],
     progress: Progress = lambda line: None,
+    on_trial: Callable[..., None] = lambda *args: None,
+    canonical: Callable[[dict], dict] = lambda plan: plan,
 ) -> int:
-    """Asks, measures and tells until the trial budget or the deadline is reached.
+    """Asks, measures and tells until the trial budget or the deadline is reached; `on_trial`
+    hears of each finished trial (number, plan, measurement dict, feasible, start, end).
 
     Returns the number of trials this process ran. Several processes may run this on one
-    study at once; each trial is asked once, so none is lost or run twice.
+    study at once; each trial is asked once, so none is lost, and no plan equal in effect
+    (`canonical`) to one measured or under way is run again: the budget counts distinct plans.
     """
-    ran = 0
+    ran = repeats = 0
     while counted_trials(study) < budget_trials and time.time() < deadline:
         trial = study.ask()
         plan = {**baseline, **suggest(trial, space)}
         trial.set_user_attr(PLAN_ATTR, plan)
         trial.set_user_attr(WORKER_ATTR, f"{socket.gethostname()}:{os.getpid()}")
+        why = skip_reason(study, trial.number, plan, budget_trials, canonical)
+        if why:
+            trial.set_user_attr(SKIPPED_ATTR, why)
+            study.tell(trial, state=TrialState.FAIL)
+            repeats = repeats + 1 if why.startswith("a plan") else 0
+            if repeats >= MAX_REPEATS:
+                progress(f"  the sampler proposed {MAX_REPEATS} plans in a row that were measured already: "
+                         "the search stops here")
+                break
+            continue
+        repeats = 0
+        started = time.time()
         try:
             run = measure(plan)
         except KeyboardInterrupt:
@@ -239,6 +318,7 @@ def run_trials(
         trial.set_user_attr(MEASUREMENT_ATTR, run.to_dict())
         trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
         study.tell(trial, run.samples_per_s if run.ok else 0.0)
+        on_trial(trial.number, plan, run.to_dict(), feasible, started, time.time())
         ran += 1
         progress(describe_trial(study, trial.number, plan, run, feasible, budget_trials, baseline))
     return ran

@@ -23,6 +23,7 @@ from advisor.config import AdvisorConfig
 from advisor.diagnose import THRESHOLDS, Diagnosis, diagnose
 from advisor.errors import UserError
 from advisor.evidence import Evidence, collect_evidence
+from advisor.fingerprint import describe_changes, fingerprint
 from advisor.harness import run_measurement
 from advisor.measure import Measurement
 from advisor.plan import baseline_plan
@@ -225,10 +226,22 @@ def measure_with(config: AdvisorConfig, capped: bool = True) -> Callable[[dict],
     return measure
 
 
+def outputs_folder(config: AdvisorConfig) -> Path:
+    return config.root / "advisor-cache" / config.name / "outputs"
+
+
+def own_output(config: AdvisorConfig, path: Optional[str]) -> bool:
+    """Whether a kept pipeline output lies in advisor's own outputs folder (paths come back
+    from the study, which others may write: nothing outside that folder is ever unpickled)."""
+    if not path:
+        return True  # no output: compare_frames says so
+    return Path(path).resolve().parent == outputs_folder(config).resolve()
+
+
 def measure_pipeline(config: AdvisorConfig, limit: Optional[float]) -> Callable[[dict], Measurement]:
     """Pipeline runs start from a fresh interpreter (no torch pages in the peak) and keep their
     output, one file per plan, for the comparison with the baseline's."""
-    outputs = config.root / "advisor-cache" / config.name / "outputs"
+    outputs = outputs_folder(config)
 
     def measure(plan: dict) -> Measurement:
         outputs.mkdir(parents=True, exist_ok=True)
@@ -239,17 +252,27 @@ def measure_pipeline(config: AdvisorConfig, limit: Optional[float]) -> Callable[
     return measure
 
 
+@dataclass(frozen=True)
+class Hooks:
+    """Who hears of work as it finishes (the MLflow session log): each trial, each verdict."""
+
+    trial: Callable[..., None] = lambda *args: None  # (number, plan, measurement dict, feasible, start, end)
+    verdict: Callable[..., None] = lambda *args: None  # (name, plan, verdict dict, start, end)
+
+
 def optimize(
     config: AdvisorConfig,
     progress: Progress = lambda line: None,
     warm_start: tuple[dict, ...] = (),
     evidence: Optional[Evidence] = None,
+    hooks: Hooks = Hooks(),
 ) -> SessionResult:
     """Diagnoses (unless `evidence` from an earlier diagnosis is given), searches, verifies.
     Resumes the workload's study when one exists."""
     started = time.time()
     study = search.find_study(config)
     if study is not None and search.SPACE_ATTR in study.user_attrs:
+        check_same_workload(config, study.user_attrs)
         facts = SessionFacts.from_attrs(study.user_attrs)
         done = len(search.finished_trials(study))
         progress(f"resuming study '{config.name}' ({done} trials done; the baseline's diagnosis is reused)")
@@ -278,10 +301,11 @@ def optimize(
         progress(f"trials ({budget}, at most {config.search.time_budget_s:.0f} s), study in {search.storage_url(config)}:")
         search.run_trials(
             study, facts.space, facts.baseline, measure, budget,
-            time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress,
+            time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress, hooks.trial,
+            canonical=effective,
         )
         trials = search.finished_trials(study)
-    return conclude(config, facts, diagnoses, trials, measure, progress, started)
+    return conclude(config, facts, diagnoses, trials, measure, progress, started, hooks)
 
 
 def join_study(config: AdvisorConfig, progress: Progress = lambda line: None) -> int:
@@ -291,10 +315,11 @@ def join_study(config: AdvisorConfig, progress: Progress = lambda line: None) ->
         raise UserError(
             f"no study '{config.name}' in {search.storage_url(config)} yet; start it with advisor optimize {config.path}"
         )
+    check_same_workload(config, study.user_attrs)
     facts = SessionFacts.from_attrs(study.user_attrs)
     return search.run_trials(
         study, facts.space, facts.baseline, measure_with(config), search.trial_budget(config, facts.space, effective),
-        time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress,
+        time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress, canonical=effective,
     )
 
 
@@ -308,9 +333,11 @@ class SessionFacts:
     skipped: dict
     baseline: dict
     space: dict
+    fingerprint: dict = field(default_factory=dict)  # the workload's static fingerprint components
 
     def to_attrs(self) -> dict:
         return {
+            "fingerprint": self.fingerprint,
             "evidence": self.evidence.to_dict(),
             "context": asdict(self.context),
             "chosen": list(self.chosen),
@@ -328,6 +355,7 @@ class SessionFacts:
             skipped=attrs["skipped"],
             baseline=attrs["baseline"],
             space=search.space_from_json(attrs[search.SPACE_ATTR]),
+            fingerprint=attrs.get("fingerprint", {}),
         )
 
 
@@ -359,10 +387,22 @@ def plan_session(config: AdvisorConfig, evidence: Evidence) -> SessionFacts:
         skipped=skipped,
         baseline=spelled_out(baseline_plan(config), context),
         space=search_space(chosen, context),
+        fingerprint=fingerprint(config)["components"],
     )
 
 
-def conclude(config, facts, diagnoses, trials, measure, progress, started) -> SessionResult:
+def check_same_workload(config: AdvisorConfig, attrs: dict) -> None:
+    """A study's trials and evidence belong to the workload that made it: resuming or joining
+    it after the code, the config's workload section or the environment changed would mix old
+    measurements into new advice."""
+    stored = attrs.get("fingerprint")
+    changes = describe_changes(stored, fingerprint(config)["components"]) if stored else ["it records no fingerprint"]
+    if changes:
+        raise UserError(f"the study '{config.name}' in {search.storage_url(config)} was made for another workload "
+                        f"({'; '.join(changes)}): run with --fresh to start over, or advisor retune for a deliberate change")
+
+
+def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks: Hooks = Hooks()) -> SessionResult:
     """From the trials to ranked, verified recommendations."""
     baseline, max_memory = facts.baseline, config.constraints.max_memory_mb
     base_trial = next((t for t in trials if t.number == 0), None)
@@ -383,7 +423,7 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started) -> Se
         input_bound = bool(diagnoses) and diagnoses[0].bottleneck.startswith("input")
         recommendations, baseline_breakdown, late_rejections = verify_candidates(
             candidates, baseline, config, measure, memory_fix, progress, reference_plan=reference.plan,
-            with_ideal=input_bound and bool(facts.evidence.derived.get("ideal_samples_per_s")),
+            with_ideal=input_bound and bool(facts.evidence.derived.get("ideal_samples_per_s")), on_verdict=hooks.verdict,
         )
         rejected += late_rejections
     return SessionResult(
@@ -470,6 +510,7 @@ def verify_candidates(
     progress: Progress,
     reference_plan: Optional[dict] = None,
     with_ideal: bool = False,
+    on_verdict: Callable[..., None] = lambda *args: None,
 ) -> tuple[list[Recommendation], dict, list[Rejection]]:
     """Re-measures the candidates interleaved with the reference (the baseline, run as the user
     runs it: without the memory budget the candidates must keep); then, when the winner combines
@@ -491,8 +532,10 @@ def verify_candidates(
 
     progress(f"verifying {len(plans)} candidate(s), interleaved with the baseline{' and the ideal' if with_ideal else ''}, "
              f"{config.search.pairs} rounds:")
+    verify_started = time.time()
     rounds = interleave(reference_plan, arms, measure, config.search.pairs, progress,
                         measure_reference=measure_with(config, capped=False))
+    verify_finished = time.time()
     ideal_ratios = rounds.ratios("ideal") if with_ideal else []
     ideal_speedup = paired_interval(ideal_ratios)[0] if ideal_ratios else None
 
@@ -506,6 +549,7 @@ def verify_candidates(
             [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
             failures=rounds.failures(name), pairs=config.search.pairs,
         )
+        on_verdict(name, trial.plan, verdict.to_dict(), verify_started, verify_finished)
         if numerics is not None and not numerics.passed:
             rejections.append(Rejection(changes_of(trial.plan, baseline), names(recipes), verdict.reason, trial.number))
             continue
@@ -569,9 +613,11 @@ def rank(recommendations: list[Recommendation]) -> list[Recommendation]:
 def compare_outputs(candidate: Measurement, baseline: Measurement, risk: str, config: AdvisorConfig) -> NumericsResult:
     """Training compares seeded loss trajectories; pipelines compare output frames."""
     if config.kind == "pipeline":
-        workload = config.workload
-        return compare_frames(candidate.output.get("path"), baseline.output.get("path"), risk, workload.float_rtol,
-                              workload.order_matters)
+        workload, paths = config.workload, (candidate.output.get("path"), baseline.output.get("path"))
+        if not all(own_output(config, path) for path in paths):  # a path from a shared study is only data
+            return NumericsResult(False, risk, math.inf, workload.float_rtol, 0,
+                                  "an output lies outside advisor's own folder: not read")
+        return compare_frames(*paths, risk, workload.float_rtol, workload.order_matters)
     return compare_training(candidate, baseline, risk, config.constraints.loss_rtol)
 
 

@@ -10,6 +10,7 @@ config, so `advisor report` and `advisor ui` find it from any working directory.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -21,6 +22,9 @@ from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+# A tracking server that went away must cost seconds, not MLflow's default minutes of retries.
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
+os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
 logging.getLogger("mlflow").setLevel(logging.WARNING)
 logging.getLogger("alembic").setLevel(logging.WARNING)
 
@@ -45,6 +49,177 @@ def experiment_name(config: AdvisorConfig) -> str:
 
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+OWNER_TAG = "advisor.owner"  # host:pid of the process that writes a session run
+TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "file", "databricks")
+
+
+def check_tracking(config: AdvisorConfig) -> None:
+    """One line, before anything is measured or written, when the tracking URI cannot work."""
+    uri = tracking_uri(config)
+    parsed = urllib.parse.urlparse(uri)
+    scheme = parsed.scheme.split("+")[0]
+    hint = "use http://host:port for a tracking server, or leave tracking.uri unset for a sqlite store next to the config"
+    if scheme not in TRACKING_SCHEMES:
+        raise UserError(f"tracking.uri: {uri!r} is not a tracking URI; {hint}")
+    if scheme in ("http", "https"):
+        import urllib.request
+
+        try:
+            urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=10).read()
+        except Exception as exc:  # refused, unknown host, timeout, an HTTP error
+            raise UserError(f"tracking.uri: no MLflow tracking server answers at {uri} ({type(exc).__name__}: "
+                            f"{str(exc)[:200]}); start it (mlflow server), or {hint.split(', or ')[1]}") from None
+    elif scheme == "sqlite" and not Path(parsed.path).parent.is_dir():
+        raise UserError(f"tracking.uri: the folder of {uri} does not exist; create it, or {hint.split(', or ')[1]}")
+    elif scheme in ("postgresql", "mysql", "mssql"):
+        from sqlalchemy.engine import make_url
+
+        try:
+            make_url(uri).get_dialect().import_dbapi()
+        except Exception as exc:
+            raise UserError(f"tracking.uri: cannot use {uri!r} ({type(exc).__name__}: {exc}); install its driver, "
+                            f"or {hint}") from None
+
+
+class SessionLog:
+    """One optimize session in MLflow, written as the work happens: the session run opens at the
+    start; each trial and each verification is logged as it finishes, with its real start and
+    end; the run closes FINISHED, FAILED or KILLED. A tracking failure never loses work: it
+    warns once, and what could not be logged is listed at the end (the results folder has all)."""
+
+    def __init__(self, config: AdvisorConfig, warn: Callable[[str], None] = lambda line: None,
+                 tags: Optional[dict] = None):
+        self.config, self.warn = config, warn
+        self.error, self.skipped = "", []
+        self.tracker: Optional[Tracker] = None
+        self.session: Optional[str] = None
+        self.logged_trials: set[int] = set()
+        self.recommendation_ids: list[str] = []
+        self._call("the session run", self._open, tags or {})
+
+    def _open(self, tags: dict) -> None:
+        import socket
+
+        self.tracker = Tracker(self.config)
+        close_abandoned_sessions(self.tracker)
+        self.session = self.tracker.start(
+            f"optimize {time.strftime('%Y-%m-%d %H:%M:%S')}",
+            {"kind": "session", "workload": self.config.name, OWNER_TAG: f"{socket.gethostname()}:{os.getpid()}", **tags},
+            description=f"advisor optimize session over {self.config.path}",
+        )
+
+    def _call(self, what: str, action: Callable, *args) -> object:
+        if self.error or (self.session is None and self.tracker is not None):
+            self.skipped.append(what)
+            return None
+        try:
+            return action(*args)
+        except Exception as exc:  # any tracking failure: the session goes on, the results folder keeps it all
+            self.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            self.skipped.append(what)
+            self.warn(f"MLflow: could not log {what} ({self.error}); going on: the results folder keeps everything")
+            return None
+
+    def trial(self, number: int, plan: dict, measurement: dict, feasible: bool, started: float, finished: float) -> None:
+        def log() -> None:
+            run_id = self.tracker.start(
+                f"trial {number}",
+                {"kind": "trial", "feasible": str(feasible).lower(), "workload": self.config.name,
+                 "reason": measurement.get("reason", "")},
+                parent=self.session, start_time=started,
+            )
+            self.tracker.log(run_id, params=plan, metrics={**run_metrics(measurement), "trial": number})
+            self.tracker.finish(run_id, failed=not feasible, end_time=finished)
+            self.logged_trials.add(number)
+
+        self._call(f"trial {number}", log)
+
+    def verification(self, name: str, plan: dict, verdict: dict, started: float, finished: float) -> None:
+        def log() -> None:
+            run_id = self.tracker.start(
+                f"verification {name}", {"kind": "verification", "verified": str(verdict["verified"]).lower(),
+                                         "workload": self.config.name, "reason": verdict["reason"][:4000]},
+                parent=self.session, start_time=started,
+            )
+            self.tracker.log(run_id, params=plan, metrics={
+                "speedup": verdict["speedup"], "speedup_low": verdict["low"], "speedup_high": verdict["high"],
+                "failed_runs": len(verdict.get("failures", ())), "pairs": len(verdict["ratios"])})
+            self.tracker.finish(run_id, failed=not verdict["verified"], end_time=finished)
+
+        self._call(f"the verification of {name}", log)
+
+    def conclude(self, payload: dict, folder: Path) -> None:
+        """The baseline, trials not logged yet (other workers', earlier sessions'), the ranked
+        recommendations and the results folder; then the session closes FINISHED."""
+        bottleneck = payload["diagnoses"][0]["bottleneck"] if payload["diagnoses"] else "none"
+        self._call("the session's tags", lambda: self.tracker.log(
+            self.session, params={"recipes_tried": ",".join(payload["recipes_tried"]) or "none"},
+            metrics={"baseline_samples_per_s": payload["baseline"]["samples_per_s"]},
+            tags={"fingerprint": payload["fingerprint"], "bottleneck": bottleneck}))
+
+        def baseline() -> None:
+            run_id = self.tracker.start("baseline", {"kind": "baseline", "workload": self.config.name}, parent=self.session)
+            self.tracker.log(run_id, params=payload["baseline"]["plan"], metrics=run_metrics(payload["baseline"]["measurement"]))
+            self.tracker.finish(run_id)
+
+        self._call("the baseline", baseline)
+        for trial in payload["trials"]:
+            if trial["number"] not in self.logged_trials:
+                self.trial(trial["number"], trial["plan"], trial["measurement"], trial["feasible"], None, None)
+        for rec in payload["recommendations"]:
+            self._call(f"recommendation #{rec['rank']}", self._recommendation, rec, bottleneck)
+        if self.recommendation_ids and len(self.recommendation_ids) == len(payload["recommendations"]):
+            for rec, run_id in zip(payload["recommendations"], self.recommendation_ids):
+                rec["mlflow_run_id"] = run_id
+        if self.session and not self.error:
+            payload["mlflow"] = {"uri": tracking_uri(self.config), "experiment": experiment_name(self.config),
+                                 "session_run_id": self.session}
+            (folder / "recommendations.json").write_text(json.dumps(payload, indent=2, default=str))
+        self._call("the results folder", self.tracker.attach, self.session, folder) if self.tracker else None
+        self.close("FINISHED")
+
+    def _recommendation(self, rec: dict, bottleneck: str) -> None:
+        run_id = self.tracker.start(
+            f"#{rec['rank']} {'+'.join(rec['recipes'])}",
+            {"kind": "recommendation", "verified": str(rec["verified"]).lower(), "recipe": "+".join(rec["recipes"]),
+             "bottleneck": bottleneck, "workload": self.config.name},
+            parent=self.session,
+            description=f"{rec['reason']}\n\n```python\n{rec['snippet']}\n```",
+        )
+        self.tracker.log(
+            run_id, params=rec["plan"],
+            metrics={"rank": rec["rank"], "speedup": rec["speedup"], "speedup_low": rec["interval"][0],
+                     "speedup_high": rec["interval"][1], "samples_per_s": rec["samples_per_s"],
+                     "peak_memory_mb": rec["peak_memory_mb"], "failed_runs": rec.get("failed_runs", 0)},
+        )
+        self.tracker.finish(run_id)
+        self.recommendation_ids.append(run_id)
+
+    def close(self, status: str) -> None:
+        """FINISHED, FAILED or KILLED; once."""
+        if self.session and not self.error:
+            self._call(f"the session's end ({status})", self.tracker.client.set_terminated, self.session, status)
+        self.session = None
+
+    @property
+    def review(self) -> Optional[str]:
+        return review_path(self.tracker.experiment_id) if self.tracker else None
+
+
+def close_abandoned_sessions(tracker: "Tracker") -> list[str]:
+    """Session runs left RUNNING by an advisor process of this host that is gone (killed with
+    SIGKILL) are closed as KILLED, so that no reader mistakes them for a session under way."""
+    import socket
+
+    from advisor.harness.lifetime import pid_alive
+
+    closed = []
+    for run in tracker.client.search_runs([tracker.experiment_id], "tags.kind = 'session' and attributes.status = 'RUNNING'"):
+        host, _, pid = run.data.tags.get(OWNER_TAG, "").rpartition(":")
+        if host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid)):
+            tracker.client.set_terminated(run.info.run_id, "KILLED")
+            closed.append(run.info.run_id)
+    return closed
 
 
 class Tracker:
@@ -59,13 +234,15 @@ class Tracker:
             # MLflow's UI opens GenAI experiments on a traces overview; this one's page is its runs.
             self.client.set_experiment_tag(self.experiment_id, EXPERIMENT_KIND_TAG, "custom_model_development")
 
-    def start(self, name: str, tags: dict, parent: Optional[str] = None, description: str = "") -> str:
+    def start(self, name: str, tags: dict, parent: Optional[str] = None, description: str = "",
+              start_time: Optional[float] = None) -> str:
         all_tags = {RUN_NAME_TAG: name, **{k: str(v) for k, v in tags.items()}}
         if parent:
             all_tags[PARENT_TAG] = parent
         if description:
             all_tags[DESCRIPTION_TAG] = description
-        return self.client.create_run(self.experiment_id, tags=all_tags, run_name=name).info.run_id
+        started = int(start_time * 1000) if start_time else None
+        return self.client.create_run(self.experiment_id, start_time=started, tags=all_tags, run_name=name).info.run_id
 
     def log(self, run_id: str, params: Optional[dict] = None, metrics: Optional[dict] = None, tags: Optional[dict] = None) -> None:
         now = int(time.time() * 1000)
@@ -76,8 +253,8 @@ class Tracker:
             tags=[RunTag(k, str(v)) for k, v in (tags or {}).items()],
         )
 
-    def finish(self, run_id: str, failed: bool = False) -> None:
-        self.client.set_terminated(run_id, "FAILED" if failed else "FINISHED")
+    def finish(self, run_id: str, failed: bool = False, end_time: Optional[float] = None) -> None:
+        self.client.set_terminated(run_id, "FAILED" if failed else "FINISHED", int(end_time * 1000) if end_time else None)
 
     def attach(self, run_id: str, folder: Path) -> None:
         self.client.log_artifacts(run_id, str(folder))
@@ -96,70 +273,6 @@ def run_metrics(measurement: dict) -> dict:
     }
 
 
-def log_session(
-    config: AdvisorConfig, payload: dict, write_results: Callable[[dict], Path], extra_tags: Optional[dict] = None
-) -> dict:
-    """Logs a finished session (the recommendations.json payload) and attaches its results.
-
-    `write_results` is called with the payload completed by the MLflow run ids, and returns the
-    folder to attach to the session run.
-
-    Returns:
-        {"session": run id, "recommendations": [run id per rank], "uri": tracking URI}
-    """
-    tracker = Tracker(config)
-    bottleneck = payload["diagnoses"][0]["bottleneck"] if payload["diagnoses"] else "none"
-    session = tracker.start(
-        f"optimize {payload['started']}",
-        {"kind": "session", "fingerprint": payload["fingerprint"], "bottleneck": bottleneck, "workload": config.name,
-         **(extra_tags or {})},
-        description=f"advisor optimize session over {config.path}",
-    )
-    tracker.log(session, params={"recipes_tried": ",".join(payload["recipes_tried"]) or "none"},
-                metrics={"baseline_samples_per_s": payload["baseline"]["samples_per_s"]})
-
-    baseline = tracker.start("baseline", {"kind": "baseline", "workload": config.name}, parent=session)
-    tracker.log(baseline, params=payload["baseline"]["plan"], metrics=run_metrics(payload["baseline"]["measurement"]))
-    tracker.finish(baseline)
-
-    for trial in payload["trials"]:
-        run_id = tracker.start(
-            f"trial {trial['number']}",
-            {"kind": "trial", "feasible": str(trial["feasible"]).lower(), "workload": config.name,
-             "reason": trial["measurement"].get("reason", "")},
-            parent=session,
-        )
-        tracker.log(run_id, params=trial["plan"], metrics={**run_metrics(trial["measurement"]), "trial": trial["number"]})
-        tracker.finish(run_id, failed=not trial["feasible"])
-
-    recommendation_ids = []
-    for rec in payload["recommendations"]:
-        run_id = tracker.start(
-            f"#{rec['rank']} {'+'.join(rec['recipes'])}",
-            {"kind": "recommendation", "verified": str(rec["verified"]).lower(), "recipe": "+".join(rec["recipes"]),
-             "bottleneck": bottleneck, "workload": config.name},
-            parent=session,
-            description=f"{rec['reason']}\n\n```python\n{rec['snippet']}\n```",
-        )
-        tracker.log(
-            run_id,
-            params=rec["plan"],
-            metrics={"rank": rec["rank"], "speedup": rec["speedup"], "speedup_low": rec["interval"][0],
-                     "speedup_high": rec["interval"][1], "samples_per_s": rec["samples_per_s"],
-                     "peak_memory_mb": rec["peak_memory_mb"], "failed_runs": rec.get("failed_runs", 0)},
-        )
-        tracker.finish(run_id)
-        recommendation_ids.append(run_id)
-
-    for rec, run_id in zip(payload["recommendations"], recommendation_ids):
-        rec["mlflow_run_id"] = run_id
-    payload["mlflow"] = {"uri": tracking_uri(config), "experiment": experiment_name(config), "session_run_id": session}
-    tracker.attach(session, write_results(payload))
-    tracker.finish(session)
-    return {"session": session, "recommendations": recommendation_ids, "uri": tracking_uri(config),
-            "review": review_path(tracker.experiment_id)}
-
-
 def review_path(experiment_id: str) -> str:
     """The MLflow UI page a reviewer wants: this experiment's recommendation runs, by rank (sorted
     by a metric, the UI lists them flat rather than folded under their sessions)."""
@@ -174,11 +287,13 @@ def latest_session(config: AdvisorConfig) -> tuple[dict, list[dict]]:
     experiment = client.get_experiment_by_name(experiment_name(config))
     if experiment is None:
         raise UserError(f"no MLflow experiment '{experiment_name(config)}' in {tracking_uri(config)}; run advisor optimize first")
-    sessions = client.search_runs(
-        [experiment.experiment_id], "tags.kind = 'session'", order_by=["attributes.start_time DESC"], max_results=1
+    sessions = client.search_runs(  # finished ones only: a session under way, failed or killed has no ranking yet
+        [experiment.experiment_id], "tags.kind = 'session' and attributes.status = 'FINISHED'",
+        order_by=["attributes.start_time DESC"], max_results=1,
     )
     if not sessions:
-        raise UserError(f"no optimize session in experiment '{experiment_name(config)}'; run advisor optimize first")
+        raise UserError(f"no finished optimize session in experiment '{experiment_name(config)}'; "
+                        "run advisor optimize first")
     session = sessions[0]
     children = client.search_runs(
         [experiment.experiment_id],

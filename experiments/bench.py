@@ -118,7 +118,8 @@ def scratch_config(name: str, folder: Path) -> AdvisorConfig:
 
 def run_search(study, space, baseline, measure, budget, config, progress) -> tuple[list[search.TrialResult], float]:
     started = time.time()
-    search.run_trials(study, space, baseline, measure, budget, math.inf, config.constraints.max_memory_mb, progress)
+    search.run_trials(study, space, baseline, measure, budget, math.inf, config.constraints.max_memory_mb, progress,
+                      canonical=effective)
     return search.finished_trials(study), time.time() - started
 
 

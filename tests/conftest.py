@@ -90,10 +90,9 @@ class Server:
     store: str  # the server's own backend store, a sqlite URI
 
 
-@pytest.fixture(scope="session")
-def mlflow_server(tmp_path_factory):
-    """A real `mlflow server` on 127.0.0.1, for the whole run."""
-    folder = tmp_path_factory.mktemp("mlflow-server")
+def start_mlflow_server(folder: Path) -> tuple[subprocess.Popen, Server]:
+    """A real `mlflow server` on 127.0.0.1 in its own process group, answering."""
+    folder.mkdir(parents=True, exist_ok=True)
     port = free_port()
     server = subprocess.Popen(
         [sys.executable, "-m", "mlflow", "server", "--host", "127.0.0.1", "--port", str(port),
@@ -104,7 +103,18 @@ def mlflow_server(tmp_path_factory):
     url = f"http://127.0.0.1:{port}"
     try:
         wait_for_url(f"{url}/health", 120)
-        yield Server(url, f"sqlite:///{folder / 'mlflow.db'}")
+    except AssertionError:
+        os.killpg(server.pid, signal.SIGKILL)
+        raise
+    return server, Server(url, f"sqlite:///{folder / 'mlflow.db'}")
+
+
+@pytest.fixture(scope="session")
+def mlflow_server(tmp_path_factory):
+    """A real `mlflow server` on 127.0.0.1, for the whole run."""
+    server, address = start_mlflow_server(tmp_path_factory.mktemp("mlflow-server"))
+    try:
+        yield address
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)

@@ -10,6 +10,10 @@ PARENT_SIDE = [
     # (changes to the tiny config, or raw YAML text; words the error must contain)
     ({"workload": {"model": None}}, "workload.model: missing"),
     ({"name": None}, "name: missing"),
+    ({"name": "../x"}, "name: expected a plain name"),  # it names files: no escape from the config's folder
+    ({"name": ""}, "name: expected a plain name"),
+    ({"name": "a/b"}, "name: expected a plain name"),
+    ({"name": "/etc/x"}, "name: expected a plain name"),
     ({"measure": {"steps": "many"}}, "measure.steps: expected an integer"),
     ({"measure": {"steps": 0}}, "measure.steps: expected a number >= 1"),
     ({"measure": {"stepz": 3}}, "did you mean 'steps'"),

@@ -60,6 +60,11 @@ def test_mlflow_layout(optimized):
     kinds = sorted(r.data.tags["kind"] for r in children)
     assert kinds.count("baseline") == 1 and kinds.count("trial") == 3
     assert kinds.count("recommendation") == len(payload["recommendations"])
+    assert kinds.count("verification") == len(payload["recommendations"]), "each verification logged as it finished"
+    assert session.info.status == "FINISHED"
+    trials = sorted((r for r in children if r.data.tags["kind"] == "trial"), key=lambda r: r.data.metrics["trial"])
+    assert all(session.info.start_time <= t.info.start_time < t.info.end_time <= session.info.end_time for t in trials)
+    assert all(a.info.end_time <= b.info.start_time for a, b in zip(trials, trials[1:])), "their real times, in order"
     trial = next(r for r in children if r.data.tags["kind"] == "trial")
     assert "dataloader.num_workers" in trial.data.params
     assert {"samples_per_s", "step_ms_p50", "step_ms_p95", "peak_memory_mb", "stall_share"} <= set(trial.data.metrics)

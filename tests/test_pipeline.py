@@ -117,7 +117,7 @@ def test_stages_are_timed_and_output_kept(tmp_path):
     assert run.ok, run.reason
     assert run.samples == 20_000 and run.samples_per_s > 0
     assert {"read", "transform", "write"} <= set(run.stages) and run.stages["read"]["wall_s"] > 0
-    assert (tmp_path / "out" / "totals.parquet").exists()
+    assert not (tmp_path / "out").exists(), "the write is timed into advisor's own run folder, never the user's sink"
     assert len(pd.read_pickle(tmp_path / "base.pkl")) == 50
     chunked = measure(path, tmp_path / "chunked.pkl", **{"pipeline.chunksize": 3_000})
     assert chunked.ok and chunked.stages["combine"]["wall_s"] > 0
@@ -209,3 +209,20 @@ def test_dask_on_the_scheduler_the_config_names(tmp_path):
         for process in processes:
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=30)
+
+
+@pytest.mark.integration
+def test_the_users_sink_is_never_written(tmp_path):
+    """A sink that exists beforehand is byte-identical after diagnose and optimize: every run
+    writes the sink's format into advisor's own run folder instead (and times that write)."""
+    path = pipeline_config(tmp_path, 20_000, sink="totals.parquet")
+    yaml_with(path, search={"recipes": ["columns"], "trials": 2, "verify_top": 1, "pairs": 5})
+    sink = tmp_path / "totals.parquet"
+    sink.write_bytes(b"the user's own results, from last night's run")
+    before = sink.read_bytes()
+    diagnosed = run_cli("diagnose", str(path), "--json")
+    assert diagnosed.returncode == 0, diagnosed.stderr[-2000:]
+    assert "write" in json.loads(diagnosed.stdout)["evidence"]["runs"]["full"]["stages"], "the write is still timed"
+    optimized = run_cli("optimize", str(path), timeout=600)
+    assert optimized.returncode == 0, optimized.stderr[-2000:]
+    assert sink.read_bytes() == before

@@ -3,6 +3,7 @@ reported with exit status 3, a changed model re-tuned warm-started, each linked 
 
 import shutil
 import subprocess
+import sys
 
 import optuna
 import pytest
@@ -11,9 +12,9 @@ from mlflow import MlflowClient
 
 from advisor import search
 from advisor.config import load_config
-from advisor.retune import describe_changes
+from advisor.fingerprint import describe_changes
 from advisor.tracking import tracking_uri
-from conftest import TINY, run_cli, write_config
+from conftest import ROOT, TINY, run_cli, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -93,6 +94,38 @@ def test_schedule_prints_the_crontab_line(tmp_path):
     assert result.stdout.startswith("0 3 * * * cd ") and f"-m advisor.cli retune {path}" in result.stdout
     bad = run_cli("schedule", str(path), "--cron", "every night")
     assert bad.returncode == 2 and "5-field cron schedule" in bad.stderr
+
+
+def test_schedule_quotes_every_path(tmp_path):
+    import shlex
+
+    folder = tmp_path / "a;b c"
+    folder.mkdir()
+    path = write_config(folder, TINY)
+    result = run_cli("schedule", str(path), "--cron", "0 3 * * *")
+    assert result.returncode == 0, result.stderr
+    command = result.stdout.strip().split(" ", 5)[5].split(" # advisor retune")[0]
+    words = shlex.split(command)
+    assert words[:2] == ["cd", str(folder)] and str(path) in words, words
+
+
+def test_an_unreadable_crontab_is_never_replaced(tmp_path):
+    """`crontab -l` failing for another reason than an empty crontab: nothing is installed."""
+    import os
+
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    written = tmp_path / "written.txt"
+    fake = bin_dir / "crontab"  # a stand-in for the system's crontab: no cron daemon on this machine
+    fake.write_text(f"#!/bin/sh\nif [ \"$1\" = -l ]; then echo 'crontab: cannot open: Permission denied' >&2; exit 1; fi\n"
+                    f"cat > {written}\n")
+    fake.chmod(0o755)
+    path = write_config(tmp_path, TINY)
+    result = subprocess.run([sys.executable, "-m", "advisor.cli", "schedule", str(path), "--install"], cwd=ROOT,
+                            capture_output=True, text=True, timeout=120,
+                            env={**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert result.returncode == 2 and "crontab -l failed" in result.stderr, result.stderr
+    assert not written.exists(), "the user's crontab was not replaced"
 
 
 def test_schedule_install_and_remove(tmp_path):

@@ -42,7 +42,8 @@ def run_spec(spec: dict) -> dict:
         from advisor.harness import pipeline
         from advisor.workload import load_pipeline
 
-        return pipeline.run(config, load_pipeline(config), spec["plan"], spec["mode"], spec.get("output"))
+        return pipeline.run(config, load_pipeline(config), spec["plan"], spec["mode"], spec.get("output"),
+                            spec.get("scratch"))
     from advisor.harness import train
     from advisor.workload import load_workload
 

@@ -46,6 +46,9 @@ def start(spec_path: str, result_path: str, log_path: str, fresh: bool = False) 
 
 
 def _child(spec_path: str, result_path: str, log_path: str) -> None:
+    from advisor.harness.lifetime import die_with_parent
+
+    die_with_parent()
     os.setsid()
     # Behave as a plain `python` process would: DataLoader workers start by the platform's default
     # method (fork on Linux before 3.14), not by the forkserver this child came from; and

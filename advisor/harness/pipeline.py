@@ -310,7 +310,8 @@ def dask_compute(files, fmt, options, plan, code, stages, workers: int, compute_
 # ---------------------------------------------------------------- the run
 
 
-def run(config: AdvisorConfig, code: PipelineCode, plan: dict, mode: str, output_path: Optional[str]) -> dict:
+def run(config: AdvisorConfig, code: PipelineCode, plan: dict, mode: str, output_path: Optional[str],
+        scratch: Optional[str] = None) -> dict:
     """Runs the pipeline under the plan; returns the measurement fields seen from inside."""
     files = source_files(config)
     fmt = source_format(config, files)
@@ -332,9 +333,9 @@ def run(config: AdvisorConfig, code: PipelineCode, plan: dict, mode: str, output
         output, rows = run_chunked(files, fmt, options, plan, code, stages)
     else:
         output, rows = run_whole(files, fmt, options, plan, code, stages)
-    if config.workload.sink:
+    if config.workload.sink and scratch:  # the sink's format, timed, into advisor's own run folder: never the user's file
         with stages.stage("write"):
-            write(output, config.root / config.workload.sink)
+            write(output, Path(scratch) / f"sink{Path(config.workload.sink).suffix}")
     wall = time.perf_counter() - wall_start
     tree_cpu = time.process_time() - cpu_start + descendants_cpu_seconds(os.getpid()) - tree_cpu_start
     others = other_cpu_share(machine_busy_seconds() - busy_start, tree_cpu, wall)

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional
 
 from advisor.errors import UserError
-from advisor.harness import cgroups, launch
+from advisor.harness import cgroups, launch, lifetime
 from advisor.measure import Measurement, ResourceSampler, TreeMemory, default_memory_limit_mb, kill_tree
 
 STDERR_TAIL_CHARS = 4000
@@ -36,13 +36,14 @@ def run_measurement(
     Raises:
         WorkloadInvalid: the workload does not satisfy the contract (bad callable, wrong dataset).
     """
-    with tempfile.TemporaryDirectory(prefix="advisor-run-") as folder:
+    with tempfile.TemporaryDirectory(prefix=lifetime.run_folder_prefix()) as folder:
         spec_path, result_path, log_path = (Path(folder) / name for name in ("spec.json", "result.json", "child.log"))
         limit_mb = memory_limit_mb or default_memory_limit_mb()
         group = cgroups.child_group(memory_limit_mb) if memory_limit_mb is not None else None
         spec_path.write_text(json.dumps({"config": str(config_path), "plan": plan, "mode": mode, "steps": steps,
                                           "output": str(output_path) if output_path else None,
-                                          "memory_limit_mb": limit_mb, "cgroup": str(group) if group else None}))
+                                          "memory_limit_mb": limit_mb, "cgroup": str(group) if group else None,
+                                          "scratch": folder}))
         started = time.perf_counter()
         child = launch.start(str(spec_path), str(result_path), str(log_path), fresh=fresh)
         try:  # in a cgroup the kernel enforces the budget; the sampler only guards the machine

@@ -22,6 +22,7 @@ from torch.utils.data import DataLoader
 
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
+from advisor.harness.lifetime import die_with_parent
 from advisor.harness.operators import STEP_LABEL, summarize_profile
 from advisor.measure import (
     descendants_cpu_seconds, machine_busy_seconds, other_cpu_share, step_statistics, tree_memory,
@@ -282,6 +283,8 @@ def make_loader(dataset: Any, plan: dict, shuffle: bool) -> DataLoader:
         options["persistent_workers"] = bool(plan["dataloader.persistent_workers"])
         if plan.get("dataloader.prefetch_factor"):
             options["prefetch_factor"] = int(plan["dataloader.prefetch_factor"])
+    if workers > 0:
+        options["worker_init_fn"] = die_with_parent  # a worker never outlives the run, even after SIGKILL
     return DataLoader(
         dataset,
         batch_size=int(plan["batch_size"]),

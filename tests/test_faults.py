@@ -1,0 +1,250 @@
+"""Faults injected on purpose, with real processes: kill -9, SIGTERM and SIGHUP mid-study, and
+what a killed run leaves behind. Nothing advisor started may outlive it; nothing finished is lost."""
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import psutil
+import pytest
+
+from advisor import search
+from advisor.config import load_config
+from advisor.harness.lifetime import RUN_FOLDER_PREFIX
+from conftest import ROOT
+from test_search import complete_trials, load_study, quick_config, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def start_advisor(*args, tmpdir):
+    return subprocess.Popen([sys.executable, "-m", "advisor.cli", *args], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, "TMPDIR": str(tmpdir)})
+
+
+def descendants(pid: int) -> list[psutil.Process]:
+    try:
+        return psutil.Process(pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+
+
+def measuring_with_workers(pid: int) -> bool:
+    """A DataLoader worker is alive: advisor -> fork server -> measurement child -> worker."""
+    tree = {p.pid: p for p in descendants(pid)}
+    for proc in tree.values():
+        try:
+            parent = proc.ppid()
+            if parent in tree and tree[parent].ppid() in tree:
+                return True
+        except psutil.NoSuchProcess:
+            pass
+    return False
+
+
+def alive(processes: list[psutil.Process]) -> list[str]:
+    """The processes, and the members of their process groups, still running (zombies are dead)."""
+    groups = set()
+    for proc in processes:
+        try:
+            groups.add(os.getpgid(proc.pid))
+        except ProcessLookupError:
+            pass
+    left = []
+    for proc in psutil.process_iter(["pid", "status", "cmdline"]):
+        try:
+            mine = proc.pid in {p.pid for p in processes} or os.getpgid(proc.pid) in groups
+        except ProcessLookupError:
+            continue
+        if mine and proc.info["status"] != psutil.STATUS_ZOMBIE and proc.pid != os.getpid():
+            left.append(f"{proc.pid} {' '.join(proc.info['cmdline'] or [])[:80]}")
+    return left
+
+
+def gone_within(processes: list[psutil.Process], seconds: float) -> list[str]:
+    deadline = time.time() + seconds
+    while alive(processes) and time.time() < deadline:
+        time.sleep(0.1)
+    return alive(processes)
+
+
+def test_kill_9_leaves_no_process_and_the_rerun_finishes_the_budget_exactly(tmp_path):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    path = quick_config(tmp_path, trials=6, latency_ms=10.0)
+    config = load_config(path)
+    first = start_advisor("optimize", str(path), tmpdir=tmpdir)
+    wait_for(lambda: len(complete_trials(config)) >= 3 and measuring_with_workers(first.pid), 240,
+             "three finished trials and a fourth measuring with workers")
+    tree = descendants(first.pid)
+    before = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in complete_trials(config)}
+    first.send_signal(signal.SIGKILL)
+    first.communicate(timeout=30)
+    assert gone_within(tree, 5.0) == [], "every process advisor started died with it"
+    running = [t for t in load_study(config).trials if t.state == optuna.trial.TrialState.RUNNING]
+    assert len(running) == 1, "the measuring trial was left RUNNING by the kill"
+
+    second = start_advisor("optimize", str(path), tmpdir=tmpdir)
+    _, stderr = second.communicate(timeout=600)
+    assert second.returncode == 0, stderr[-3000:]
+    study = load_study(config)
+    after = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in complete_trials(config)}
+    assert all(after[number] == measured for number, measured in before.items()), "finished trials kept as they were"
+    stale = study.trials[running[0].number]
+    assert stale.state == optuna.trial.TrialState.FAIL and stale.user_attrs[search.INTERRUPTED_ATTR]
+    assert any(t.params == stale.params and t.number > stale.number for t in complete_trials(config)), "retried"
+    assert len(after) == config.search.trials, "the budget is honoured exactly"
+    assert not list(tmpdir.glob(f"{RUN_FOLDER_PREFIX}*")), "no run folder left behind"
+
+    from mlflow import MlflowClient
+
+    from advisor.tracking import tracking_uri
+
+    client = MlflowClient(tracking_uri=tracking_uri(config))
+    experiment = client.get_experiment_by_name(config.name)
+    sessions = client.search_runs([experiment.experiment_id], "tags.kind = 'session'", order_by=["attributes.start_time ASC"])
+    assert [s.info.status for s in sessions] == ["KILLED", "FINISHED"], "the killed session is not left RUNNING"
+    report = start_advisor("report", str(path), tmpdir=tmpdir)
+    stdout, stderr = report.communicate(timeout=120)
+    assert report.returncode == 0 and sessions[1].info.run_id in stdout, stderr[-2000:]
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_is_a_clean_interrupt(tmp_path, signum):
+    tmpdir = tmp_path / "tmp"
+    tmpdir.mkdir()
+    path = quick_config(tmp_path, trials=6, latency_ms=10.0)
+    config = load_config(path)
+    process = start_advisor("optimize", str(path), tmpdir=tmpdir)
+    wait_for(lambda: len(complete_trials(config)) >= 1 and measuring_with_workers(process.pid), 240,
+             "a measurement with workers")
+    tree = descendants(process.pid)
+    process.send_signal(signum)
+    _, stderr = process.communicate(timeout=5)
+    assert process.returncode == 130, stderr[-2000:]
+    assert "run the same command again to resume" in stderr
+    assert gone_within(tree, 5.0) == []
+    assert not list(tmpdir.glob(f"{RUN_FOLDER_PREFIX}*")), "the run folder was removed"
+
+
+def test_run_folders_of_dead_processes_are_removed_at_the_next_start(tmp_path):
+    tmpdir = tmp_path / "tmp"
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    leaked = tmpdir / f"{RUN_FOLDER_PREFIX}{dead.stdout.strip()}-abc"
+    mine = tmpdir / f"{RUN_FOLDER_PREFIX}{os.getpid()}-def"  # a live owner's folder stays
+    for folder in (leaked, mine):
+        (folder / "child.log").parent.mkdir(parents=True)
+        (folder / "child.log").write_text("...")
+    result = start_advisor("report", str(tmp_path / "missing.yaml"), tmpdir=tmpdir)
+    _, stderr = result.communicate(timeout=60)
+    assert result.returncode == 2, stderr
+    assert not leaked.exists() and mine.exists()
+
+
+def test_an_edited_workload_does_not_reuse_the_old_study(tmp_path):
+    """The model's source changes between two optimize runs: the second stops with one line
+    that names the change (exit 2, nothing measured); with --fresh it starts a new study."""
+    path = quick_config(tmp_path, trials=2)
+    config = load_config(path)
+    first = start_advisor("optimize", str(path), tmpdir=tmp_path)
+    _, stderr = first.communicate(timeout=300)
+    assert first.returncode == 0, stderr[-2000:]
+    old = {t.number: t.datetime_start for t in load_study(config).trials}
+    with open(tmp_path / "broken.py", "a") as source:
+        source.write("\n# the user edited the model\n")
+    second = start_advisor("optimize", str(path), tmpdir=tmp_path)
+    _, stderr = second.communicate(timeout=300)
+    assert second.returncode == 2, stderr[-2000:]
+    assert "source of the dataset and model changed (broken.py)" in stderr and "--fresh" in stderr
+    assert len(stderr.strip().splitlines()) == 1 and "Traceback" not in stderr
+    assert {t.number: t.datetime_start for t in load_study(config).trials} == old, "nothing was measured"
+    third = start_advisor("optimize", str(path), "--fresh", tmpdir=tmp_path)
+    _, stderr = third.communicate(timeout=300)
+    assert third.returncode == 0 and "resuming" not in stderr, stderr[-2000:]
+    assert all(t.datetime_start > max(old.values()) for t in load_study(config).trials), "a new study"
+
+
+def test_mlflow_going_down_mid_session_loses_no_work(tmp_path):
+    """Trials reach the tracking server as they finish; the server is killed mid-session: the
+    session goes on, writes its whole results folder, and says what MLflow did not get."""
+    from mlflow import MlflowClient
+
+    from conftest import start_mlflow_server
+
+    server, address = start_mlflow_server(tmp_path / "mlflow")
+    try:
+        path = quick_config(tmp_path, trials=6, latency_ms=10.0, tracking={"uri": address.url})
+        config = load_config(path)
+        process = start_advisor("optimize", str(path), tmpdir=tmp_path)
+        client = MlflowClient(tracking_uri=address.url)
+
+        def trials_logged() -> int:
+            experiment = client.get_experiment_by_name(config.name)
+            return len(client.search_runs([experiment.experiment_id], "tags.kind = 'trial'")) if experiment else 0
+
+        wait_for(lambda: trials_logged() >= 2, 240, "two trials in MLflow while the session runs")
+        os.killpg(server.pid, signal.SIGKILL)
+        server.wait(timeout=30)
+        stdout, stderr = process.communicate(timeout=600)
+    finally:
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGKILL)
+    assert process.returncode == 0, stderr[-3000:]
+    assert "MLflow: could not log" in stderr and "MLflow: not logged" in stdout
+    results = Path(re.search(r"results: (\S+)", stdout).group(1))
+    payload = json.loads((results / "recommendations.json").read_text())
+    assert len(payload["trials"]) == config.search.trials, "every finished measurement is in the results folder"
+
+
+BAD_ADDRESSES = [
+    ({"tracking": {"uri": "garbage://x"}}, [], "tracking.uri: 'garbage://x' is not a tracking URI"),
+    ({"tracking": {"uri": "not a uri"}}, [], "tracking.uri: 'not a uri' is not a tracking URI"),
+    ({"tracking": {"uri": "http://127.0.0.1:9"}}, [], "tracking.uri: no MLflow tracking server answers"),
+    ({"search": {"storage": "bogus://x"}}, [], "search.storage: cannot use 'bogus://x'"),
+    ({"search": {"storage": "postgresql://advisor@127.0.0.1/advisor"}}, [], "No module named"),
+    ({"search": {"storage": "no/such/folder/study.journal"}}, [], "search.storage: the folder"),
+    ({}, ["--evidence", "diagnosis.json"], "--evidence: diagnosis.json is not the JSON of advisor diagnose --json"),
+    ({"name": "../x"}, [], "name: expected a plain name"),
+    ({"name": ""}, [], "name: expected a plain name"),
+    ({"name": "a/b"}, [], "name: expected a plain name"),
+]
+
+
+@pytest.mark.parametrize("changes, extra, words", BAD_ADDRESSES, ids=[w.split(":")[0] + f"-{i}" for i, (_, _, w) in enumerate(BAD_ADDRESSES)])
+def test_bad_names_and_addresses_are_one_line_and_write_nothing(tmp_path, changes, extra, words):
+    from conftest import TINY, merged, write_config
+
+    path = write_config(tmp_path, merged(TINY, changes))
+    (tmp_path / "diagnosis.json").write_text("this is not JSON")
+    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
+    process = subprocess.run([sys.executable, "-m", "advisor.cli", "optimize", str(path), *extra], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
+    assert process.returncode == 2, process.stderr[-2000:]
+    lines = process.stderr.strip().splitlines()
+    assert len(lines) == 1 and words in lines[0], process.stderr[-2000:]
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before, "nothing written"
+
+
+def test_two_processes_racing_on_a_new_study(tmp_path):
+    """Two optimize processes start at the same moment on a study that does not exist yet:
+    trial 0 is the baseline, and exactly the budget of distinct plans is measured."""
+    path = quick_config(tmp_path, trials=6, latency_ms=5.0)
+    config = load_config(path)
+    racers = [start_advisor("optimize", str(path), tmpdir=tmp_path) for _ in range(2)]
+    outputs = [racer.communicate(timeout=600) for racer in racers]
+    assert all(racer.returncode == 0 for racer in racers), [err[-1500:] for _, err in outputs]
+    from advisor.session import plan_key
+
+    study = load_study(config)
+    finished = complete_trials(config)
+    assert study.trials[0].state == optuna.trial.TrialState.COMPLETE
+    assert study.trials[0].user_attrs[search.PLAN_ATTR] == study.user_attrs["baseline"], "trial 0 is the baseline"
+    assert len(finished) == config.search.trials, "the budget, exactly"
+    keys = [plan_key(t.user_attrs[search.PLAN_ATTR]) for t in finished]
+    assert len(set(keys)) == len(keys), "no plan measured twice"
