@@ -15,6 +15,7 @@ import logging
 import os
 import time
 import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -62,8 +63,6 @@ def check_tracking(config: AdvisorConfig) -> None:
     if scheme not in TRACKING_SCHEMES:
         raise UserError(f"tracking.uri: {uri!r} is not a tracking URI; {hint}")
     if scheme in ("http", "https"):
-        import urllib.request
-
         try:
             urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=10).read()
         except Exception as exc:  # refused, unknown host, timeout, an HTTP error

@@ -220,15 +220,19 @@ BAD_ADDRESSES = [
 def test_bad_names_and_addresses_are_one_line_and_write_nothing(tmp_path, changes, extra, words):
     from conftest import TINY, merged, write_config
 
-    path = write_config(tmp_path, merged(TINY, changes))
-    (tmp_path / "diagnosis.json").write_text("this is not JSON")
-    before = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")}
-    process = subprocess.run([sys.executable, "-m", "advisor.cli", "optimize", str(path), *extra], cwd=tmp_path,
-                             capture_output=True, text=True, timeout=120, env={**os.environ, "TMPDIR": str(tmp_path)})
+    folder = tmp_path / "job"  # the user's folder; the temp folder (torch's caches, run folders) lies beside it
+    folder.mkdir()
+    (tmp_path / "tmp").mkdir()
+    path = write_config(folder, merged(TINY, changes))
+    (folder / "diagnosis.json").write_text("this is not JSON")
+    before = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+    process = subprocess.run([sys.executable, "-m", "advisor.cli", "optimize", str(path), *extra], cwd=folder,
+                             capture_output=True, text=True, timeout=120,
+                             env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
     assert process.returncode == 2, process.stderr[-2000:]
     lines = process.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], process.stderr[-2000:]
-    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*")} == before, "nothing written"
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before, "nothing written"
 
 
 def test_two_processes_racing_on_a_new_study(tmp_path):
