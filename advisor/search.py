@@ -10,11 +10,13 @@ to avoid them. An interrupted trial is enqueued again on the next run; finished 
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import json
 import math
 import os
 import socket
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,6 +40,9 @@ INTERRUPTED_ATTR = "interrupted"
 REQUEUED_ATTR = "requeued_trials"
 SPACE_ATTR = "space"
 WORKER_ATTR = "worker"  # host:pid of the process that ran the trial
+HEARTBEAT_ATTR = "heartbeat"  # when the running trial's process last said it was alive
+HEARTBEAT_S = 30.0
+STALE_AFTER_S = 120.0  # a running trial silent this long belongs to a process that is gone, on any host
 
 Progress = Callable[[str], None]
 Measure = Callable[[dict], Measurement]
@@ -101,16 +106,20 @@ def find_study(config: AdvisorConfig) -> Optional[optuna.Study]:
     return study
 
 
-def fail_stale_trials(study: optuna.Study) -> list[int]:
-    """Fails the trials left RUNNING by a process of this host that is gone (killed with
-    SIGKILL, say), marked interrupted so they are run again and not counted against the
-    budget. Trials of live processes, or of other hosts, are left to their owners."""
+def fail_stale_trials(study: optuna.Study, now: Optional[float] = None) -> list[int]:
+    """Fails the trials left RUNNING by a process that is gone, marked interrupted so they are
+    run again and not counted against the budget: on this host, a process that no longer
+    exists (killed with SIGKILL, say); on any host, one whose heartbeat stopped STALE_AFTER_S
+    ago (a machine that went down). Trials of live processes are left to their owners."""
     from advisor.harness.lifetime import pid_alive
 
+    now = time.time() if now is None else now
     stale = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         host, _, pid = str(trial.user_attrs.get(WORKER_ATTR, "")).rpartition(":")
-        if host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid)):
+        dead_here = host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))
+        silent = now - float(trial.user_attrs.get(HEARTBEAT_ATTR, now)) > STALE_AFTER_S
+        if dead_here or silent:
             optuna.trial.Trial(study, trial._trial_id).set_user_attr(INTERRUPTED_ATTR, True)
             study.tell(trial.number, state=TrialState.FAIL)
             stale.append(trial.number)
@@ -309,7 +318,8 @@ def run_trials(
         repeats = 0
         started = time.time()
         try:
-            run = measure(plan)
+            with heartbeat(study, trial):
+                run = measure(plan)
         except KeyboardInterrupt:
             trial.set_user_attr(INTERRUPTED_ATTR, True)
             study.tell(trial, state=TrialState.FAIL)
@@ -322,6 +332,26 @@ def run_trials(
         ran += 1
         progress(describe_trial(study, trial.number, plan, run, feasible, budget_trials, baseline))
     return ran
+
+
+@contextlib.contextmanager
+def heartbeat(study: optuna.Study, trial: optuna.Trial):
+    """Records every HEARTBEAT_S, while the trial measures, that its process is alive."""
+    stop = threading.Event()
+
+    def beat() -> None:
+        while True:
+            study._storage.set_trial_user_attr(trial._trial_id, HEARTBEAT_ATTR, time.time())
+            if stop.wait(HEARTBEAT_S):
+                return
+
+    thread = threading.Thread(target=beat, daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
 
 
 def is_feasible(run: Measurement, max_memory_mb: Optional[float]) -> bool:

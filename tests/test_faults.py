@@ -74,15 +74,21 @@ def gone_within(processes: list[psutil.Process], seconds: float) -> list[str]:
     return alive(processes)
 
 
-def test_kill_9_leaves_no_process_and_the_rerun_finishes_the_budget_exactly(tmp_path):
+def optimize_until_measuring(tmp_path, finished: int):
+    """`advisor optimize` on a job with DataLoader workers, caught after `finished` trials while
+    the next one measures: the process, its config and path, its temp folder, its process tree."""
     tmpdir = tmp_path / "tmp"
     tmpdir.mkdir()
     path = quick_config(tmp_path, trials=6, latency_ms=10.0)
     config = load_config(path)
-    first = start_advisor("optimize", str(path), tmpdir=tmpdir)
-    wait_for(lambda: len(complete_trials(config)) >= 3 and measuring_with_workers(first.pid), 240,
-             "three finished trials and a fourth measuring with workers")
-    tree = descendants(first.pid)
+    process = start_advisor("optimize", str(path), tmpdir=tmpdir)
+    wait_for(lambda: len(complete_trials(config)) >= finished and measuring_with_workers(process.pid), 240,
+             f"{finished} finished trials and the next measuring with workers")
+    return process, config, path, tmpdir, descendants(process.pid)
+
+
+def test_kill_9_leaves_no_process_and_the_rerun_finishes_the_budget_exactly(tmp_path):
+    first, config, path, tmpdir, tree = optimize_until_measuring(tmp_path, 3)
     before = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in complete_trials(config)}
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
@@ -117,14 +123,7 @@ def test_kill_9_leaves_no_process_and_the_rerun_finishes_the_budget_exactly(tmp_
 
 @pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
 def test_a_stop_signal_is_a_clean_interrupt(tmp_path, signum):
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
-    path = quick_config(tmp_path, trials=6, latency_ms=10.0)
-    config = load_config(path)
-    process = start_advisor("optimize", str(path), tmpdir=tmpdir)
-    wait_for(lambda: len(complete_trials(config)) >= 1 and measuring_with_workers(process.pid), 240,
-             "a measurement with workers")
-    tree = descendants(process.pid)
+    process, _, _, tmpdir, tree = optimize_until_measuring(tmp_path, 1)
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=5)
     assert process.returncode == 130, stderr[-2000:]

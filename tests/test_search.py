@@ -1,6 +1,8 @@
 """The Optuna study with real child processes: failures as constraints, resume, two workers."""
 
+import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -131,3 +133,26 @@ def test_worker_without_a_study_is_a_clear_error(tmp_path):
                             cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "start it with advisor optimize" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_stale_trials_are_failed_on_any_host_by_their_heartbeat(tmp_path):
+    """A trial RUNNING on another machine whose heartbeat stopped is failed and re-queued on the
+    next resume; one still beating, or run by a live local process, is left to its owner."""
+    storage = search.open_storage(str(tmp_path / "study.journal"))
+    study = optuna.create_study(study_name="stale", storage=storage)
+    now = time.time()
+    workers = {"gone": ("elsewhere:41", now - 300), "beating": ("elsewhere:42", now - 10),
+               "mine": (f"{socket.gethostname()}:{os.getpid()}", now - 10)}
+    trials = {}
+    for name, (worker, beat) in workers.items():
+        trial = study.ask({"x": optuna.distributions.IntDistribution(0, 9)})
+        trial.set_user_attr(search.WORKER_ATTR, worker)
+        trial.set_user_attr(search.HEARTBEAT_ATTR, beat)
+        trials[name] = trial.number
+    assert search.fail_stale_trials(study, now) == [trials["gone"]]
+    states = {name: study.trials[number] for name, number in trials.items()}
+    assert states["gone"].state == optuna.trial.TrialState.FAIL and states["gone"].user_attrs[search.INTERRUPTED_ATTR]
+    assert states["beating"].state == states["mine"].state == optuna.trial.TrialState.RUNNING
+    search.requeue_interrupted(study)
+    (waiting,) = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
+    assert waiting.system_attrs["fixed_params"] == states["gone"].params, "queued again with its own plan"
