@@ -178,7 +178,7 @@ def test_mlflow_going_down_mid_session_loses_no_work(tmp_path):
 
     server, address = start_mlflow_server(tmp_path / "mlflow")
     try:
-        path = quick_config(tmp_path, trials=6, latency_ms=10.0, tracking={"uri": address.url})
+        path = quick_config(tmp_path, trials=4, latency_ms=10.0, tracking={"uri": address.url})
         config = load_config(path)
         process = start_advisor("optimize", str(path), tmpdir=tmp_path)
         client = MlflowClient(tracking_uri=address.url)

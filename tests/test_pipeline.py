@@ -216,7 +216,7 @@ def test_the_users_sink_is_never_written(tmp_path):
     """A sink that exists beforehand is byte-identical after diagnose and optimize: every run
     writes the sink's format into advisor's own run folder instead (and times that write)."""
     path = pipeline_config(tmp_path, 20_000, sink="totals.parquet")
-    yaml_with(path, search={"recipes": ["columns"], "trials": 2, "verify_top": 1, "pairs": 5})
+    yaml_with(path, search={"recipes": ["columns"], "trials": 2, "verify_top": 0})  # every run writes the same way
     sink = tmp_path / "totals.parquet"
     sink.write_bytes(b"the user's own results, from last night's run")
     before = sink.read_bytes()

@@ -30,6 +30,7 @@ REFERENCES = {**PLANTED, "out_of_memory": "memory"}
 OPTIMIZED = ("quickstart", "out_of_memory")  # the main job, and the one whose baseline does not fit
 REDUCED = {"trials": 2, "verify_top": 1, "pairs": 5, "time_budget_s": 240}  # the baseline and the textbook plan
 SEARCH = {"out_of_memory": {"recipes": ["grad_accumulation"], "trials": 4}}  # every micro-batch count: 1, 2, 4, 8
+MEASURE = {"out_of_memory": {"warmup_steps": 1, "steps": 3}}  # the question is fit and numerics, not speed
 
 
 def reduced_copy(name: str, folder: Path) -> Path:
@@ -44,6 +45,7 @@ def reduced_copy(name: str, folder: Path) -> Path:
     measure = config.setdefault("measure", {})
     measure.update(warmup_steps=min(measure.get("warmup_steps", 5), 2), steps=min(measure.get("steps", 40), 8),
                    profile_steps=2)
+    measure.update(MEASURE.get(name, {}))
     path = folder / f"{name}.yaml"
     path.write_text(yaml.safe_dump(config))
     return path

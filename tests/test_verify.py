@@ -122,7 +122,7 @@ def test_aa_on_synthetic_noise_verifies_rarely():
 
 @pytest.mark.integration
 def test_aa_on_real_runs_verifies_at_most_once(tmp_path):
-    """The baseline against itself, 20 times, on real child-process runs of a noisy tiny job.
+    """The baseline against itself on real child-process runs of a noisy tiny job.
 
     A live 20 x 5-pair A/A costs 200 runs; here 10 interleaved rounds (20 runs) are measured
     once and each A/A verification draws 5 of them, so the verifier sees real drift and noise.
@@ -134,9 +134,11 @@ def test_aa_on_real_runs_verifies_at_most_once(tmp_path):
     rounds = interleave(plan, {"same": plan}, lambda p: run_measurement(config.path, p, "full", 6, 60), pairs=10)
     ratios = rounds.ratios("same")
     assert len(ratios) == 10
-    rng = random.Random(0)
-    verified = sum(judge("A/A", rng.sample(ratios, 5), 1.0).verified for _ in range(20))
-    assert verified <= 2
+    rng = random.Random(0)  # the 20 draws share one pool: the operational bar, not 1.0 (the synthetic test asks that)
+    verified = sum(judge("A/A", rng.sample(ratios, 5), config.search.min_speedup).verified for _ in range(20))
+    assert verified <= 1
+    _, low, high = paired_interval(ratios, 0.99)
+    assert low <= 1.0 <= high, "the 99% interval of all ten real pairs covers no effect"
     assert step_breakdown(rounds.baseline)["compute"] > 0
 
 
