@@ -182,6 +182,10 @@ class TreeMemory:
         return {"peak_mb": self.peak_mb, "pss_mb": self.pss_mb, "hwm_mb": self.hwm_mb,
                 "rss_sum_mb": self.rss_sum_mb, "method": MEMORY_METHOD}
 
+    @classmethod
+    def from_dict(cls, data: dict) -> "TreeMemory":
+        return cls(data["pss_mb"], data["hwm_mb"], data["rss_sum_mb"])
+
 
 def tree_memory(pid: int, with_pss: bool = True) -> TreeMemory:
     """The tree's memory now: high-water marks and RSS always, PSS when asked (it costs more)."""

@@ -14,8 +14,6 @@ import contextlib
 import itertools
 import json
 import math
-import os
-import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -28,6 +26,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from advisor.config import AdvisorConfig
+from advisor.harness.lifetime import owner, owner_gone
 from advisor.measure import Measurement
 from recipes import Choice, IntRange, Param
 
@@ -111,15 +110,11 @@ def fail_stale_trials(study: optuna.Study, now: Optional[float] = None) -> list[
     run again and not counted against the budget: on this host, a process that no longer
     exists (killed with SIGKILL, say); on any host, one whose heartbeat stopped STALE_AFTER_S
     ago (a machine that went down). Trials of live processes are left to their owners."""
-    from advisor.harness.lifetime import pid_alive
-
     now = time.time() if now is None else now
     stale = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        host, _, pid = str(trial.user_attrs.get(WORKER_ATTR, "")).rpartition(":")
-        dead_here = host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))
         silent = now - float(trial.user_attrs.get(HEARTBEAT_ATTR, now)) > STALE_AFTER_S
-        if dead_here or silent:
+        if owner_gone(trial.user_attrs.get(WORKER_ATTR, "")) or silent:
             optuna.trial.Trial(study, trial._trial_id).set_user_attr(INTERRUPTED_ATTR, True)
             study.tell(trial.number, state=TrialState.FAIL)
             stale.append(trial.number)
@@ -164,10 +159,16 @@ def random_study(baseline_params: dict, seed: int = 0) -> optuna.Study:
     return study
 
 
+def plan_identity(plan: dict, canonical: Callable[[dict], dict] = lambda plan: plan) -> str:
+    """What a plan does, as text (`canonical` drops the keys that do nothing): two plans with
+    the same identity run the same job."""
+    return json.dumps(canonical(plan), sort_keys=True, default=str)
+
+
 def unique(plans: list[dict], canonical: Callable[[dict], dict] = lambda plan: plan) -> list[dict]:
     seen, kept = set(), []
     for plan in plans:
-        key = json.dumps(canonical(plan), sort_keys=True, default=str)
+        key = plan_identity(plan, canonical)
         if key not in seen:
             seen.add(key)
             kept.append(plan)
@@ -273,8 +274,8 @@ def skip_reason(study: optuna.Study, number: int, plan: dict, budget: int, canon
     trials = [t for t in study.get_trials(deepcopy=False, states=COUNTED_STATES) if t.number != number and counts(t)]
     if sum(1 for t in trials if t.number < number) >= budget:
         return "over the budget: another process took the last trial"
-    key = json.dumps(canonical(plan), sort_keys=True, default=str)
-    if any(json.dumps(canonical(t.user_attrs.get(PLAN_ATTR) or {}), sort_keys=True, default=str) == key
+    key = plan_identity(plan, canonical)
+    if any(plan_identity(t.user_attrs.get(PLAN_ATTR) or {}, canonical) == key
            for t in trials if t.state in (TrialState.COMPLETE, TrialState.RUNNING)):
         return "a plan equal in effect was measured already, or is being measured"
     return ""
@@ -304,7 +305,7 @@ def run_trials(
         trial = study.ask()
         plan = {**baseline, **suggest(trial, space)}
         trial.set_user_attr(PLAN_ATTR, plan)
-        trial.set_user_attr(WORKER_ATTR, f"{socket.gethostname()}:{os.getpid()}")
+        trial.set_user_attr(WORKER_ATTR, owner())
         why = skip_reason(study, trial.number, plan, budget_trials, canonical)
         if why:
             trial.set_user_attr(SKIPPED_ATTR, why)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import hashlib
-import json
 import math
 import os
 import time
@@ -201,7 +200,7 @@ def effective(plan: dict) -> dict:
 
 def plan_key(plan: dict) -> str:
     """What a plan does, as text: two plans with the same key run the same job."""
-    return json.dumps(effective(plan), sort_keys=True, default=str)
+    return search.plan_identity(plan, effective)
 
 
 def combined_risk(recipes: tuple[Recipe, ...]) -> str:

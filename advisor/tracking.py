@@ -97,13 +97,13 @@ class SessionLog:
         self._call("the session run", self._open, tags or {})
 
     def _open(self, tags: dict) -> None:
-        import socket
+        from advisor.harness.lifetime import owner
 
         self.tracker = Tracker(self.config)
         close_abandoned_sessions(self.tracker)
         self.session = self.tracker.start(
             f"optimize {time.strftime('%Y-%m-%d %H:%M:%S')}",
-            {"kind": "session", "workload": self.config.name, OWNER_TAG: f"{socket.gethostname()}:{os.getpid()}", **tags},
+            {"kind": "session", "workload": self.config.name, OWNER_TAG: owner(), **tags},
             description=f"advisor optimize session over {self.config.path}",
         )
 
@@ -174,7 +174,8 @@ class SessionLog:
             payload["mlflow"] = {"uri": tracking_uri(self.config), "experiment": experiment_name(self.config),
                                  "session_run_id": self.session}
             (folder / "recommendations.json").write_text(json.dumps(payload, indent=2, default=str))
-        self._call("the results folder", self.tracker.attach, self.session, folder) if self.tracker else None
+        if self.tracker:
+            self._call("the results folder", self.tracker.attach, self.session, folder)
         self.close("FINISHED")
 
     def _recommendation(self, rec: dict, bottleneck: str) -> None:
@@ -208,14 +209,11 @@ class SessionLog:
 def close_abandoned_sessions(tracker: "Tracker") -> list[str]:
     """Session runs left RUNNING by an advisor process of this host that is gone (killed with
     SIGKILL) are closed as KILLED, so that no reader mistakes them for a session under way."""
-    import socket
-
-    from advisor.harness.lifetime import pid_alive
+    from advisor.harness.lifetime import owner_gone
 
     closed = []
     for run in tracker.client.search_runs([tracker.experiment_id], "tags.kind = 'session' and attributes.status = 'RUNNING'"):
-        host, _, pid = run.data.tags.get(OWNER_TAG, "").rpartition(":")
-        if host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid)):
+        if owner_gone(run.data.tags.get(OWNER_TAG, "")):
             tracker.client.set_terminated(run.info.run_id, "KILLED")
             closed.append(run.info.run_id)
     return closed

@@ -48,6 +48,22 @@ def remove_orphaned_run_folders() -> int:
     return removed
 
 
+def owner() -> str:
+    """This process as other processes and machines see it: host:pid."""
+    import socket
+
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def owner_gone(recorded: str) -> bool:
+    """Whether a host:pid recorded by `owner` names a process of this host that no longer runs
+    (another host's processes cannot be checked from here)."""
+    import socket
+
+    host, _, pid = str(recorded).rpartition(":")
+    return host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))
+
+
 def pid_alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)

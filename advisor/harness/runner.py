@@ -62,7 +62,7 @@ def run_measurement(
     if result and result["status"] == "invalid":
         raise WorkloadInvalid(result["reason"])
     if result and result.get("memory_end"):  # the child's own reading, workers alive: may pass the limit
-        sampler.observe(TreeMemory(**{k: result["memory_end"][k] for k in ("pss_mb", "hwm_mb", "rss_sum_mb")}))
+        sampler.observe(TreeMemory.from_dict(result["memory_end"]))
     memory = sampler.memory.to_dict()
     if group:
         memory.update(peak_mb=cgroup_peak, method=cgroups.METHOD)
