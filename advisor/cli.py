@@ -50,9 +50,10 @@ def warm_up_for(args: argparse.Namespace) -> None:
     from advisor.config import load_config
     from advisor.errors import UserError
     from advisor.harness import launch
+    from advisor.kinds import kind_of
 
     try:
-        if load_config(args.config).kind == "train":
+        if not kind_of(load_config(args.config).kind).fresh_children:
             launch.warm_up()
     except UserError:
         pass  # the command reports it
@@ -105,68 +106,33 @@ def progress_printer(enabled: bool = True):
 
 
 def run_diagnose(args: argparse.Namespace) -> int:
-    from advisor.config import load_config
-    from advisor.diagnose import diagnose
-    from advisor.evidence import collect_evidence
+    from advisor.api import diagnose
     from advisor.report import render_diagnosis
 
-    config = load_config(args.config)
-    evidence = collect_evidence(config, progress_printer())
-    diagnoses = diagnose(evidence)
+    done = diagnose(args.config, progress_printer())
     if args.json:
-        payload = {
-            "workload": config.name,
-            "bottleneck": diagnoses[0].bottleneck if diagnoses else None,
-            "diagnoses": [d.to_dict() for d in diagnoses],
-            "evidence": evidence.to_dict(),
-        }
-        print(json.dumps(payload, indent=2))
+        print(json.dumps(done.to_dict(), indent=2))
     else:
-        print(render_diagnosis(config.name, evidence, diagnoses))
-    return 0 if evidence.full.ok else 1
+        print(render_diagnosis(done.config.name, done.evidence, done.diagnoses))
+    return 0 if done.evidence.full.ok else 1
 
 
 def run_optimize(args: argparse.Namespace) -> int:
-    from advisor import search, tracking
+    from advisor.api import optimize
     from advisor.config import load_config
-    from advisor.session import Hooks, optimize, out_of_memory
+    from advisor.session import out_of_memory
 
     config = load_config(args.config)
     evidence = load_evidence(args.evidence) if args.evidence else None
-    check_results_folder(args.results)
-    search.check_storage(config)  # bad addresses are one line, before anything is measured or written
-    tracking.check_tracking(config)
-    if args.fresh:
-        search.remove_study(config)
-    progress = progress_printer()
-    log = tracking.SessionLog(config, progress)
-    try:
-        result = optimize(config, progress, evidence=evidence, hooks=Hooks(trial=log.trial, verdict=log.verification))
-    except KeyboardInterrupt:
-        log.close("KILLED")
-        raise
-    except BaseException:
-        log.close("FAILED")
-        raise
-    publish(config, result, args.results, args.config, log=log)
+    done = optimize(config, progress_printer(), results=args.results, fresh=args.fresh, evidence=evidence)
+    print_session(config, done.payload, done.folder, done.mlflow, args.config)
+    result = done.session
     base = next((t.measurement for t in result.trials if t.number == 0), result.evidence.full)
     if not base.ok and not out_of_memory(base):
         print(f"advisor: the baseline itself failed ({base.reason}); nothing can be compared with it: "
               f"fix the workload, then optimize again", file=sys.stderr)
         return EXIT_BASELINE_FAILED
     return 0
-
-
-def check_results_folder(path: Optional[str]) -> None:
-    """`--results DIR` names a folder to write; one that already holds files is never overwritten."""
-    from pathlib import Path
-
-    from advisor.errors import UserError
-
-    if path and Path(path).is_dir() and any(Path(path).iterdir()):
-        raise UserError(f"--results: {path} already holds files; name a new folder, or move those away first")
-    if path and Path(path).exists() and not Path(path).is_dir():
-        raise UserError(f"--results: {path} is a file; name a folder")
 
 
 def load_evidence(path: str):
@@ -182,25 +148,21 @@ def load_evidence(path: str):
         raise UserError(f"--evidence: {path} is not the JSON of advisor diagnose --json ({type(exc).__name__}: {exc})") from None
 
 
-def publish(config, result, results_arg: Optional[str], config_arg: str, extra_tags: Optional[dict] = None,
-            log=None) -> None:
-    """Writes a session's results folder (first: it never depends on MLflow), completes its
-    MLflow session and prints the ranking, and what MLflow could not take."""
-    import time
-    from pathlib import Path
-
+def publish(config, result, results_arg: Optional[str], config_arg: str, extra_tags: Optional[dict] = None) -> None:
+    """Writes a finished session's results folder and MLflow session (retune), and prints them."""
     from advisor import tracking
-    from advisor.fingerprint import fingerprint
-    from advisor.report import render_diagnosis, render_recommendations, write_results
-    from advisor.session import session_payload
+    from advisor.api import record
 
-    seen = {**result.evidence.full.environment, **(result.evidence.profile.environment if config.kind == "pipeline" else {})}
-    payload = session_payload(result, fingerprint(config, seen))
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(result.started))
-    folder = Path(results_arg) if results_arg else config.root / "advisor-results" / config.name / stamp
-    write_results(payload, render_diagnosis(config.name, result.evidence, result.diagnoses), folder)
-    log = log or tracking.SessionLog(config, progress_printer(), extra_tags)
-    log.conclude(payload, folder)
+    log = tracking.SessionLog(config, progress_printer(), extra_tags)
+    payload, folder = record(config, result, results_arg, log)
+    print_session(config, payload, folder, log, config_arg)
+
+
+def print_session(config, payload: dict, folder, log, config_arg: str) -> None:
+    """The ranking, where its results went, and what MLflow could not take."""
+    from advisor import tracking
+    from advisor.report import render_recommendations
+
     print(render_recommendations(payload))
     print(f"\nresults: {folder}  (recommendations.json, report.md, plots)")
     uri = tracking.tracking_uri(config)

@@ -25,7 +25,11 @@ CALLABLE_PATTERN = re.compile(r"^(?P<module>[\w.\-/]+?)(?P<file>\.py)?:(?P<attr>
 
 _positive = (lambda v: v >= 1, "a number >= 1")
 _non_negative = (lambda v: v >= 0, "a number >= 0")
-_callable_ref = (lambda v: bool(CALLABLE_PATTERN.match(v)), "'module:callable' or 'path/to/file.py:callable'")
+# A reference to the user's code: 'module:callable' or 'file.py:callable' in a file; through the
+# Python API, also the callable itself.
+Ref = Any
+_callable_ref = (lambda v: callable(v) or (isinstance(v, str) and bool(CALLABLE_PATTERN.match(v))),
+                 "'module:callable' or 'path/to/file.py:callable'")
 
 
 def _check(check, **kwargs):
@@ -46,15 +50,35 @@ class DataLoaderConfig:
 class TrainWorkload:
     """A training job: the loop the user runs today."""
 
-    model: str = _check(_callable_ref)
-    dataset: str = _check(_callable_ref)
+    model: Ref = _check(_callable_ref)
+    dataset: Ref = _check(_callable_ref)  # a map-style Dataset, or a DataLoader whose sampler and collate_fn are kept
     kind: Literal["train"] = "train"
     model_args: dict = field(default_factory=dict)
     dataset_args: dict = field(default_factory=dict)
-    loss: Optional[str] = _check(_callable_ref, default=None)
-    optimizer: dict = field(default_factory=lambda: {"name": "SGD", "lr": 0.01})
+    loss: Optional[Ref] = _check(_callable_ref, default=None)
+    collate: Optional[Ref] = _check(_callable_ref, default=None)  # collate_fn for every DataLoader advisor builds
+    step: Optional[Ref] = _check(_callable_ref, default=None)  # train_step(model, batch, optimizer) -> loss
+    # {name: a torch.optim class or a dotted path to any optimizer class, **options}, or build_optimizer(model)
+    optimizer: Any = field(default_factory=lambda: {"name": "SGD", "lr": 0.01})
     batch_size: int = _check(_positive, default=32)
     dataloader: DataLoaderConfig = field(default_factory=DataLoaderConfig)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: Optional[int] = _check(_positive, default=None)
+
+    def __post_init__(self):
+        _check_optimizer(self.optimizer)
+
+
+@dataclass(frozen=True)
+class LightningWorkload:
+    """A LightningModule and its LightningDataModule: advisor runs training_step and
+    configure_optimizers on batches from train_dataloader()."""
+
+    module: Ref = _check(_callable_ref)  # a LightningModule class or builder
+    datamodule: Ref = _check(_callable_ref)  # a LightningDataModule class or builder
+    kind: Literal["lightning"] = "lightning"
+    module_args: dict = field(default_factory=dict)
+    datamodule_args: dict = field(default_factory=dict)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: Optional[int] = _check(_positive, default=None)
 
@@ -79,10 +103,10 @@ class PipelineWorkload:
     """A pandas pipeline: read the source, transform it, combine partial results, write the sink."""
 
     source: SourceConfig
-    transform: str = _check(_callable_ref)  # DataFrame -> DataFrame
+    transform: Ref = _check(_callable_ref)  # DataFrame -> DataFrame
     kind: Literal["pipeline"] = "pipeline"
     partition_safe: bool = False  # transform(concat(parts)) == combine([transform(p) for p in parts])
-    combine: Optional[str] = _check(_callable_ref, default=None)  # list of partial frames -> frame
+    combine: Optional[Ref] = _check(_callable_ref, default=None)  # list of partial frames -> frame
     sink: Optional[str] = None  # an output file (.parquet or .csv), relative to the config's folder
     order_matters: bool = True  # False: outputs are compared as sets of rows
     float_rtol: float = _check(_non_negative, default=1e-9)  # float tolerance for output equality
@@ -90,7 +114,9 @@ class PipelineWorkload:
 
 
 # Each kind maps to its own dataclass; None marks a kind this version cannot run yet.
-WORKLOAD_KINDS: dict[str, Optional[type]] = {"train": TrainWorkload, "infer": None, "pipeline": PipelineWorkload}
+WORKLOAD_KINDS: dict[str, Optional[type]] = {
+    "train": TrainWorkload, "lightning": LightningWorkload, "infer": None, "pipeline": PipelineWorkload,
+}
 
 
 @dataclass(frozen=True)
@@ -133,7 +159,7 @@ _plain_name = (lambda v: bool(NAME_PATTERN.match(v)) and ".." not in v,
 @dataclass(frozen=True)
 class AdvisorConfig:
     name: str = _check(_plain_name)
-    workload: TrainWorkload | PipelineWorkload = field(metadata={"internal": True})  # validated by its kind
+    workload: TrainWorkload | LightningWorkload | PipelineWorkload = field(metadata={"internal": True})  # validated by its kind
     measure: MeasureConfig = field(default_factory=MeasureConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     constraints: ConstraintsConfig = field(default_factory=ConstraintsConfig)
@@ -179,15 +205,13 @@ def parse_config(raw: Any, path: Path) -> AdvisorConfig:
         if kind not in WORKLOAD_KINDS:
             raise _Invalid("workload.kind", f"expected one of {_choices(WORKLOAD_KINDS)}, got {kind!r}")
         if WORKLOAD_KINDS[kind] is None:
-            raise _Invalid("workload.kind", f"{kind!r} is not supported by this version yet; use 'train' or 'pipeline'")
+            supported = ", ".join(repr(name) for name, cls in WORKLOAD_KINDS.items() if cls is not None)
+            raise _Invalid("workload.kind", f"{kind!r} is not supported by this version yet; use one of {supported}")
         if "workload" not in raw:
             raise _Invalid("workload", "missing; add it (a mapping that names the job's code)")
         workload = _build(WORKLOAD_KINDS[kind], raw["workload"], "workload")
         rest = {key: value for key, value in raw.items() if key != "workload"}
-        config = _build(AdvisorConfig, rest, "", extra={"path": path, "workload": workload})
-        if kind == "train":
-            _check_optimizer(config.workload.optimizer)
-        return config
+        return _build(AdvisorConfig, rest, "", extra={"path": path, "workload": workload})
     except _Invalid as exc:
         where = f"{exc.key_path}: " if exc.key_path else ""
         raise ConfigError(f"{path}: {where}{exc.problem}") from None
@@ -200,10 +224,15 @@ class _Invalid(Exception):
         self.problem = problem
 
 
-def _check_optimizer(optimizer: dict) -> None:
-    name = optimizer.get("name")
-    if not isinstance(name, str):
-        raise _Invalid("workload.optimizer.name", "missing; name a torch.optim class, e.g. name: SGD")
+def _check_optimizer(optimizer: Any) -> None:
+    if isinstance(optimizer, dict):
+        if not isinstance(optimizer.get("name"), str):
+            raise _Invalid("workload.optimizer.name", "missing; name a torch.optim class (e.g. name: SGD) or give a "
+                                                      "dotted path to one (e.g. name: torch.optim.AdamW)")
+        return
+    if not _callable_ref[0](optimizer):
+        raise _Invalid("workload.optimizer", f"expected a mapping with a name, or a builder "
+                                             f"('file.py:build_optimizer'), got {optimizer!r}")
 
 
 def _build(cls: type, raw: Any, key_path: str, extra: Optional[dict] = None):

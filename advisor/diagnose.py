@@ -61,13 +61,10 @@ class Diagnosis:
 
 
 def diagnose(evidence: Evidence, thresholds: Thresholds = THRESHOLDS) -> list[Diagnosis]:
-    """All diagnoses that apply, the bottleneck first."""
-    rules: tuple[Callable[[Evidence, Thresholds], Optional[Diagnosis]], ...] = (
-        (diagnose_memory, diagnose_parse, diagnose_io, diagnose_python)
-        if evidence.kind == "pipeline"
-        else (diagnose_memory, diagnose_input, diagnose_transfer, diagnose_overhead, diagnose_compute)
-    )
-    found = [d for rule in rules if (d := rule(evidence, thresholds)) is not None]
+    """All diagnoses that apply (the rules of the evidence's kind), the bottleneck first."""
+    from advisor.kinds import kind_of
+
+    found = [d for rule in kind_of(evidence.kind).rules() if (d := rule(evidence, thresholds)) is not None]
     return sorted(found, key=lambda d: (SEVERITY_ORDER[d.severity], -d.share))
 
 
@@ -182,7 +179,9 @@ def memory_budget(evidence: Evidence) -> tuple[float, str]:
 def diagnose_memory(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
     full = evidence.full
     budget, source = memory_budget(evidence)
-    fixes = ("chunked", "dask", "columns", "dtypes") if evidence.kind == "pipeline" else ("checkpointing", "amp")
+    from advisor.kinds import kind_of
+
+    fixes = kind_of(evidence.kind).memory_fixes
     if not full.ok and full.reason.startswith("out of memory"):
         summary = f"memory-bound: the job ran out of memory ({full.reason})"
         finding = Finding("peak memory before the failure", full.peak_memory_mb, budget, "MB")
@@ -258,3 +257,8 @@ def diagnose_python(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
 
 def _short(path: str) -> str:
     return path.rsplit("/", 1)[-1]
+
+
+Rule = Callable[[Evidence, Thresholds], Optional[Diagnosis]]
+TRAINING_RULES: tuple[Rule, ...] = (diagnose_memory, diagnose_input, diagnose_transfer, diagnose_overhead, diagnose_compute)
+PIPELINE_RULES: tuple[Rule, ...] = (diagnose_memory, diagnose_parse, diagnose_io, diagnose_python)

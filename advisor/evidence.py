@@ -14,23 +14,8 @@ from typing import Callable, Optional
 from advisor.config import AdvisorConfig
 from advisor.harness import run_measurement
 from advisor.measure import BUSY_SHARE, Measurement
-from advisor.plan import baseline_plan
 
 Progress = Callable[[str], None]
-
-RUNS = {
-    "train": (
-        ("full", "timing the full pipeline"),
-        ("synthetic", "timing compute alone on one reused batch"),
-        ("cached", "timing with samples cached in memory"),
-        ("profile", "profiling operators (a separate, untimed run)"),
-    ),
-    "pipeline": (
-        ("full", "timing each stage: read, transform, combine, write"),
-        ("profile", "profiling the transform by source line, and the columns it reads (untimed)"),
-    ),
-}
-
 
 @dataclass(frozen=True)
 class Evidence:
@@ -42,14 +27,12 @@ class Evidence:
     cached: Optional[Measurement] = None  # training only
     max_memory_mb: Optional[float] = None
     derived: dict = field(default_factory=dict)
-
-    @property
-    def kind(self) -> str:
-        return "pipeline" if self.synthetic is None else "train"
+    kind: str = "train"  # the workload kind whose runs these are
 
     def to_dict(self) -> dict:
         runs = (self.full, self.synthetic, self.cached, self.profile)
         return {
+            "kind": self.kind,
             "runs": {m.mode: m.to_dict() for m in runs if m is not None},
             "max_memory_mb": self.max_memory_mb,
             "derived": self.derived,
@@ -58,23 +41,27 @@ class Evidence:
     @classmethod
     def from_dict(cls, data: dict) -> "Evidence":
         runs = {mode: Measurement.from_dict(run) for mode, run in data["runs"].items()}
-        return cls(**runs, max_memory_mb=data.get("max_memory_mb"), derived=data.get("derived", {}))
+        kind = data.get("kind") or ("train" if "synthetic" in runs else "pipeline")  # diagnoses saved before kinds
+        return cls(**runs, max_memory_mb=data.get("max_memory_mb"), derived=data.get("derived", {}), kind=kind)
 
 
 def collect_evidence(config: AdvisorConfig, progress: Progress = lambda line: None) -> Evidence:
     """Runs the measurements of the baseline plan for its kind, each in a fresh child."""
-    plan = baseline_plan(config)
+    from advisor.kinds import kind_of
+
+    kind = kind_of(config.kind)
+    plan = kind.baseline_plan(config)
     steps = {"profile": config.measure.profile_steps}
     runs = {}
-    for index, (mode, what) in enumerate(RUNS[config.kind], start=1):
-        progress(f"[{index}/{len(RUNS[config.kind])}] {what} ...")
+    for index, (mode, what) in enumerate(kind.evidence_runs, start=1):
+        progress(f"[{index}/{len(kind.evidence_runs)}] {what} ...")
         run = run_measurement(
-            config.path, plan, mode, steps.get(mode, config.measure.steps), config.measure.timeout_s,
-            fresh=config.kind == "pipeline",
+            config, plan, mode, steps.get(mode, config.measure.steps), config.measure.timeout_s,
+            fresh=kind.fresh_children,
         )
         runs[mode] = run
         progress(f"      {describe_run(run)}")
-    return with_derived(Evidence(**runs, max_memory_mb=config.constraints.max_memory_mb))
+    return with_derived(Evidence(**runs, max_memory_mb=config.constraints.max_memory_mb, kind=config.kind))
 
 
 def describe_run(run: Measurement) -> str:
@@ -94,9 +81,9 @@ def describe_run(run: Measurement) -> str:
 
 def with_derived(evidence: Evidence) -> Evidence:
     """Adds the derived quantities; a pure function of the runs."""
-    if evidence.kind == "pipeline":
-        return dataclasses.replace(evidence, derived=derive_pipeline(evidence.full, evidence.profile))
-    return dataclasses.replace(evidence, derived=derive(evidence.full, evidence.synthetic, evidence.cached))
+    from advisor.kinds import kind_of
+
+    return dataclasses.replace(evidence, derived=kind_of(evidence.kind).derive(evidence))
 
 
 def stage_shares(run: Measurement) -> dict:

@@ -17,13 +17,21 @@ import os
 import platform
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from advisor.config import CALLABLE_PATTERN, AdvisorConfig
 
 
-def source_of(ref: Optional[str], root: Path) -> Optional[Path]:
-    """The file a `module:callable` reference points at, found without importing it."""
+def source_of(ref: Any, root: Path) -> Optional[Path]:
+    """The file a `module:callable` reference points at, found without importing it (for a
+    callable given through the Python API, the file that defines it)."""
+    if callable(ref):
+        import inspect
+
+        try:
+            return Path(inspect.getsourcefile(ref) or "")
+        except TypeError:
+            return None
     match = CALLABLE_PATTERN.match(ref or "")
     if not match:
         return None
@@ -58,16 +66,26 @@ def package_version(name: str) -> str:
 
 def workload_section(config: AdvisorConfig) -> dict:
     """The config's workload section as JSON holds it (the fingerprint's view of it)."""
-    return json.loads(json.dumps(dataclasses.asdict(config.workload), default=str))
+    return json.loads(json.dumps(dataclasses.asdict(config.workload), default=_reference))
+
+
+def _reference(value: Any) -> str:
+    """A callable given through the Python API, named as a config file would name it."""
+    if callable(value):
+        return f"{getattr(value, '__module__', '?')}:{getattr(value, '__qualname__', type(value).__name__)}"
+    return str(value)
 
 
 def fingerprint(config: AdvisorConfig, environment: Optional[dict] = None) -> dict:
     """The components and their digest. `environment` is what the child saw (parameters, GPU)."""
+    from advisor.kinds import kind_of
+
+    kind = kind_of(config.kind)
     environment = environment or {}
     workload = config.workload
     sources = {}
-    for key in ("model", "dataset", "loss", "transform", "combine"):
-        path = source_of(getattr(workload, key, None), config.root)
+    for key, ref in kind.sources(config).items():
+        path = source_of(ref, config.root)
         if path and path.is_file():
             sources[key] = {"file": path.name, "sha256": hashlib.sha256(path.read_bytes()).hexdigest()[:16]}
     components = {
@@ -77,7 +95,7 @@ def fingerprint(config: AdvisorConfig, environment: Optional[dict] = None) -> di
         "workload": workload_section(config),
         "python": platform.python_version(),
         "torch": package_version("torch"),
-        **({"pandas": package_version("pandas")} if config.kind == "pipeline" else {}),
+        **kind.versions(),
         "hardware": {"cpu": cpu_model(), "cores": os.cpu_count(), "gpu": environment.get("gpu_name")},
     }
     digest = hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest()[:12]

@@ -7,7 +7,7 @@ and derive new plans with `with_changes`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 from advisor.config import AdvisorConfig
 
@@ -37,35 +37,12 @@ PLAN_KEYS = (
 )
 
 
-def baseline_plan(config: AdvisorConfig) -> Plan:
-    """What the user runs today: the config's own settings, no fixes applied."""
-    workload = config.workload
-    if config.kind == "pipeline":
-        return {
-            "pipeline.format": source_format_of(workload.source),  # not tuned: the snippets' reader
-            "pipeline.engine": workload.source.read_args.get("engine"),
-            "pipeline.dtype_backend": workload.source.read_args.get("dtype_backend"),
-            "pipeline.categories": None,
-            "pipeline.columns": None,
-            "pipeline.parquet_cache": False,
-            "pipeline.chunksize": None,
-            "pipeline.dask_workers": None,
-            "pipeline.dask_scheduler": None,
-            "pipeline.dask_partitions": None,
-        }
-    loader = workload.dataloader
-    return {
-        "dataloader.num_workers": loader.num_workers,
-        "dataloader.prefetch_factor": loader.prefetch_factor,
-        "dataloader.pin_memory": loader.pin_memory,
-        "dataloader.persistent_workers": loader.persistent_workers,
-        "threads.intra_op": workload.threads,
-        "amp.dtype": None,
-        "compile.mode": None,
-        "checkpointing.share": 0.0,
-        "grad_accumulation.micro_batches": 1,
-        "batch_size": workload.batch_size,
-    }
+def baseline_plan(config: AdvisorConfig, seen: Optional[dict] = None) -> Plan:
+    """What the user runs today: the config's own settings, no fixes applied (`seen`: what the
+    baseline's runs saw, for the settings only the user's code holds, such as a Lightning loader's)."""
+    from advisor.kinds import kind_of
+
+    return kind_of(config.kind).baseline_plan(config, seen)
 
 
 def source_format_of(source) -> str:

@@ -34,15 +34,25 @@ def busy_line(runs, during: str) -> list[str]:
 
 
 def render_diagnosis(name: str, evidence: Evidence, diagnoses: list[Diagnosis]) -> str:
-    full, derived = evidence.full, evidence.derived
+    from advisor.kinds import kind_of
+
     lines = [f"advisor diagnose: {name}", ""]
     lines += busy_line((evidence.full, evidence.synthetic, evidence.cached), "the diagnosis")
-    if evidence.kind == "pipeline":
-        from advisor.advice import advice_for
+    return "\n".join(line for line in lines + kind_of(evidence.kind).describe(evidence, diagnoses) if line is not None)
 
-        advice = advice_for(evidence.profile.hotspots) if any(d.bottleneck == "python" for d in diagnoses) else []
-        return "\n".join(lines + pipeline_lines(evidence) + diagnosis_lines(diagnoses) + hotspot_lines(evidence)
-                         + advice_lines(advice))
+
+def pipeline_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
+    """A pipeline's diagnosis: its stages, the bottlenecks, its hot source lines, the advice."""
+    from advisor.advice import advice_for
+
+    advice = advice_for(evidence.profile.hotspots) if any(d.bottleneck == "python" for d in diagnoses) else []
+    return pipeline_lines(evidence) + diagnosis_lines(diagnoses) + hotspot_lines(evidence) + advice_lines(advice)
+
+
+def training_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
+    """A training job's diagnosis: its throughput against the ideal, the bottlenecks, its top operators."""
+    full, derived = evidence.full, evidence.derived
+    lines = []
     if full.ok:
         lines.append(
             f"throughput  {full.samples_per_s:,.0f} samples/s on {full.device}"
@@ -71,7 +81,7 @@ def render_diagnosis(name: str, evidence: Evidence, diagnoses: list[Diagnosis]) 
                 f"  {op['name'][:48]:<48} {op['self_ms_per_step']:8.2f} ms  {op['share']:6.1%}"
                 f"  {op['calls_per_step']:6.0f} calls"
             )
-    return "\n".join(line for line in lines if line is not None)
+    return lines
 
 
 def diagnosis_lines(diagnoses: list[Diagnosis]) -> list[str]:

@@ -8,9 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
-import hashlib
 import math
-import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -24,11 +22,9 @@ from advisor.errors import UserError
 from advisor.evidence import Evidence, collect_evidence
 from advisor.fingerprint import describe_changes, fingerprint
 from advisor.harness import run_measurement
+from advisor.kinds import kind_of
 from advisor.measure import Measurement
-from advisor.plan import baseline_plan
-from advisor.verify import (
-    NumericsResult, compare_frames, compare_training, interleave, judge, paired_interval, step_breakdown,
-)
+from advisor.verify import NumericsResult, interleave, judge, paired_interval, step_breakdown
 from recipes import RECIPES, Context, Param, Recipe, by_name
 from recipes.compile import break_even_steps
 
@@ -110,31 +106,14 @@ MEMORY_FIX_HEADROOM = THRESHOLDS.memory_moderate  # at or above this share of th
 
 def make_context(evidence: Evidence, diagnoses: list[Diagnosis], config: AdvisorConfig) -> Context:
     bottlenecks = tuple(d.bottleneck for d in diagnoses if d.severity in ACTIONABLE)
-    if config.kind == "pipeline":
-        seen = evidence.profile.environment
-        return Context(
-            device="cpu", cores=os.cpu_count() or 1, default_threads=1, blocks=0, cpu_bf16=False,
-            bottlenecks=bottlenecks, kind="pipeline", source_format=seen.get("format", ""),
-            partition_safe=config.workload.partition_safe, rows=seen.get("rows", 0),
-            columns=tuple(seen.get("columns", ())), used_columns=tuple(seen.get("used_columns", ())),
-            category_columns=tuple(seen.get("category_columns", ())), dask_scheduler=config.workload.dask.scheduler,
-        )
-    environment = evidence.full.environment or evidence.synthetic.environment
-    return Context(
-        device=environment.get("device", "cpu"),
-        cores=os.cpu_count() or 1,
-        default_threads=environment.get("default_threads", os.cpu_count() or 1),
-        blocks=environment.get("blocks", 0),
-        cpu_bf16=cpu_has_bf16(),
-        bottlenecks=bottlenecks,
-        batch_stat_layers=environment.get("batch_stat_layers", 0),
-    )
+    return kind_of(config.kind).context(evidence, bottlenecks, config)
 
 
-def select_recipes(setting, context: Context) -> tuple[list[Recipe], dict[str, str]]:
+def select_recipes(setting, context: Context, strict: bool = False) -> tuple[list[Recipe], dict[str, str]]:
     """The recipes to trial, and why each other one was left out.
 
-    `auto` takes every applicable recipe that targets a diagnosed bottleneck; a list names them.
+    `auto` takes every applicable recipe that targets a diagnosed bottleneck; a list names them
+    (`strict`: a listed recipe that cannot run here is an error).
     """
     known = {recipe.name: recipe for recipe in RECIPES if context.kind in recipe.kinds}
     if setting == "auto":
@@ -154,7 +133,7 @@ def select_recipes(setting, context: Context) -> tuple[list[Recipe], dict[str, s
     chosen, skipped = [], {}
     for recipe in known.values():
         reason = recipe.why_not(context)
-        if reason and setting != "auto" and recipe in wanted and context.kind == "pipeline":
+        if reason and setting != "auto" and recipe in wanted and strict:
             raise UserError(f"search.recipes: {recipe.name} cannot run here: it {reason}")
         if recipe not in wanted:
             skipped[recipe.name] = "targets no diagnosed bottleneck" if setting == "auto" else "not listed"
@@ -207,8 +186,12 @@ def combined_risk(recipes: tuple[Recipe, ...]) -> str:
     return max((r.risk for r in recipes), key=RISK_ORDER.__getitem__, default="exact")
 
 
-def snippet_for(plan: dict, recipes: tuple[Recipe, ...]) -> str:
-    return "\n\n".join(f"# {r.name}: {r.summary}\n{r.snippet(plan)}" for r in recipes)
+def snippet_for(plan: dict, recipes: tuple[Recipe, ...], step: str = "") -> str:
+    """The code to paste; recipes that act around the step name the user's own (`step`) where there is one."""
+    def code(recipe: Recipe) -> str:
+        return recipe.around_step(plan, step) if step and recipe.around_step else recipe.snippet(plan)
+
+    return "\n\n".join(f"# {r.name}: {r.summary}\n{code(r)}" for r in recipes)
 
 
 def measure_with(config: AdvisorConfig, capped: bool = True) -> Callable[[dict], Measurement]:
@@ -216,13 +199,7 @@ def measure_with(config: AdvisorConfig, capped: bool = True) -> Callable[[dict],
     when `capped` (every trial and candidate); uncapped for the job as the user runs it today,
     the reference that candidates are compared with."""
     limit = config.constraints.max_memory_mb if capped else None
-    if config.kind == "pipeline":
-        return measure_pipeline(config, limit)
-
-    def measure(plan: dict) -> Measurement:
-        return run_measurement(config.path, plan, "full", config.measure.steps, config.measure.timeout_s, limit)
-
-    return measure
+    return kind_of(config.kind).measure(config, limit)
 
 
 def outputs_folder(config: AdvisorConfig) -> Path:
@@ -235,20 +212,6 @@ def own_output(config: AdvisorConfig, path: Optional[str]) -> bool:
     if not path:
         return True  # no output: compare_frames says so
     return Path(path).resolve().parent == outputs_folder(config).resolve()
-
-
-def measure_pipeline(config: AdvisorConfig, limit: Optional[float]) -> Callable[[dict], Measurement]:
-    """Pipeline runs start from a fresh interpreter (no torch pages in the peak) and keep their
-    output, one file per plan, for the comparison with the baseline's."""
-    outputs = outputs_folder(config)
-
-    def measure(plan: dict) -> Measurement:
-        outputs.mkdir(parents=True, exist_ok=True)
-        path = outputs / f"{hashlib.sha256(plan_key(plan).encode()).hexdigest()[:16]}.pkl"
-        return run_measurement(config.path, plan, "full", 1, config.measure.timeout_s, limit, output_path=path,
-                               fresh=True)
-
-    return measure
 
 
 @dataclass(frozen=True)
@@ -377,17 +340,26 @@ def severity_rank(recipe: Recipe, context: Context) -> int:
 
 def plan_session(config: AdvisorConfig, evidence: Evidence) -> SessionFacts:
     """From the baseline's evidence to the recipes and the search space."""
+    kind = kind_of(config.kind)
     context = make_context(evidence, diagnose(evidence), config)
-    chosen, skipped = select_recipes(config.search.recipes, context)
+    chosen, skipped = select_recipes(config.search.recipes, context, strict=kind.strict_recipes)
     return SessionFacts(
         evidence=evidence,
         context=context,
         chosen=tuple(r.name for r in chosen),
-        skipped=skipped,
-        baseline=spelled_out(baseline_plan(config), context),
+        skipped={**skipped, **step_limits(chosen, context)},
+        baseline=spelled_out(kind.baseline_plan(config, kind.seen(evidence)), context),
         space=search_space(chosen, context),
         fingerprint=fingerprint(config)["components"],
     )
+
+
+def step_limits(chosen: list[Recipe], context: Context) -> dict[str, str]:
+    """What a chosen recipe cannot do around a step the user wrote, in the report's words."""
+    if not context.step or context.device != "cuda" or "amp" not in names(tuple(chosen)):
+        return {}
+    return {"amp (float16)": f"float16 needs a GradScaler's calls inside {context.step} (scaler.scale(loss).backward(), "
+                             "scaler.step(optimizer), scaler.update()); bfloat16, which needs none, is tried"}
 
 
 def check_same_workload(config: AdvisorConfig, attrs: dict) -> None:
@@ -423,6 +395,7 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
         recommendations, baseline_breakdown, late_rejections = verify_candidates(
             candidates, baseline, config, measure, memory_fix, progress, reference_plan=reference.plan,
             with_ideal=input_bound and bool(facts.evidence.derived.get("ideal_samples_per_s")), on_verdict=hooks.verdict,
+            step=facts.context.step,
         )
         rejected += late_rejections
     return SessionResult(
@@ -510,6 +483,7 @@ def verify_candidates(
     reference_plan: Optional[dict] = None,
     with_ideal: bool = False,
     on_verdict: Callable[..., None] = lambda *args: None,
+    step: str = "",
 ) -> tuple[list[Recommendation], dict, list[Rejection]]:
     """Re-measures the candidates interleaved with the reference (the baseline, run as the user
     runs it: without the memory budget the candidates must keep); then, when the winner combines
@@ -526,7 +500,7 @@ def verify_candidates(
 
     def measure(plan: dict) -> Measurement:
         if plan is ideal_plan:
-            return run_measurement(config.path, plan, "synthetic", config.measure.steps, config.measure.timeout_s)
+            return run_measurement(config, plan, "synthetic", config.measure.steps, config.measure.timeout_s)
         return capped(plan)
 
     progress(f"verifying {len(plans)} candidate(s), interleaved with the baseline{' and the ideal' if with_ideal else ''}, "
@@ -557,7 +531,7 @@ def verify_candidates(
                 rank=0, recipes=names(recipes), plan=trial.plan, changes=changes_of(trial.plan, baseline),
                 speedup=verdict.speedup, interval=(verdict.low, verdict.high), verified=verdict.verified,
                 reason=verdict.reason, numerics=asdict(numerics) if numerics else {},
-                peak_memory_mb=verdict.peak_memory_mb, snippet=snippet_for(trial.plan, recipes),
+                peak_memory_mb=verdict.peak_memory_mb, snippet=snippet_for(trial.plan, recipes, step),
                 trial=trial.number, samples_per_s=mean_rate(runs),
                 compile=compile_cost(runs, rounds.baseline) if "compile" in names(recipes) else {},
                 cache=cache_cost(runs, rounds.baseline) if "parquet_cache" in names(recipes) else {},
@@ -610,19 +584,12 @@ def rank(recommendations: list[Recommendation]) -> list[Recommendation]:
 
 
 def compare_outputs(candidate: Measurement, baseline: Measurement, risk: str, config: AdvisorConfig) -> NumericsResult:
-    """Training compares seeded loss trajectories; pipelines compare output frames."""
-    if config.kind == "pipeline":
-        workload, paths = config.workload, (candidate.output.get("path"), baseline.output.get("path"))
-        if not all(own_output(config, path) for path in paths):  # a path from a shared study is only data
-            return NumericsResult(False, risk, math.inf, workload.float_rtol, 0,
-                                  "an output lies outside advisor's own folder: not read")
-        return compare_frames(*paths, risk, workload.float_rtol, workload.order_matters)
-    return compare_training(candidate, baseline, risk, config.constraints.loss_rtol)
+    """Whether a candidate's results are the baseline's, as its kind compares them."""
+    return kind_of(config.kind).compare(candidate, baseline, risk, config)
 
 
 def worst_numerics(runs, baseline_runs, risk, config):
-    if config.kind == "pipeline":  # every run of a plan writes the same output file: compare it once
-        runs, baseline_runs = runs[-1:], baseline_runs[-1:]
+    runs, baseline_runs = kind_of(config.kind).compared_runs(runs, baseline_runs)
     results = [compare_outputs(c, b, risk, config) for c, b in zip(runs, baseline_runs) if c.ok and b.ok]
     return max(results, key=lambda r: (not r.passed, r.max_rel_diff), default=None)
 
@@ -682,7 +649,7 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
         "duration_s": result.finished - result.started,
         "fingerprint": print_fingerprint["digest"],
         "fingerprint_components": print_fingerprint["components"],
-        "unit": "rows/s" if config.kind == "pipeline" else "samples/s",
+        "unit": kind_of(config.kind).unit,
         "baseline": {
             "plan": result.baseline,
             "samples_per_s": result.baseline_samples_per_s,

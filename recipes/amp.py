@@ -21,7 +21,8 @@ def why_not(context: Context) -> Optional[str]:
 
 
 def space(context: Context) -> dict:
-    options = (None, "bfloat16", "float16") if context.device == "cuda" else (None, "bfloat16")
+    # float16 needs a GradScaler's calls inside the step: not where the step is the user's own.
+    options = (None, "bfloat16", "float16") if context.device == "cuda" and not context.step else (None, "bfloat16")
     return {"amp.dtype": Choice(options)}
 
 
@@ -38,6 +39,14 @@ def snippet(plan: dict) -> str:
         "with torch.autocast(device.type, dtype=torch.bfloat16):\n"
         "    loss = loss_fn(model(x), y)\n"
         "loss.backward(); optimizer.step()"
+    )
+
+
+def around_step(plan: dict, step: str) -> str:
+    """Autocast wraps the call to the user's own step; its backward and optimizer step run inside."""
+    return (
+        f"with torch.autocast(device.type, dtype=torch.{plan['amp.dtype']}):\n"
+        f"    loss = {step}(model, batch, optimizer)"
     )
 
 
@@ -65,4 +74,5 @@ RECIPE = Recipe(
     space=space,
     snippet=snippet,
     textbook=lambda context: {"amp.dtype": "bfloat16"},
+    around_step=around_step,
 )

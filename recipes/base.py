@@ -24,7 +24,8 @@ class Context:
     cpu_bf16: bool  # the CPU has native bfloat16 arithmetic
     bottlenecks: tuple[str, ...] = ()  # diagnosed, most severe first
     batch_stat_layers: int = 0  # BatchNorm layers: their statistics depend on the batch size
-    kind: str = "train"  # the workload kind: train or pipeline
+    kind: str = "train"  # the recipes' family of the workload kind: train or pipeline
+    step: str = ""  # the name of the user's own step function; empty when advisor runs the step
     # Pipelines only, from the baseline's profile run:
     source_format: str = ""  # csv, parquet or jsonl
     partition_safe: bool = False
@@ -64,6 +65,7 @@ class Recipe:
     snippet: Callable[[dict], str]
     textbook: Callable[[Context], dict]  # the setting a blog post would pick: tried first
     kinds: tuple[str, ...] = ("train",)  # the workload kinds it applies to
+    around_step: Optional[Callable[[dict, str], str]] = None  # its snippet around the user's own step, by name
 
     def active(self, plan: dict, baseline: dict) -> bool:
         """Whether `plan` changes any of this recipe's keys from the baseline."""

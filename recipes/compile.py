@@ -29,8 +29,13 @@ def snippet(plan: dict) -> str:
     return f"model = torch.compile(model, mode={plan['compile.mode']!r})  # first steps compile; later ones run fused"
 
 
-def compile_model(model: Any, mode: Optional[str]) -> Any:
+def compile_model(model: Any, mode: Optional[str], in_place: bool = False) -> Any:
+    """The model compiled; `in_place` compiles the module's own calls (a Lightning module's
+    training_step calls self(...), which a wrapper would not reach)."""
     if not mode:
+        return model
+    if in_place:
+        model.compile(mode=mode)
         return model
     return torch.compile(model, mode=mode)
 

@@ -9,9 +9,7 @@ smaller batches, so the recipe stays out where the model has them.
 
 from __future__ import annotations
 
-from typing import Any, Optional
-
-import torch
+from typing import Optional
 
 from recipes.base import Choice, Context, Recipe
 
@@ -19,6 +17,9 @@ MICRO_BATCHES = (1, 2, 4, 8)
 
 
 def why_not(context: Context) -> Optional[str]:
+    if context.step:
+        return (f"the step is yours ({context.step}): micro-batches would have to be split inside it; "
+                "accumulate there if memory is short")
     if context.batch_stat_layers:
         return (f"the model has {context.batch_stat_layers} BatchNorm layer(s), whose statistics would change "
                 "with the micro-batch size")
@@ -38,18 +39,6 @@ def snippet(plan: dict) -> str:
         "    loss.backward()\n"
         "optimizer.step()"
     )
-
-
-def split_batch(batch: Any, parts: int) -> list[Any]:
-    """A (input, target, ...) batch as `parts` micro-batches, tensors split along dim 0 (the
-    last ones one sample shorter when the batch does not divide); other items shared."""
-    length = batch[0].shape[0]
-    parts = max(1, min(parts, length))
-    pieces = [item.tensor_split(parts) if isinstance(item, torch.Tensor) else None for item in batch]
-    return [
-        type(batch)(item if split is None else split[index] for item, split in zip(batch, pieces))
-        for index in range(parts)
-    ]
 
 
 RECIPE = Recipe(

@@ -35,20 +35,21 @@ def main(spec_path: str, result_path: str) -> int:
 
 
 def run_spec(spec: dict) -> dict:
+    from advisor.kinds import kind_of
+
+    config = read_config(spec)
+    return kind_of(config.kind).run(config, spec)
+
+
+def read_config(spec: dict):
+    if spec.get("config_pickle"):
+        import pickle
+
+        with open(spec["config_pickle"], "rb") as handle:
+            return pickle.load(handle)
     from advisor.config import load_config
 
-    config = load_config(spec["config"])
-    if config.kind == "pipeline":  # never imports torch: its pages would count in the peak
-        from advisor.harness import pipeline
-        from advisor.workload import load_pipeline
-
-        return pipeline.run(config, load_pipeline(config), spec["plan"], spec["mode"], spec.get("output"),
-                            spec.get("scratch"))
-    from advisor.harness import train
-    from advisor.workload import load_workload
-
-    workload = load_workload(config)
-    return train.run(config, workload, spec["plan"], spec["mode"], spec["steps"])
+    return load_config(spec["config"])
 
 
 def failure_reason(exc: BaseException) -> str:

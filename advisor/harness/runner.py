@@ -20,7 +20,7 @@ class WorkloadInvalid(UserError):
 
 
 def run_measurement(
-    config_path: Path,
+    config: "AdvisorConfig | Path",
     plan: dict,
     mode: str,
     steps: int,
@@ -29,7 +29,8 @@ def run_measurement(
     output_path: Optional[Path] = None,
     fresh: bool = False,
 ) -> Measurement:
-    """Runs one measurement in a fresh child process. `memory_limit_mb`, the user's budget, is a
+    """Runs one measurement of `config` (or the config file at that path) in a fresh child
+    process. `memory_limit_mb`, the user's budget, is a
     hard limit: the child's tree is killed when it passes it (without one, at 90% of the
     machine's memory), and the child's data segment may not grow by more (`RLIMIT_DATA`).
 
@@ -40,7 +41,8 @@ def run_measurement(
         spec_path, result_path, log_path = (Path(folder) / name for name in ("spec.json", "result.json", "child.log"))
         limit_mb = memory_limit_mb or default_memory_limit_mb()
         group = cgroups.child_group(memory_limit_mb) if memory_limit_mb is not None else None
-        spec_path.write_text(json.dumps({"config": str(config_path), "plan": plan, "mode": mode, "steps": steps,
+        config_path, config_pickle = _config_for_child(config, Path(folder))
+        spec_path.write_text(json.dumps({"config": str(config_path), "config_pickle": config_pickle, "plan": plan, "mode": mode, "steps": steps,
                                           "output": str(output_path) if output_path else None,
                                           "memory_limit_mb": limit_mb, "cgroup": str(group) if group else None,
                                           "scratch": folder}))
@@ -90,6 +92,18 @@ def run_measurement(
         fields.update(peak_memory_mb=memory["peak_mb"], memory_source=memory["method"])
     fields["gpu"] = sampler.gpu_summary(tuple(window) if window else None)
     return Measurement.from_dict({**fields, "mode": mode, "plan": plan, "wall_s": wall_s})
+
+
+def _config_for_child(config, folder: Path) -> tuple[Path, Optional[str]]:
+    """A config file the child reads again; a config object (the Python API's, which may hold
+    callables defined in a notebook or script) travels pickled by value with cloudpickle."""
+    if isinstance(config, (str, Path)):
+        return Path(config), None
+    import cloudpickle
+
+    pickle_path = folder / "config.pkl"
+    pickle_path.write_bytes(cloudpickle.dumps(config))
+    return config.path, str(pickle_path)
 
 
 def _wait(child, timeout_s: float) -> bool:

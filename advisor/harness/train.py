@@ -14,7 +14,9 @@ from __future__ import annotations
 import os
 import random
 import time
-from typing import Any, Callable, Iterator
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Optional
 
 import psutil
 import torch
@@ -22,44 +24,44 @@ from torch.utils.data import DataLoader
 
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
+from advisor.harness import batches
+from advisor.harness.batches import batch_length, describe, split_batch
 from advisor.harness.lifetime import die_with_parent
 from advisor.harness.operators import STEP_LABEL, summarize_profile
 from advisor.measure import (
     descendants_cpu_seconds, machine_busy_seconds, other_cpu_share, step_statistics, tree_memory,
 )
-from advisor.workload import Workload
-from recipes import amp, checkpointing, compile, grad_accumulation, threads
+from recipes import amp, checkpointing, compile, threads
 
 CACHED_BATCHES = 8  # batches held in memory by the cached run; enough to cycle through
 PROFILE_WARMUP_STEPS = 2
 
 
-def run(config: AdvisorConfig, workload: Workload, plan: dict, mode: str, steps: int) -> dict:
+def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, mode: str, steps: int) -> dict:
     """Runs the loop and returns the measurement fields the child can see from inside."""
     seed_everything(config.measure.seed)
     default_threads = torch.get_num_threads()
     threads.apply_threads(plan.get("threads.intra_op"))
     device = pick_device(config.workload.device)
     setup_start = time.perf_counter()
-    dataset = workload.build_dataset()
-    check_dataset(dataset, plan["batch_size"], needs_target=workload.loss is None)
-    model = workload.build_model()
-    if not isinstance(model, torch.nn.Module):
-        raise UserError(f"workload.model: the builder returned {type(model).__name__}; return a torch.nn.Module")
-    environment = describe_environment(model, device, default_threads, dataset[0])
+    job = build_job()
+    plan = job.resolve(plan)
+    check_dataset(job, plan["batch_size"])
+    model = job.model
+    environment = describe_environment(model, device, default_threads, job.dataset[0])
+    environment["loader"] = {key: plan[key] for key in LOADER_KEYS}
     model = checkpointing.wrap(model.to(device), plan.get("checkpointing.share") or 0.0)
-    optimizer = build_optimizer(model, config.workload.optimizer)
-    model = compile.compile_model(model, plan.get("compile.mode"))
-    step = make_train_step(model, optimizer, workload.loss or default_loss, device, plan.get("amp.dtype"),
-                           plan.get("grad_accumulation.micro_batches") or 1)
+    optimizer, after_step = job.make_optimizer(model)
+    model = compile.compile_model(model, plan.get("compile.mode"), in_place=job.compile_in_place)
+    step = job_step(job, model, optimizer, after_step, device, plan)
 
     probe: dict = {}
     if mode == "synthetic":
-        batches = repeat_one_batch(dataset, plan["batch_size"], device)
+        batches = repeat_one_batch(job, plan["batch_size"], device)
     elif mode == "cached":
-        batches, probe = cached_batches(dataset, plan["batch_size"], config.workload.dataloader.shuffle)
+        batches, probe = cached_batches(job, plan["batch_size"])
     else:
-        batches = cycle(make_loader(dataset, plan, config.workload.dataloader.shuffle))
+        batches = cycle(make_loader(job, plan))
 
     warmup = PROFILE_WARMUP_STEPS if mode == "profile" else config.measure.warmup_steps
     warmup_ms = []
@@ -79,6 +81,54 @@ def run(config: AdvisorConfig, workload: Workload, plan: dict, mode: str, steps:
     if device.type == "cuda":
         fields.update(peak_memory_mb=torch.cuda.max_memory_allocated() / 2**20, memory_source="cuda max allocated")
     return fields
+
+
+LOADER_KEYS = ("batch_size", "dataloader.num_workers", "dataloader.prefetch_factor", "dataloader.pin_memory",
+               "dataloader.persistent_workers")
+
+
+@dataclass
+class TrainJob:
+    """The user's job as the loop needs it, whoever wrote it (advisor's builders, the user's own
+    step, a Lightning module): the model, where the batches come from, how the optimizer is made
+    and how one step computes its loss."""
+
+    model: torch.nn.Module
+    dataset: Any
+    make_optimizer: Callable[[torch.nn.Module], tuple[Any, Callable[[], None]]]  # -> (optimizer, after each step)
+    loss: Optional[Callable] = None  # loss(output, batch) for advisor's own forward
+    forward: Optional[Callable[[torch.nn.Module, Any], torch.Tensor]] = None  # (model, batch) -> loss, in advisor's step
+    step: Optional[Callable[[torch.nn.Module, Any, Any], Any]] = None  # the user's whole step -> loss
+    step_key: str = "workload.step"
+    collate: Optional[Callable] = None
+    sampler: Any = None  # the user's own sampler; None: shuffled (or not) by the loader
+    shuffle: bool = True
+    loader: dict = field(default_factory=dict)  # the user's loader settings, for plan keys left None
+    compile_in_place: bool = False  # compile the module itself (its own methods call self(...)), not a wrapper
+
+    def resolve(self, plan: dict) -> dict:
+        """The plan with the loader keys it leaves None taken from the user's own loader."""
+        return {**plan, **{key: value for key, value in self.loader.items() if plan.get(key) is None}}
+
+
+def job_step(job: TrainJob, model, optimizer, after_step, device: torch.device, plan: dict) -> Callable:
+    """One step under the plan: the user's own step run as written inside autocast, or advisor's."""
+    if job.step is None:
+        return make_train_step(model, optimizer, job.loss, device, plan.get("amp.dtype"),
+                               plan.get("grad_accumulation.micro_batches") or 1, forward=job.forward,
+                               after_step=after_step)
+    amp_dtype = plan.get("amp.dtype")
+
+    def step(batch: Any) -> torch.Tensor:
+        with amp.autocast(device.type, amp_dtype):
+            loss = job.step(model, batch, optimizer)
+        after_step()
+        if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+            raise UserError(f"{job.step_key}: the step returned {describe(loss)}; return the loss as a scalar tensor "
+                            "(return loss, after optimizer.step())")
+        return loss.detach().float()
+
+    return step
 
 
 QUEUE_MULTIPLE = 2  # timed steps per batch the DataLoader can hold ready
@@ -167,18 +217,20 @@ def profile_steps(step: Callable, batches: Iterator, device: torch.device, plan:
 
 
 def make_train_step(
-    model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Callable, device: torch.device, amp_dtype=None,
-    micro_batches: int = 1,
+    model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Optional[Callable], device: torch.device,
+    amp_dtype=None, micro_batches: int = 1, forward: Optional[Callable] = None, after_step: Callable[[], None] = lambda: None,
 ) -> Callable:
     """One optimisation step as the user writes it, with autocast and loss scaling when the plan
-    asks; with `micro_batches` > 1, the batch runs in parts whose size-weighted losses add up."""
+    asks; with `micro_batches` > 1, the batch runs in parts whose size-weighted losses add up.
+    `forward(model, batch) -> loss` replaces `loss_fn(model(batch[0]), batch)` (a Lightning
+    module's training_step); `after_step` steps the schedulers."""
     model.train()
     scaler = amp.grad_scaler(device.type, amp_dtype)
+    compute_loss = forward or default_forward(loss_fn)
 
-    def forward(batch: Any) -> torch.Tensor:
+    def forward_pass(batch: Any) -> torch.Tensor:
         with amp.autocast(device.type, amp_dtype):
-            output = model(batch[0])
-            loss = loss_fn(output, batch)
+            loss = compute_loss(model, batch)
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             raise UserError("workload.loss: the loss must return a scalar tensor; reduce it with .mean()")
         return loss
@@ -192,10 +244,11 @@ def make_train_step(
         else:
             scaler.step(optimizer)
             scaler.update()
+        after_step()
 
     def step(batch: Any) -> torch.Tensor:
         if micro_batches == 1:
-            loss = forward(batch)
+            loss = forward_pass(batch)
             # Gradients are dropped just before backward, not before forward: backward's new gradients
             # then reuse the blocks just freed. Dropped before forward, eager steps of a wide MLP ran
             # ~12% slower on the CPU (fresh pages each step), which inflated compile's claimed gain.
@@ -204,8 +257,8 @@ def make_train_step(
             update()
             return loss.detach().float()
         total, length = 0.0, batch_length(batch)
-        for index, part in enumerate(grad_accumulation.split_batch(batch, micro_batches)):
-            loss = forward(part) * (batch_length(part) / length)
+        for index, part in enumerate(split_batch(batch, micro_batches)):
+            loss = forward_pass(part) * (batch_length(part) / length)
             if index == 0:
                 optimizer.zero_grad(set_to_none=True)
             backward(loss)
@@ -216,10 +269,49 @@ def make_train_step(
     return step
 
 
+def default_forward(loss_fn: Optional[Callable]) -> Callable[[torch.nn.Module, Any], torch.Tensor]:
+    """advisor's own forward: a dict batch as keywords, anything else as `model(batch[0])`; the
+    loss from `loss_fn(output, batch)`, else the output's `.loss` (Hugging Face models), else
+    cross-entropy against `batch[1]`."""
+
+    def forward(model: torch.nn.Module, batch: Any) -> torch.Tensor:
+        if isinstance(batch, Mapping):
+            output = call_with_keywords(model, batch)
+        else:
+            output = model(batch[0])
+        if loss_fn is not None:
+            return loss_fn(output, batch)
+        if isinstance(getattr(output, "loss", None), torch.Tensor):
+            return output.loss
+        if isinstance(batch, Mapping):
+            raise UserError(f"workload.model: called with the dict batch, it returned {describe(output)} with no .loss; "
+                            "pass labels in the batch, or set workload.loss or workload.step")
+        if len(batch) < 2:
+            raise UserError("workload.dataset: samples have no target at [1]; add one, or set workload.loss")
+        return torch.nn.functional.cross_entropy(output, batch[1])
+
+    return forward
+
+
+def call_with_keywords(model: torch.nn.Module, batch: Mapping) -> Any:
+    """`model(**batch)`, with a clear error when the model's forward cannot take those keys."""
+    import inspect
+
+    target = model._orig_mod if hasattr(model, "_orig_mod") else model
+    try:
+        inspect.signature(target.forward).bind(**batch)
+    except TypeError as exc:
+        raise UserError(f"workload.model: its forward cannot take the dict batch {sorted(batch)} as keywords ({exc}); "
+                        "rename the batch keys to forward's arguments, or set workload.step") from None
+    except ValueError:
+        pass  # no signature to check: let the call speak
+    return model(**batch)
+
+
 def describe_environment(model: torch.nn.Module, device: torch.device, default_threads: int, sample: Any) -> dict:
     """What recipe selection and the fingerprint need to know, seen from inside the child."""
     return {
-        "sample": [describe_tensor(item) for item in sample],
+        "sample": [describe_tensor(item) for item in sample] if isinstance(sample, (tuple, list)) else describe(sample),
         "device": device.type,
         "default_threads": default_threads,
         "blocks": checkpointing.count_blocks(model),
@@ -234,32 +326,27 @@ def default_loss(output: torch.Tensor, batch: Any) -> torch.Tensor:
     return torch.nn.functional.cross_entropy(output, batch[1])
 
 
-def build_optimizer(model: torch.nn.Module, spec: dict) -> torch.optim.Optimizer:
-    options = dict(spec)
-    name = options.pop("name")
-    cls = getattr(torch.optim, name, None)
-    if not (isinstance(cls, type) and issubclass(cls, torch.optim.Optimizer)):
-        raise UserError(f"workload.optimizer.name: {name!r} is not a torch.optim optimizer; try SGD or AdamW")
-    try:
-        return cls(model.parameters(), **options)
-    except (TypeError, ValueError) as exc:
-        raise UserError(f"workload.optimizer: {name} rejected its options: {exc}") from None
-
-
-def check_dataset(dataset: Any, batch_size: int, needs_target: bool) -> None:
-    """The dataset contract: map-style, at least one batch long, samples of (input, target, ...)."""
+def check_dataset(job: TrainJob, batch_size: int) -> None:
+    """The dataset contract: map-style and at least one batch long; with advisor's own forward
+    and no collate, samples of (input tensor, target, ...) or dicts of tensors."""
+    dataset = job.dataset
     if not (hasattr(dataset, "__getitem__") and hasattr(dataset, "__len__")):
         raise UserError(
             f"workload.dataset: the builder returned {type(dataset).__name__}; return a map-style torch Dataset"
         )
     if len(dataset) < batch_size:
         raise UserError(f"workload.dataset: {len(dataset)} samples is less than one batch of {batch_size}")
+    if job.step is not None or job.collate is not None or job.forward is not None:
+        return  # the user's code reads the batch: its structure is theirs
     sample = dataset[0]
+    if isinstance(sample, Mapping):
+        return
     if not isinstance(sample, (tuple, list)) or not sample or not isinstance(sample[0], torch.Tensor):
         raise UserError(
-            f"workload.dataset: sample 0 is {describe(sample)}; each sample must be a tuple (input tensor, target, ...)"
+            f"workload.dataset: sample 0 is {describe_sample(sample)}; each sample must be a tuple (input tensor, "
+            "target, ...) or a dict of tensors, or set workload.collate or workload.step"
         )
-    if needs_target and len(sample) < 2:
+    if job.loss is None and len(sample) < 2:
         raise UserError("workload.dataset: samples have no target at [1]; add one, or set workload.loss")
 
 
@@ -269,29 +356,34 @@ def describe_tensor(value: Any) -> str:
     return type(value).__name__
 
 
-def describe(value: Any) -> str:
+def describe_sample(value: Any) -> str:
     if isinstance(value, (tuple, list)):
         inner = ", ".join(type(v).__name__ for v in value[:3])
         return f"a {type(value).__name__} of ({inner})"
     return f"a {type(value).__name__}"
 
 
-def make_loader(dataset: Any, plan: dict, shuffle: bool) -> DataLoader:
+def make_loader(job: TrainJob, plan: dict) -> DataLoader:
+    """The user's loader rebuilt under the plan: the same dataset, collate function and sampler;
+    only what the plan changes differs."""
     workers = int(plan["dataloader.num_workers"])
     options: dict = {}
     if workers > 0:
         options["persistent_workers"] = bool(plan["dataloader.persistent_workers"])
         if plan.get("dataloader.prefetch_factor"):
             options["prefetch_factor"] = int(plan["dataloader.prefetch_factor"])
-    if workers > 0:
         options["worker_init_fn"] = die_with_parent  # a worker never outlives the run, even after SIGKILL
+    if job.sampler is not None:
+        options["sampler"] = job.sampler
+    else:
+        options.update(shuffle=job.shuffle, generator=torch.Generator().manual_seed(0))
+    if job.collate is not None:
+        options["collate_fn"] = job.collate
     return DataLoader(
-        dataset,
+        job.dataset,
         batch_size=int(plan["batch_size"]),
-        shuffle=shuffle,
         num_workers=workers,
         pin_memory=bool(plan["dataloader.pin_memory"]) and torch.cuda.is_available(),
-        generator=torch.Generator().manual_seed(0),
         drop_last=True,
         **options,
     )
@@ -303,14 +395,19 @@ def cycle(loader: DataLoader) -> Iterator:
         yield from loader
 
 
-def repeat_one_batch(dataset: Any, batch_size: int, device: torch.device) -> Iterator:
-    batch = to_device(torch.utils.data.default_collate([dataset[i] for i in range(batch_size)]), device, {})
+def collate_of(job: TrainJob) -> Callable:
+    return job.collate or torch.utils.data.default_collate
+
+
+def repeat_one_batch(job: TrainJob, batch_size: int, device: torch.device) -> Iterator:
+    batch = to_device(collate_of(job)([job.dataset[i] for i in range(batch_size)]), device, {})
     while True:
         yield batch
 
 
-def cached_batches(dataset: Any, batch_size: int, shuffle: bool) -> tuple[Iterator, dict]:
+def cached_batches(job: TrainJob, batch_size: int) -> tuple[Iterator, dict]:
     """Computes samples once (timing each for the fetch/prep probe) and serves them from memory."""
+    dataset = job.dataset
     count = min(len(dataset), CACHED_BATCHES * batch_size)
     samples, wall_s, cpu_s = [], 0.0, 0.0
     for index in range(count):
@@ -319,27 +416,13 @@ def cached_batches(dataset: Any, batch_size: int, shuffle: bool) -> tuple[Iterat
         wall_s += time.perf_counter() - w0
         cpu_s += time.process_time() - c0
     probe = {"samples": count, "wall_ms": 1000 * wall_s / count, "cpu_ms": 1000 * cpu_s / count}
-    loader = DataLoader(samples, batch_size=batch_size, shuffle=shuffle, num_workers=0, drop_last=True,
-                        generator=torch.Generator().manual_seed(0))
+    loader = DataLoader(samples, batch_size=batch_size, shuffle=job.shuffle, num_workers=0, drop_last=True,
+                        generator=torch.Generator().manual_seed(0), collate_fn=collate_of(job))
     return cycle(loader), probe
 
 
 def to_device(batch: Any, device: torch.device, plan: dict) -> Any:
-    if device.type == "cpu":
-        return batch
-    non_blocking = bool(plan.get("dataloader.pin_memory"))
-    if isinstance(batch, torch.Tensor):
-        return batch.to(device, non_blocking=non_blocking)
-    if isinstance(batch, (tuple, list)):
-        return type(batch)(to_device(item, device, plan) for item in batch)
-    if isinstance(batch, dict):
-        return {key: to_device(value, device, plan) for key, value in batch.items()}
-    return batch
-
-
-def batch_length(batch: Any) -> int:
-    first = batch[0] if isinstance(batch, (tuple, list)) else batch
-    return int(first.shape[0]) if isinstance(first, torch.Tensor) else 1
+    return batches.to_device(batch, device, non_blocking=bool(plan.get("dataloader.pin_memory")))
 
 
 def synchronize(device: torch.device) -> None:

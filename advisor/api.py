@@ -1,0 +1,153 @@
+"""The Python API: `advisor.diagnose(config)` and `advisor.optimize(config)` for notebooks and CI.
+
+`config` is a YAML path, a mapping shaped like the YAML, or an `AdvisorConfig`. In a mapping,
+a reference may be the callable itself (`"model": build_model`): measurement children receive
+the config pickled with cloudpickle, so a function defined in a notebook or in the calling
+script travels by value, and one from an importable module by reference. A script that calls
+`optimize` must do so under `if __name__ == "__main__":`, as any multiprocessing code must:
+pipeline children start a fresh interpreter, which imports the script again.
+
+The CLI runs these same functions, so the results returned here are the numbers it prints and
+logs to MLflow.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+from advisor.config import AdvisorConfig, load_config, parse_config
+from advisor.diagnose import Diagnosis
+from advisor.evidence import Evidence
+
+ConfigLike = Union[str, Path, dict, AdvisorConfig]
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Diagnosed:
+    """What `advisor diagnose` prints: the runs' evidence and the diagnoses, the bottleneck first."""
+
+    config: AdvisorConfig
+    evidence: Evidence
+    diagnoses: list[Diagnosis]
+
+    @property
+    def bottleneck(self) -> Optional[str]:
+        return self.diagnoses[0].bottleneck if self.diagnoses else None
+
+    def to_dict(self) -> dict:
+        return {"workload": self.config.name, "bottleneck": self.bottleneck,
+                "diagnoses": [d.to_dict() for d in self.diagnoses], "evidence": self.evidence.to_dict()}
+
+
+@dataclass(frozen=True)
+class Optimized:
+    """What `advisor optimize` prints and logs: the session, its ranked recommendations (with
+    their MLflow run ids), the `recommendations.json` payload and the results folder."""
+
+    session: Any  # advisor.session.SessionResult
+    payload: dict
+    folder: Path
+    mlflow: Any  # the tracking.SessionLog that logged it
+
+    @property
+    def recommendations(self) -> list:
+        ids = {r["rank"]: r.get("mlflow_run_id") for r in self.payload["recommendations"]}
+        import dataclasses
+
+        return [dataclasses.replace(r, mlflow_run_id=ids.get(r.rank)) for r in self.session.recommendations]
+
+
+def as_config(config: ConfigLike, root: Union[str, Path, None] = None) -> AdvisorConfig:
+    """A validated config from a path, a mapping (references relative to `root`, by default the
+    working folder) or a config already made."""
+    if isinstance(config, AdvisorConfig):
+        return config
+    if isinstance(config, dict):
+        return parse_config(config, Path(root or os.getcwd()).resolve() / "<dict config>")
+    return load_config(config)
+
+
+def diagnose(config: ConfigLike, progress: Optional[Progress] = None, root=None) -> Diagnosed:
+    """Measures the baseline and names its bottlenecks, with evidence."""
+    from advisor.diagnose import diagnose as rank_diagnoses
+    from advisor.evidence import collect_evidence
+
+    config = as_config(config, root)
+    start_children(config)
+    evidence = collect_evidence(config, progress or _quiet)
+    return Diagnosed(config, evidence, rank_diagnoses(evidence))
+
+
+def optimize(config: ConfigLike, progress: Optional[Progress] = None, results: Union[str, Path, None] = None,
+             fresh: bool = False, evidence: Optional[Evidence] = None, root=None) -> Optimized:
+    """Diagnoses, trials, verifies and ranks; writes the results folder and logs to MLflow.
+
+    Raises:
+        UserError: bad input (the config, an address, a results folder that holds files), one line.
+    """
+    from advisor import search, tracking
+    from advisor.session import Hooks, optimize as run_session
+
+    config = as_config(config, root)
+    progress = progress or _quiet
+    check_results_folder(results)
+    search.check_storage(config)  # bad addresses are one line, before anything is measured or written
+    tracking.check_tracking(config)
+    if fresh:
+        search.remove_study(config)
+    start_children(config)
+    log = tracking.SessionLog(config, progress)
+    try:
+        result = run_session(config, progress, evidence=evidence, hooks=Hooks(trial=log.trial, verdict=log.verification))
+    except KeyboardInterrupt:
+        log.close("KILLED")
+        raise
+    except BaseException:
+        log.close("FAILED")
+        raise
+    payload, folder = record(config, result, results, log)
+    return Optimized(result, payload, folder, log)
+
+
+def record(config: AdvisorConfig, result, results: Union[str, Path, None], log) -> tuple[dict, Path]:
+    """Writes a session's results folder (first: it never depends on MLflow), then completes its
+    MLflow session."""
+    from advisor.fingerprint import fingerprint
+    from advisor.kinds import kind_of
+    from advisor.report import render_diagnosis, write_results
+    from advisor.session import session_payload
+
+    payload = session_payload(result, fingerprint(config, kind_of(config.kind).seen(result.evidence)))
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(result.started))
+    folder = Path(results) if results else config.root / "advisor-results" / config.name / stamp
+    write_results(payload, render_diagnosis(config.name, result.evidence, result.diagnoses), folder)
+    log.conclude(payload, folder)
+    return payload, folder
+
+
+def check_results_folder(path: Union[str, Path, None]) -> None:
+    """`--results DIR` names a folder to write; one that already holds files is never overwritten."""
+    from advisor.errors import UserError
+
+    if path and Path(path).is_dir() and any(Path(path).iterdir()):
+        raise UserError(f"--results: {path} already holds files; name a new folder, or move those away first")
+    if path and Path(path).exists() and not Path(path).is_dir():
+        raise UserError(f"--results: {path} is a file; name a folder")
+
+
+def start_children(config: AdvisorConfig) -> None:
+    """Training children fork from a server that preloads torch: start it now, in the background."""
+    from advisor.harness import launch
+    from advisor.kinds import kind_of
+
+    if not kind_of(config.kind).fresh_children:
+        launch.warm_up()
+
+
+def _quiet(line: str) -> None:
+    return None

@@ -1,0 +1,76 @@
+"""Workload kinds: each kind of job advisor measures is one module behind `Kind`.
+
+A kind knows how its job runs in a measurement child, which runs make its evidence and what
+follows from them, which diagnosis rules apply, what its baseline plan is, how two runs'
+results are compared, and what its fingerprint covers. `kind_of` picks the kind once, from the
+config's `workload.kind`; the session, the diagnosis and the report call through the interface
+and never test a kind's name.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
+
+if TYPE_CHECKING:
+    from advisor.config import AdvisorConfig
+    from advisor.diagnose import Diagnosis, Rule
+    from advisor.evidence import Evidence
+    from advisor.measure import Measurement
+    from advisor.verify import NumericsResult
+    from recipes import Context
+
+# Modules are imported on first use: a pipeline's child must never import torch.
+KINDS = {"train": "advisor.kinds.train", "lightning": "advisor.kinds.lightning", "pipeline": "advisor.kinds.pipeline"}
+
+
+class Kind(Protocol):
+    name: str
+    recipe_family: str  # the recipes' `kinds` that apply to it: "train" or "pipeline"
+    unit: str  # the throughput's unit: samples/s or rows/s
+    evidence_runs: tuple[tuple[str, str], ...]  # (mode, what it measures), in order
+    fresh_children: bool  # children start a fresh interpreter rather than from the torch fork server
+    strict_recipes: bool  # a recipe listed by name that cannot run is an error, not a skip
+    memory_fixes: tuple[str, ...]  # what a memory diagnosis suggests
+
+    def run(self, config: "AdvisorConfig", spec: dict) -> dict:
+        """In the measurement child: runs the job under `spec["plan"]`, returns the fields."""
+
+    def baseline_plan(self, config: "AdvisorConfig", seen: Optional[dict] = None) -> dict:
+        """What the user runs today; `seen`, what the baseline's runs saw, fills what the config cannot say."""
+
+    def derive(self, evidence: "Evidence") -> dict:
+        """The quantities the diagnosis reads, from the runs; a pure function."""
+
+    def rules(self) -> tuple["Rule", ...]:
+        """The diagnosis rules that apply."""
+
+    def context(self, evidence: "Evidence", bottlenecks: tuple[str, ...], config: "AdvisorConfig") -> "Context":
+        """What recipe selection knows about the job."""
+
+    def measure(self, config: "AdvisorConfig", limit: Optional[float]) -> Callable[[dict], "Measurement"]:
+        """How one plan is measured (a full run in a fresh child, killed at `limit` MB)."""
+
+    def compare(self, candidate: "Measurement", reference: "Measurement", risk: str,
+                config: "AdvisorConfig") -> "NumericsResult":
+        """Whether a candidate's results equal the reference's, under the risk's rules."""
+
+    def compared_runs(self, runs: list, reference_runs: list) -> tuple[list, list]:
+        """The pairs of verification runs whose results are compared."""
+
+    def seen(self, evidence: "Evidence") -> dict:
+        """What the baseline's children saw (shapes, parameters, columns, hardware)."""
+
+    def sources(self, config: "AdvisorConfig") -> dict[str, Any]:
+        """The references whose source files the fingerprint covers, by config key."""
+
+    def versions(self) -> dict[str, str]:
+        """Package versions the fingerprint covers beyond Python's and torch's."""
+
+    def describe(self, evidence: "Evidence", diagnoses: list["Diagnosis"]) -> list[str]:
+        """The body of `advisor diagnose`, in lines."""
+
+
+def kind_of(name: str) -> Kind:
+    """The kind named by a config's `workload.kind` (validated by the config)."""
+    return importlib.import_module(KINDS[name]).KIND

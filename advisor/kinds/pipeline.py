@@ -1,0 +1,121 @@
+"""`kind: pipeline`: a pandas pipeline (read, transform, combine, write).
+
+Evidence: one timed run by stage and a line profile of the transform; numerics: the output
+frame against the baseline's. Its children start fresh interpreters and never import torch,
+whose pages would count in the peak.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from typing import Any, Optional
+
+from advisor.config import AdvisorConfig
+from advisor.evidence import Evidence, derive_pipeline
+
+
+class PipelineKind:
+    name = "pipeline"
+    recipe_family = "pipeline"
+    unit = "rows/s"
+    evidence_runs = (
+        ("full", "timing each stage: read, transform, combine, write"),
+        ("profile", "profiling the transform by source line, and the columns it reads (untimed)"),
+    )
+    fresh_children = True
+    strict_recipes = True
+    memory_fixes = ("chunked", "dask", "columns", "dtypes")
+
+    def run(self, config: AdvisorConfig, spec: dict) -> dict:
+        from advisor.harness import pipeline
+        from advisor.workload import load_pipeline
+
+        return pipeline.run(config, load_pipeline(config), spec["plan"], spec["mode"], spec.get("output"),
+                            spec.get("scratch"))
+
+    def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
+        from advisor.plan import source_format_of
+
+        source = config.workload.source
+        return {
+            "pipeline.format": source_format_of(source),  # not tuned: the snippets' reader
+            "pipeline.engine": source.read_args.get("engine"),
+            "pipeline.dtype_backend": source.read_args.get("dtype_backend"),
+            "pipeline.categories": None,
+            "pipeline.columns": None,
+            "pipeline.parquet_cache": False,
+            "pipeline.chunksize": None,
+            "pipeline.dask_workers": None,
+            "pipeline.dask_scheduler": None,
+            "pipeline.dask_partitions": None,
+        }
+
+    def derive(self, evidence: Evidence) -> dict:
+        return derive_pipeline(evidence.full, evidence.profile)
+
+    def rules(self) -> tuple:
+        from advisor.diagnose import PIPELINE_RULES
+
+        return PIPELINE_RULES
+
+    def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
+        from recipes import Context
+
+        seen = evidence.profile.environment
+        return Context(
+            device="cpu", cores=os.cpu_count() or 1, default_threads=1, blocks=0, cpu_bf16=False,
+            bottlenecks=bottlenecks, kind=self.recipe_family, source_format=seen.get("format", ""),
+            partition_safe=config.workload.partition_safe, rows=seen.get("rows", 0),
+            columns=tuple(seen.get("columns", ())), used_columns=tuple(seen.get("used_columns", ())),
+            category_columns=tuple(seen.get("category_columns", ())), dask_scheduler=config.workload.dask.scheduler,
+        )
+
+    def measure(self, config: AdvisorConfig, limit: Optional[float]):
+        """Each run keeps its output, one file per plan, for the comparison with the baseline's."""
+        from advisor.harness import run_measurement
+        from advisor.session import outputs_folder, plan_key
+
+        outputs = outputs_folder(config)
+
+        def measure(plan: dict):
+            outputs.mkdir(parents=True, exist_ok=True)
+            path = outputs / f"{hashlib.sha256(plan_key(plan).encode()).hexdigest()[:16]}.pkl"
+            return run_measurement(config, plan, "full", 1, config.measure.timeout_s, limit, output_path=path,
+                                   fresh=True)
+
+        return measure
+
+    def compare(self, candidate, reference, risk: str, config: AdvisorConfig):
+        import math
+
+        from advisor.session import own_output
+        from advisor.verify import NumericsResult, compare_frames
+
+        workload, paths = config.workload, (candidate.output.get("path"), reference.output.get("path"))
+        if not all(own_output(config, path) for path in paths):  # a path from a shared study is only data
+            return NumericsResult(False, risk, math.inf, workload.float_rtol, 0,
+                                  "an output lies outside advisor's own folder: not read")
+        return compare_frames(*paths, risk, workload.float_rtol, workload.order_matters)
+
+    def compared_runs(self, runs: list, reference_runs: list) -> tuple[list, list]:
+        return runs[-1:], reference_runs[-1:]  # every run of a plan writes the same output file: compare it once
+
+    def seen(self, evidence: Evidence) -> dict:
+        return {**evidence.full.environment, **evidence.profile.environment}
+
+    def sources(self, config: AdvisorConfig) -> dict[str, Any]:
+        return {"transform": config.workload.transform, "combine": config.workload.combine}
+
+    def versions(self) -> dict[str, str]:
+        from advisor.fingerprint import package_version
+
+        return {"pandas": package_version("pandas")}
+
+    def describe(self, evidence: Evidence, diagnoses: list) -> list[str]:
+        from advisor.report import pipeline_body
+
+        return pipeline_body(evidence, diagnoses)
+
+
+KIND = PipelineKind()

@@ -1,0 +1,127 @@
+"""`kind: train`: a PyTorch training loop, from the user's builders (and their own step, loss,
+collate function and optimizer, where they give them).
+
+Evidence: the differential runs (full, synthetic, cached) and an operator profile; numerics:
+the seeded loss trajectory and, for exact recipes, the parameters after the same steps.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Callable, Optional
+
+from advisor.config import AdvisorConfig
+from advisor.evidence import Evidence, derive
+
+LOADER_DEFAULTS = {"dataloader.prefetch_factor": 2}
+
+
+class TrainKind:
+    name = "train"
+    recipe_family = "train"
+    unit = "samples/s"
+    evidence_runs = (
+        ("full", "timing the full pipeline"),
+        ("synthetic", "timing compute alone on one reused batch"),
+        ("cached", "timing with samples cached in memory"),
+        ("profile", "profiling operators (a separate, untimed run)"),
+    )
+    fresh_children = False
+    strict_recipes = False
+    memory_fixes = ("checkpointing", "amp")
+
+    def run(self, config: AdvisorConfig, spec: dict) -> dict:
+        from advisor.harness import train
+
+        return train.run(config, self.job_builder(config), spec["plan"], spec["mode"], spec["steps"])
+
+    def job_builder(self, config: AdvisorConfig) -> Callable[[], Any]:
+        from advisor.workload import load_train_job
+
+        return load_train_job(config)
+
+    def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
+        workload = config.workload
+        loader = workload.dataloader
+        return {
+            "dataloader.num_workers": loader.num_workers,
+            "dataloader.prefetch_factor": loader.prefetch_factor,
+            "dataloader.pin_memory": loader.pin_memory,
+            "dataloader.persistent_workers": loader.persistent_workers,
+            "threads.intra_op": workload.threads,
+            **FIXES_OFF,
+            "batch_size": workload.batch_size,
+        }
+
+    def derive(self, evidence: Evidence) -> dict:
+        return derive(evidence.full, evidence.synthetic, evidence.cached)
+
+    def rules(self) -> tuple:
+        from advisor.diagnose import TRAINING_RULES
+
+        return TRAINING_RULES
+
+    def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
+        from advisor.session import cpu_has_bf16
+        from recipes import Context
+
+        environment = self.seen(evidence)
+        return Context(
+            device=environment.get("device", "cpu"),
+            cores=os.cpu_count() or 1,
+            default_threads=environment.get("default_threads", os.cpu_count() or 1),
+            blocks=environment.get("blocks", 0),
+            cpu_bf16=cpu_has_bf16(),
+            bottlenecks=bottlenecks,
+            batch_stat_layers=environment.get("batch_stat_layers", 0),
+            kind=self.recipe_family,
+            step=self.step_of(config),
+        )
+
+    def step_of(self, config: AdvisorConfig) -> str:
+        """Whose step runs: advisor's own, or the name of the user's."""
+        step = config.workload.step
+        if step is None:
+            return ""
+        return step.rsplit(":", 1)[-1] if isinstance(step, str) else getattr(step, "__name__", "train_step")
+
+    def measure(self, config: AdvisorConfig, limit: Optional[float]):
+        from advisor.harness import run_measurement
+
+        def measure(plan: dict):
+            return run_measurement(config, plan, "full", config.measure.steps, config.measure.timeout_s, limit)
+
+        return measure
+
+    def compare(self, candidate, reference, risk: str, config: AdvisorConfig):
+        from advisor.verify import compare_training
+
+        return compare_training(candidate, reference, risk, config.constraints.loss_rtol)
+
+    def compared_runs(self, runs: list, reference_runs: list) -> tuple[list, list]:
+        return runs, reference_runs
+
+    def seen(self, evidence: Evidence) -> dict:
+        return evidence.full.environment or (evidence.synthetic.environment if evidence.synthetic else {})
+
+    def sources(self, config: AdvisorConfig) -> dict[str, Any]:
+        workload = config.workload
+        return {key: getattr(workload, key) for key in ("model", "dataset", "loss", "collate", "step")}
+
+    def versions(self) -> dict[str, str]:
+        return {}
+
+    def describe(self, evidence: Evidence, diagnoses: list) -> list[str]:
+        from advisor.report import training_body
+
+        return training_body(evidence, diagnoses)
+
+
+FIXES_OFF = {
+    "amp.dtype": None,
+    "compile.mode": None,
+    "checkpointing.share": 0.0,
+    "grad_accumulation.micro_batches": 1,
+}
+
+KIND = TrainKind()
