@@ -35,7 +35,10 @@ RECIPE = Recipe(
     name="threads",
     summary="set the intra-op thread count, balanced against DataLoader workers",
     targets=("compute", "input-prep"),
-    risk="exact",
+    # The same arithmetic split another way: sums in another order differ at rounding level, and
+    # adaptive optimizers (Adam) carry that into weights whose gradients are near zero (measured:
+    # 0.23% in a checksum after 16 AdamW steps). Judged on the loss, within loss_rtol.
+    risk="tolerance",
     keys=("threads.intra_op",),
     why_not=why_not,
     space=space,

@@ -83,7 +83,7 @@ def load_lightning_job(config: AdvisorConfig) -> Callable[[], Any]:
         module = call_user(module_fn, spec.module_args, "workload.module")
         if not isinstance(module, module_types):
             raise UserError(f"workload.module: the builder returned {type(module).__name__}; return a LightningModule")
-        if all(type(module).training_step is base.training_step for base in module_types):
+        if any(type(module).training_step is base.training_step for base in module_types):
             raise UserError(f"workload.module: {type(module).__name__} has no training_step; define "
                             "training_step(self, batch, batch_idx) returning the loss")
         if not module.automatic_optimization:

@@ -1,0 +1,171 @@
+"""Workload kinds behind one interface, and jobs of every shape: dict batches, models that
+return `.loss`, the user's own step, optimizers from anywhere, Lightning modules."""
+
+import re
+from collections import namedtuple
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import torch
+
+from advisor.config import load_config
+from advisor.harness import run_measurement
+from advisor.harness.batches import batch_length, map_tensors, split_batch
+from advisor.kinds.lightning import configured_optimizer
+from advisor.plan import baseline_plan
+from conftest import ROOT, run_cli, write_config
+
+SHAPES = {
+    "name": "shapes",
+    "workload": {"model": "shapes:returns_loss", "dataset": "shapes:records", "batch_size": 8},
+    "measure": {"warmup_steps": 1, "steps": 6, "profile_steps": 2, "timeout_s": 60},
+}
+
+
+def shaped(folder: Path, **workload) -> Path:
+    return write_config(folder, {**SHAPES, "workload": {**SHAPES["workload"], **workload}})
+
+
+def test_only_the_picker_names_a_kind():
+    """Session, diagnosis, report, plan, fingerprint, CLI and harness call through the kind's
+    interface: no module outside advisor/kinds and the config tests a kind's name."""
+    offenders = []
+    for path in (ROOT / "advisor").rglob("*.py"):
+        if "kinds" in path.parts or path.name == "config.py":
+            continue
+        for number, line in enumerate(path.read_text().splitlines(), start=1):
+            if re.search(r"kind\s*(==|!=|in\s*\()|['\"](pipeline|train|lightning)['\"]\s*(==|!=)", line):
+                offenders.append(f"{path.name}:{number}: {line.strip()}")
+    assert offenders == []
+
+
+@dataclass
+class Pair:
+    x: torch.Tensor
+    y: torch.Tensor
+
+
+def test_batches_of_any_structure_split_and_count():
+    Named = namedtuple("Named", "a b")
+    batch = {"ids": torch.arange(10).reshape(5, 2), "extra": [Pair(torch.ones(5), torch.zeros(5, 3))],
+             "scalar": torch.tensor(7.0), "name": "kept", "pair": Named(torch.ones(5), 3)}
+    assert batch_length(batch) == 5
+    doubled = map_tensors(batch, lambda t: t * 2)
+    assert isinstance(doubled["extra"][0], Pair) and isinstance(doubled["pair"], Named)
+    assert doubled["name"] == "kept" and float(doubled["scalar"]) == 14.0
+    parts = split_batch(batch, 2)
+    assert [batch_length(p) for p in parts] == [3, 2]
+    assert torch.equal(torch.cat([p["ids"] for p in parts]), batch["ids"])
+    assert parts[1]["extra"][0].y.shape == (2, 3)
+    assert all(float(p["scalar"]) == 7.0 for p in parts)  # not batch-shaped: shared
+
+
+def test_lightning_schedulers_step_as_lightning_steps_them():
+    """configure_optimizers() in its shapes: the first optimizer, schedulers stepped per step
+    (interval step) or per epoch, at their frequency."""
+    model = torch.nn.Linear(2, 2)
+
+    class Module:
+        def __init__(self, conf):
+            self.conf = conf
+
+        def configure_optimizers(self):
+            return self.conf(model)
+
+    def step_schedule(opt):
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.StepLR(opt, 1, 0.5),
+                                                    "interval": "step", "frequency": 2}}
+
+    def epoch_schedule(opt):
+        return [opt], [torch.optim.lr_scheduler.StepLR(opt, 1, 0.5)]
+
+    for conf, expected in ((step_schedule, 1.0 * 0.5 ** 3), (epoch_schedule, 1.0 * 0.5 ** 1)):
+        optimizer, after_step = configured_optimizer(Module(lambda m: conf(torch.optim.SGD(m.parameters(), lr=1.0))),
+                                                     steps_per_epoch=4)
+        for _ in range(7):
+            optimizer.step()
+            after_step()
+        assert optimizer.param_groups[0]["lr"] == pytest.approx(expected)
+
+
+@pytest.mark.integration
+def test_dict_batches_reach_a_model_that_returns_its_loss(tmp_path):
+    """No loss and no step: the dict batch is called as keywords and `.loss` is the loss."""
+    config = load_config(shaped(tmp_path, optimizer={"name": "torch.optim.AdamW", "lr": 0.01}))
+    run = run_measurement(config, baseline_plan(config), "full", 6, 60)
+    assert run.ok, run.reason
+    assert len(run.losses) == 6 and run.losses[-1] < run.losses[0]
+    assert run.environment["sample"].startswith("{features: float32[6]")
+
+
+@pytest.mark.integration
+def test_numerics_gate_works_through_the_users_step(tmp_path):
+    """The user's step runs as written (same losses as advisor's own step on the same job);
+    a plan that moves its losses beyond the tolerance is rejected there too."""
+    from advisor.session import compare_outputs
+
+    config = load_config(shaped(tmp_path, step="shapes:plain_step", optimizer="shapes:build_sgd"))
+    own = load_config(write_config(tmp_path, {**SHAPES, "workload": {**SHAPES["workload"],
+                                                                     "optimizer": {"name": "SGD", "lr": 0.05}}},
+                                   name="own.yaml"))
+    base = run_measurement(config, baseline_plan(config), "full", 6, 60)
+    assert base.ok, base.reason
+    assert run_measurement(own, baseline_plan(own), "full", 6, 60).losses == pytest.approx(base.losses, rel=1e-3)
+    bf16 = run_measurement(config, {**baseline_plan(config), "amp.dtype": "bfloat16"}, "full", 6, 60)
+    assert bf16.ok, bf16.reason
+    strict = load_config(write_config(tmp_path, {**SHAPES, "workload": {**SHAPES["workload"], "step": "shapes:plain_step"},
+                                                 "constraints": {"loss_rtol": 1e-6}}, name="strict.yaml"))
+    assert compare_outputs(base, base, "tolerance", strict).passed
+    verdict = compare_outputs(bf16, base, "tolerance", strict)
+    assert not verdict.passed and verdict.max_rel_diff > 1e-6
+
+
+@pytest.mark.integration
+def test_lightning_module_runs_its_own_step_on_its_loader(tmp_path):
+    """training_step and configure_optimizers run; the loader's batch size is the baseline's;
+    a plan with workers rebuilds the loader around the same dataset."""
+    pytest.importorskip("lightning")
+    config = load_config(write_config(tmp_path, {**SHAPES, "workload": {
+        "kind": "lightning", "module": "shapes:lit_module", "datamodule": "shapes:lit_data",
+        "datamodule_args": {"batch_size": 4}}}))
+    base = run_measurement(config, baseline_plan(config), "full", 6, 60)
+    assert base.ok, base.reason
+    assert base.environment["loader"]["batch_size"] == 4 and base.samples == 6 * 4
+    plan = baseline_plan(config, base.environment)
+    assert plan["batch_size"] == 4 and plan["dataloader.num_workers"] == 0
+    workers = run_measurement(config, {**plan, "dataloader.num_workers": 2, "dataloader.persistent_workers": True},
+                              "full", 6, 60)
+    assert workers.ok, workers.reason
+    assert workers.losses[:6] == pytest.approx(base.losses, rel=1e-5)  # the same batches, in the same order
+
+
+@pytest.mark.integration
+def test_hugging_face_model_from_a_config_in_code(tmp_path):
+    pytest.importorskip("transformers")
+    config = load_config(ROOT / "configs" / "hf_text.yaml")
+    run = run_measurement(config, {**baseline_plan(config)}, "synthetic", 3, 120)
+    assert run.ok, run.reason
+    assert all(loss == loss and loss > 0 for loss in run.losses)
+
+
+BAD_SHAPES = [
+    ({"step": "shapes:step_returns_nothing"}, "workload.step: the step returned NoneType; return the loss"),
+    ({"model": "shapes:takes_inputs"}, "workload.model: its forward cannot take the dict batch ['features', 'labels']"),
+    ({"optimizer": {"name": "nowhere.optim.Lion", "lr": 0.1}}, "workload.optimizer.name: 'nowhere.optim.Lion' does not import"),
+    ({"kind": "lightning", "model": None, "dataset": None, "batch_size": None, "module": "shapes:lit_without_step",
+      "datamodule": "shapes:lit_data"}, "workload.module: NoStep has no training_step"),
+]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("changes, message", BAD_SHAPES, ids=["step-none", "dict-batch", "optimizer", "no-training-step"])
+def test_broken_shapes_are_one_line_and_exit_2(tmp_path, changes, message):
+    if changes.get("kind") == "lightning":
+        pytest.importorskip("lightning")
+    workload = {key: value for key, value in {**SHAPES["workload"], **changes}.items() if value is not None}
+    path = write_config(tmp_path, {**SHAPES, "workload": workload})
+    result = run_cli("diagnose", str(path), timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr[-2000:]
+    lines = result.stderr.strip().splitlines()
+    assert message in lines[-1] and "Traceback" not in result.stderr, result.stderr[-2000:]
