@@ -2,6 +2,7 @@
 return `.loss`, the user's own step, optimizers from anywhere, Lightning modules."""
 
 import re
+import sys
 from collections import namedtuple
 from dataclasses import dataclass
 from pathlib import Path
@@ -153,19 +154,59 @@ BAD_SHAPES = [
     ({"step": "shapes:step_returns_nothing"}, "workload.step: the step returned NoneType; return the loss"),
     ({"model": "shapes:takes_inputs"}, "workload.model: its forward cannot take the dict batch ['features', 'labels']"),
     ({"optimizer": {"name": "nowhere.optim.Lion", "lr": 0.1}}, "workload.optimizer.name: 'nowhere.optim.Lion' does not import"),
-    ({"kind": "lightning", "model": None, "dataset": None, "batch_size": None, "module": "shapes:lit_without_step",
-      "datamodule": "shapes:lit_data"}, "workload.module: NoStep has no training_step"),
 ]
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("changes, message", BAD_SHAPES, ids=["step-none", "dict-batch", "optimizer", "no-training-step"])
+@pytest.mark.parametrize("changes, message", BAD_SHAPES, ids=["step-none", "dict-batch", "optimizer"])
 def test_broken_shapes_are_one_line_and_exit_2(tmp_path, changes, message):
-    if changes.get("kind") == "lightning":
-        pytest.importorskip("lightning")
-    workload = {key: value for key, value in {**SHAPES["workload"], **changes}.items() if value is not None}
-    path = write_config(tmp_path, {**SHAPES, "workload": workload})
+    path = write_config(tmp_path, {**SHAPES, "workload": {**SHAPES["workload"], **changes}})
     result = run_cli("diagnose", str(path), timeout=120)
     assert result.returncode == 2, result.stdout + result.stderr[-2000:]
     lines = result.stderr.strip().splitlines()
     assert message in lines[-1] and "Traceback" not in result.stderr, result.stderr[-2000:]
+
+
+def test_a_users_dataloader_keeps_its_sampler_and_collate():
+    from torch.utils.data import DataLoader, RandomSampler, WeightedRandomSampler
+
+    from advisor.workload import unpack_loader
+
+    data = list(range(10))
+    sampler = WeightedRandomSampler([1.0] * 10, 10)
+    dataset, kept, collate, shuffle = unpack_loader(DataLoader(data, sampler=sampler, collate_fn=sorted), False)
+    assert dataset is data and kept is sampler and collate is sorted
+    dataset, kept, collate, shuffle = unpack_loader(DataLoader(data, shuffle=True), False)
+    assert kept is None and collate is None and shuffle is True
+    assert unpack_loader(data, False) == (data, None, None, False)
+
+
+def test_lightning_missing_is_one_line(monkeypatch):
+    from advisor.errors import UserError
+    from advisor.kinds.lightning import lightning_classes
+
+    for name in ("lightning.pytorch", "pytorch_lightning"):
+        monkeypatch.setitem(sys.modules, name, None)  # as if not installed
+    with pytest.raises(UserError, match=r"needs the lightning package; install it with pip install 'advisor\[lightning\]'"):
+        lightning_classes()
+
+
+def test_lightning_fingerprint_covers_module_and_datamodule(tmp_path):
+    from advisor.fingerprint import fingerprint
+
+    config = load_config(ROOT / "configs" / "lightning.yaml")
+    sources = fingerprint(config)["components"]["sources"]
+    assert set(sources) == {"module", "datamodule"} and sources["module"]["file"] == "lit_classifier.py"
+    assert "lightning" in fingerprint(config)["components"]
+
+
+def test_lightning_module_without_training_step_is_named(tmp_path):
+    """Raised where the child builds the job, as the errors above (which show the exit status)."""
+    pytest.importorskip("lightning")
+    from advisor.errors import UserError
+    from advisor.kinds.lightning import load_lightning_job
+
+    config = load_config(write_config(tmp_path, {**SHAPES, "workload": {
+        "kind": "lightning", "module": "shapes:lit_without_step", "datamodule": "shapes:lit_data"}}))
+    with pytest.raises(UserError, match=r"workload.module: NoStep has no training_step; define training_step"):
+        load_lightning_job(config)()
