@@ -14,7 +14,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 import yaml
 
@@ -53,6 +53,7 @@ class TrainWorkload:
     model: Ref = _check(_callable_ref)
     dataset: Ref = _check(_callable_ref)  # a map-style Dataset, or a DataLoader whose sampler and collate_fn are kept
     kind: Literal["train"] = "train"
+    SERVED: ClassVar[bool] = False
     model_args: dict = field(default_factory=dict)
     dataset_args: dict = field(default_factory=dict)
     loss: Optional[Ref] = _check(_callable_ref, default=None)
@@ -77,8 +78,24 @@ class LightningWorkload:
     module: Ref = _check(_callable_ref)  # a LightningModule class or builder
     datamodule: Ref = _check(_callable_ref)  # a LightningDataModule class or builder
     kind: Literal["lightning"] = "lightning"
+    SERVED: ClassVar[bool] = False
     module_args: dict = field(default_factory=dict)
     datamodule_args: dict = field(default_factory=dict)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: Optional[int] = _check(_positive, default=None)
+
+
+@dataclass(frozen=True)
+class InferWorkload:
+    """A model served request by request: the latency a client sees, under a load pattern."""
+
+    model: Ref = _check(_callable_ref)  # -> nn.Module (advisor puts it in eval mode)
+    requests: Ref = _check(_callable_ref)  # -> a list of requests, each one call's input (tensor, tuple or dict)
+    kind: Literal["infer"] = "infer"
+    SERVED: ClassVar[bool] = True  # judged by the latency its clients see
+    model_args: dict = field(default_factory=dict)
+    requests_args: dict = field(default_factory=dict)
+    handler: Optional[Ref] = _check(_callable_ref, default=None)  # handle(model, request) -> output: your pre/post-processing
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: Optional[int] = _check(_positive, default=None)
 
@@ -105,6 +122,7 @@ class PipelineWorkload:
     source: SourceConfig
     transform: Ref = _check(_callable_ref)  # DataFrame -> DataFrame
     kind: Literal["pipeline"] = "pipeline"
+    SERVED: ClassVar[bool] = False
     partition_safe: bool = False  # transform(concat(parts)) == combine([transform(p) for p in parts])
     combine: Optional[Ref] = _check(_callable_ref, default=None)  # list of partial frames -> frame
     sink: Optional[str] = None  # an output file (.parquet or .csv), relative to the config's folder
@@ -115,8 +133,22 @@ class PipelineWorkload:
 
 # Each kind maps to its own dataclass; None marks a kind this version cannot run yet.
 WORKLOAD_KINDS: dict[str, Optional[type]] = {
-    "train": TrainWorkload, "lightning": LightningWorkload, "infer": None, "pipeline": PipelineWorkload,
+    "train": TrainWorkload, "lightning": LightningWorkload, "infer": InferWorkload, "pipeline": PipelineWorkload,
 }
+
+
+@dataclass(frozen=True)
+class LoadConfig:
+    """How requests arrive (inference): `closed`, N clients back to back; `open`, Poisson
+    arrivals at a rate, whose queueing is part of the latency a client sees."""
+
+    mode: Literal["closed", "open"] = "closed"
+    concurrency: int = _check(_positive, default=1)
+    rate_per_s: Optional[float] = _check((lambda v: v > 0, "a number > 0 (requests per second)"), default=None)
+
+    def __post_init__(self):
+        if self.mode == "open" and self.rate_per_s is None:
+            raise _Invalid("load.rate_per_s", "missing; an open load needs its arrival rate (requests per second)")
 
 
 @dataclass(frozen=True)
@@ -126,6 +158,8 @@ class MeasureConfig:
     profile_steps: int = _check(_positive, default=5)
     timeout_s: float = _check(_positive, default=300.0)
     seed: int = 0
+    warmup_requests: int = _check(_non_negative, default=20)  # inference: served before the timed requests
+    requests: int = _check(_positive, default=400)  # inference: timed requests
 
 
 @dataclass(frozen=True)
@@ -137,12 +171,16 @@ class SearchConfig:
     storage: Optional[str] = None  # an Optuna storage URL; None: a journal file next to the config
     verify_top: int = _check(_non_negative, default=3)  # candidates re-measured against the baseline; 0: trials only
     pairs: int = _check((lambda v: v >= 5, "a number >= 5"), default=5)  # interleaved rounds
+    objective: Optional[Literal["throughput", "p95"]] = None  # None: p95 for inference, throughput otherwise
 
 
 @dataclass(frozen=True)
 class ConstraintsConfig:
     max_memory_mb: Optional[float] = _check(_positive, default=None)
     loss_rtol: float = _check(_non_negative, default=0.05)
+    p95_ms: Optional[float] = _check(_positive, default=None)  # inference: the latency SLO every plan must keep
+    output_rtol: float = _check(_non_negative, default=1e-2)  # inference: outputs equal within this
+    min_top1_agreement: float = _check((lambda v: 0 <= v <= 1, "a share between 0 and 1"), default=0.99)
 
 
 @dataclass(frozen=True)
@@ -159,16 +197,28 @@ _plain_name = (lambda v: bool(NAME_PATTERN.match(v)) and ".." not in v,
 @dataclass(frozen=True)
 class AdvisorConfig:
     name: str = _check(_plain_name)
-    workload: TrainWorkload | LightningWorkload | PipelineWorkload = field(metadata={"internal": True})  # validated by its kind
+    workload: TrainWorkload | LightningWorkload | InferWorkload | PipelineWorkload = field(
+        metadata={"internal": True})  # validated by its kind
+    load: LoadConfig = field(default_factory=LoadConfig)
     measure: MeasureConfig = field(default_factory=MeasureConfig)
     search: SearchConfig = field(default_factory=SearchConfig)
     constraints: ConstraintsConfig = field(default_factory=ConstraintsConfig)
     tracking: TrackingConfig = field(default_factory=TrackingConfig)
     path: Path = field(default=Path("config.yaml"), metadata={"internal": True})
 
+    def __post_init__(self):
+        if self.objective == "throughput" and self.workload.SERVED and self.constraints.p95_ms is None:
+            raise _Invalid("search.objective", "throughput needs constraints.p95_ms, the latency it must keep; "
+                                               "set it, or use objective: p95")
+
     @property
     def kind(self) -> str:
         return self.workload.kind
+
+    @property
+    def objective(self) -> str:
+        """What the search maximises: latency's p95 (lower is better) or throughput."""
+        return self.search.objective or ("p95" if self.workload.SERVED else "throughput")
 
     @property
     def root(self) -> Path:

@@ -69,12 +69,16 @@ def describe_run(run: Measurement) -> str:
         return f"failed: {run.reason}"
     if run.mode == "profile" and run.hotspots:
         return f"{run.hotspots['samples']} stack samples of the transform, {run.wall_s:.1f} s"
+    if run.latency:
+        lat = run.latency
+        return (f"latency p50 {lat['p50_ms']:.1f} ms, p95 {lat['p95_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
+                f"{lat['throughput_per_s']:,.0f} requests/s, cold start {lat['cold_start_ms']:.0f} ms, {run.wall_s:.1f} s")
     if run.stages:
         shares = ", ".join(f"{name} {share:.0%}" for name, share in stage_shares(run).items())
         return f"{run.samples_per_s:,.0f} rows/s ({shares}), peak {run.peak_memory_mb:,.0f} MB, {run.wall_s:.1f} s"
     if run.mode == "profile":
         ops = run.operators
-        return f"{ops.get('ops_per_step', 0):.0f} operators per step, {run.wall_s:.1f} s"
+        return f"{ops.get('ops_per_step', 0):.0f} operators per {ops.get('per', 'step')}, {run.wall_s:.1f} s"
     busy = f"; other processes took {run.other_cpu_share:.0%} of the CPU" if run.other_cpu_share >= BUSY_SHARE else ""
     return f"{run.samples_per_s:,.0f} samples/s, step p50 {run.step_ms_p50:.1f} ms, {run.wall_s:.1f} s{busy}"
 
@@ -153,4 +157,25 @@ def derive(full: Measurement, synthetic: Measurement, cached: Measurement) -> di
             prep_ms_per_step=prep_ms,
             fetch_share_of_input=fetch_ms / (fetch_ms + prep_ms) if fetch_ms + prep_ms > 0 else 0.0,
         )
+    return derived
+
+
+def derive_infer(full: Measurement, profile: Measurement) -> dict:
+    """Latency's shape (tail over median, the cold start over the median, the share spent
+    queueing) and, for open load, how busy the server is (arrival rate x service time)."""
+    if not full.ok or not full.latency:
+        return {}
+    lat = full.latency
+    derived = {
+        "p50_ms": lat["p50_ms"], "p95_ms": lat["p95_ms"], "p99_ms": lat["p99_ms"],
+        "throughput_per_s": lat["throughput_per_s"], "cold_start_ms": lat["cold_start_ms"],
+        "cold_over_p50": lat["cold_start_ms"] / lat["p50_ms"] if lat["p50_ms"] else 0.0,
+        "tail_ratio": lat["p95_ms"] / lat["p50_ms"] if lat["p50_ms"] else 0.0,
+        "service_tail_ratio": lat["service_ms_p95"] / lat["service_ms_p50"] if lat["service_ms_p50"] else 0.0,
+        "queue_share": lat["queue_share"], "service_ms_p50": lat["service_ms_p50"], "mean_batch": lat["mean_batch"],
+    }
+    if lat.get("rate_per_s"):  # open load
+        derived["utilisation"] = lat["rate_per_s"] * lat["service_ms_p50"] / 1000
+    if profile.ok and profile.operators:
+        derived["ops_per_request"] = profile.operators.get("ops_per_step", 0.0)
     return derived

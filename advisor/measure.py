@@ -53,6 +53,7 @@ class Measurement:
     hotspots: dict = field(default_factory=dict)  # pipelines: transform time by the user's source line
     output: dict = field(default_factory=dict)  # pipelines: where the output frame was kept, its shape
     memory: dict = field(default_factory=dict)  # the memory readings behind peak_memory_mb, and the method
+    latency: dict = field(default_factory=dict)  # inference: percentiles, cold start, throughput, queueing
 
     @property
     def ok(self) -> bool:

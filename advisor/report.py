@@ -84,6 +84,33 @@ def training_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
     return lines
 
 
+def serving_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
+    """A service's diagnosis: its latency distribution and cold start, the bottlenecks, its top operators."""
+    full = evidence.full
+    if not full.ok:
+        lines = [f"the replay failed: {full.reason}"]
+    else:
+        lat = full.latency
+        lines = [
+            f"latency     p50 {lat['p50_ms']:.1f} ms, p95 {lat['p95_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
+            f"max {lat['max_ms']:.1f} ms over {full.samples} requests on {full.device}",
+            f"throughput  {lat['throughput_per_s']:,.1f} requests/s; service time p50 {lat['service_ms_p50']:.1f} ms; "
+            f"{lat['queue_share']:.0%} of latency queueing",
+            f"cold start  {lat['cold_start_ms']:.1f} ms for the first request after a {lat['load_s']:.1f} s load",
+            f"resources   peak memory {full.peak_memory_mb:,.0f} MB ({full.memory_source}),"
+            f" CPU {full.cpu_util:.0%} of {_cores()} cores, GPU: {_gpu_line(full.gpu)}",
+        ]
+    if not evidence.profile.ok:
+        lines.append(f"the profile run failed: {evidence.profile.reason}")
+    lines += diagnosis_lines(diagnoses)
+    ops = evidence.profile.operators if evidence.profile.ok else {}
+    if ops.get("top"):
+        lines += ["", f"top operators ({ops['time_basis']} self time per request, from the profiling run):"]
+        lines += [f"  {op['name'][:48]:<48} {op['self_ms_per_step']:8.2f} ms  {op['share']:6.1%}  {op['calls_per_step']:6.0f} calls"
+                  for op in ops["top"]]
+    return lines
+
+
 def diagnosis_lines(diagnoses: list[Diagnosis]) -> list[str]:
     lines = [""]
     if diagnoses:
@@ -151,6 +178,11 @@ def _cores() -> int:
 SHOWN_REJECTIONS = 4
 
 
+def latency_text(latency: dict) -> str:
+    return (f"p50 {latency['p50_ms']:.1f} ms, p95 {latency['p95_ms']:.1f} ms, p99 {latency['p99_ms']:.1f} ms; "
+            f"cold start {latency['cold_start_ms']:.0f} ms")
+
+
 def render_recommendations(payload: dict) -> str:
     """The ranked table the terminal shows, and `advisor report` prints from MLflow."""
     base = payload["baseline"]
@@ -159,6 +191,8 @@ def render_recommendations(payload: dict) -> str:
         + (f" (ideal {base['ideal_samples_per_s']:,.0f})" if base.get("ideal_samples_per_s") else ""),
         "",
     ]
+    if base.get("latency_ms"):
+        lines[-1:-1] = [f"baseline latency: {latency_text(base['latency_ms'])}"]
     if payload.get("memory_fix") and payload.get("max_memory_mb"):
         lines[-1:-1] = [f"the baseline does not fit the {payload['max_memory_mb']:,.0f} MB budget (peak "
                         f"{base['peak_memory_mb']:,.0f} MB): fixes that fit are ranked by speed, their results checked "
@@ -178,6 +212,8 @@ def render_recommendations(payload: dict) -> str:
                 f"{low:.2f}-{high:.2f}x{'':<4}{status:<10}{numerics_text:<10}{rec['peak_memory_mb']:>8,.0f}"
             )
             lines.append(f"     {', '.join(f'{k}={v}' for k, v in rec['changes'].items())}")
+            if rec.get("latency_ms"):
+                lines.append(f"     latency {latency_text(rec['latency_ms'])}")
             if rec.get("busy_share", 0.0) >= BUSY_SHARE:
                 lines.append(f"     the machine was busy while it was verified: other processes took up to "
                              f"{rec['busy_share']:.0%} of its CPU")

@@ -380,12 +380,19 @@ def describe_trial(
 ) -> str:
     changes = ", ".join(f"{k}={v}" for k, v in plan.items() if v != baseline.get(k)) or "baseline"
     trials = finished_trials(study)
-    best = max((t.samples_per_s for t in trials), default=0.0)
+    best = max(trials, key=lambda t: t.samples_per_s, default=None)
     base = next((t.samples_per_s for t in trials if t.number == 0), 0.0)
-    unit = "rows/s" if "pipeline." in " ".join(plan) else "samples/s"
-    outcome = f"{run.samples_per_s:,.0f} {unit}" if feasible else f"infeasible: {run.reason or 'over the memory budget'}"
-    best_text = f"best {best:,.0f} {unit}" + (f" ({best / base:.2f}x)" if base else "")
+    outcome = rate_text(run) if feasible else f"infeasible: {run.reason or 'over the memory budget'}"
+    best_text = f"best {rate_text(best.measurement)}" if best else "best -"
+    best_text += f" ({best.samples_per_s / base:.2f}x)" if best and base else ""
     return f"  trial #{number} [{len(trials)}/{budget}]  {changes}  ->  {outcome}   [{best_text}]"
+
+
+def rate_text(run: Measurement) -> str:
+    """A run's result as its kind measures it: latency for a service, else rows or samples per second."""
+    if run.latency:
+        return f"p95 {run.latency['p95_ms']:.1f} ms, {run.latency['throughput_per_s']:,.0f} requests/s"
+    return f"{run.samples_per_s:,.0f} {'rows/s' if run.stages else 'samples/s'}"
 
 
 def remove_study(config: AdvisorConfig) -> None:

@@ -57,6 +57,7 @@ class Recommendation:
     busy_share: float = 0.0  # the most CPU other processes took during one of its verification runs
     ideal_speedup: Optional[float] = None  # input-bound jobs: the ideal over the baseline, in the same rounds
     gap_recovered: Optional[float] = None  # the share of the gap to that ideal the fix recovers
+    latency_ms: dict = field(default_factory=dict)  # inference: p50, p95, p99 and cold start over its verification runs
     mlflow_run_id: Optional[str] = None
 
     def to_dict(self) -> dict:
@@ -90,6 +91,7 @@ class SessionResult:
     memory_fix: bool = False
     baseline_peak_mb: float = 0.0
     numerics_reference: str = "the baseline"  # whose results the candidates reproduce
+    baseline_latency_ms: dict = field(default_factory=dict)  # inference: over the verification rounds' baseline runs
 
 
 def cpu_has_bf16() -> bool:
@@ -162,12 +164,15 @@ def active_recipes(plan: dict, baseline: dict) -> tuple[Recipe, ...]:
 
 
 def effective(plan: dict) -> dict:
-    """A plan with the keys that do nothing removed: prefetch and persistence need workers;
+    """A plan with the keys that do nothing removed: prefetch and persistence need workers; a
+    batcher's wait needs batches;
     Dask partitions need Dask, which reads in its own blocks (no chunks); a Parquet cache or
     chunks (which pyarrow cannot stream) leave no use for the pyarrow parser."""
     idle = set()
     if not plan.get("dataloader.num_workers"):
         idle |= {"dataloader.prefetch_factor", "dataloader.persistent_workers"}
+    if (plan.get("dynamic_batching.max_batch") or 1) == 1:
+        idle.add("dynamic_batching.max_wait_ms")
     if not plan.get("pipeline.dask_workers"):
         idle |= {"pipeline.dask_partitions", "pipeline.dask_scheduler"}
     elif plan.get("pipeline.chunksize"):
@@ -390,12 +395,13 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
     candidates, rejected = gate_candidates(trials, reference, baseline, config, memory_fix)
     recommendations: list[Recommendation] = []
     baseline_breakdown = step_breakdown([facts.evidence.full])
+    baseline_latency = latency_of([base_run])
     if candidates:
         input_bound = bool(diagnoses) and diagnoses[0].bottleneck.startswith("input")
         recommendations, baseline_breakdown, late_rejections = verify_candidates(
             candidates, baseline, config, measure, memory_fix, progress, reference_plan=reference.plan,
             with_ideal=input_bound and bool(facts.evidence.derived.get("ideal_samples_per_s")), on_verdict=hooks.verdict,
-            step=facts.context.step,
+            step=facts.context.step, baseline_latency=baseline_latency,
         )
         rejected += late_rejections
     return SessionResult(
@@ -406,7 +412,7 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
         trials=trials, recommendations=recommendations, rejected=rejected,
         started=started, finished=time.time(), memory_fix=memory_fix,
         baseline_peak_mb=(base_run if base_run.ok else uncapped or facts.evidence.full).peak_memory_mb,
-        numerics_reference=reference_note,
+        numerics_reference=reference_note, baseline_latency_ms=baseline_latency,
     )
 
 
@@ -484,6 +490,7 @@ def verify_candidates(
     with_ideal: bool = False,
     on_verdict: Callable[..., None] = lambda *args: None,
     step: str = "",
+    baseline_latency: Optional[dict] = None,
 ) -> tuple[list[Recommendation], dict, list[Rejection]]:
     """Re-measures the candidates interleaved with the reference (the baseline, run as the user
     runs it: without the memory budget the candidates must keep); then, when the winner combines
@@ -492,6 +499,7 @@ def verify_candidates(
     can reach, measured beside it, so the share of the gap a fix recovers compares like with like."""
     plans = {f"#{t.number}": t for t in candidates}
     reference_plan = reference_plan or baseline
+    baseline_latency = {} if baseline_latency is None else baseline_latency
     arms = {name: t.plan for name, t in plans.items()}
     ideal_plan = dict(reference_plan)  # told apart by identity: the same plan, another mode
     if with_ideal:
@@ -538,9 +546,11 @@ def verify_candidates(
                 step_breakdown_ms=step_breakdown(runs), failed_runs=len(verdict.failures),
                 busy_share=max((r.other_cpu_share for r in [*runs, *rounds.baseline] if r.ok), default=0.0),
                 ideal_speedup=ideal_speedup, gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
+                latency_ms=latency_of(runs),
             )
         )
     ranked = [dataclasses.replace(r, rank=index) for index, r in enumerate(rank(recommendations), start=1)]
+    baseline_latency.update(latency_of(rounds.baseline))
     if ranked and len(ranked[0].recipes) > 1:
         ranked[0] = dataclasses.replace(
             ranked[0], contributions=leave_one_out(ranked[0], baseline, measure, config.search.pairs, progress)
@@ -618,6 +628,13 @@ def mean_wall(runs: list[Measurement]) -> float:
     return sum(good) / len(good) if good else 0.0
 
 
+def latency_of(runs: list[Measurement]) -> dict:
+    """Inference: each latency figure averaged over the runs that have one."""
+    good = [r.latency for r in runs if r.ok and r.latency]
+    keys = ("p50_ms", "p95_ms", "p99_ms", "cold_start_ms")
+    return {key: sum(lat[key] for lat in good) / len(good) for key in keys} if good else {}
+
+
 def mean_rate(runs: list[Measurement]) -> float:
     good = [r.samples_per_s for r in runs if r.ok]
     return sum(good) / len(good) if good else 0.0
@@ -649,7 +666,7 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
         "duration_s": result.finished - result.started,
         "fingerprint": print_fingerprint["digest"],
         "fingerprint_components": print_fingerprint["components"],
-        "unit": kind_of(config.kind).unit,
+        "unit": kind_of(config.kind).unit(config),
         "baseline": {
             "plan": result.baseline,
             "samples_per_s": result.baseline_samples_per_s,
@@ -657,6 +674,7 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
             "measurement": result.evidence.full.to_dict(),
             "ideal_samples_per_s": result.evidence.derived.get("ideal_samples_per_s"),
             "step_breakdown_ms": result.baseline_breakdown_ms,
+            "latency_ms": result.baseline_latency_ms,
         },
         "diagnoses": [d.to_dict() for d in result.diagnoses],
         "advice": advice_for(result.evidence.profile.hotspots) if any(

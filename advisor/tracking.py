@@ -190,7 +190,8 @@ class SessionLog:
             run_id, params=rec["plan"],
             metrics={"rank": rec["rank"], "speedup": rec["speedup"], "speedup_low": rec["interval"][0],
                      "speedup_high": rec["interval"][1], "samples_per_s": rec["samples_per_s"],
-                     "peak_memory_mb": rec["peak_memory_mb"], "failed_runs": rec.get("failed_runs", 0)},
+                     "peak_memory_mb": rec["peak_memory_mb"], "failed_runs": rec.get("failed_runs", 0),
+                     **{f"latency_{key}": value for key, value in rec.get("latency_ms", {}).items()}},
         )
         self.tracker.finish(run_id)
         self.recommendation_ids.append(run_id)

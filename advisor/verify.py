@@ -86,6 +86,44 @@ def compare_losses(candidate: Sequence[float], baseline: Sequence[float], risk: 
     return NumericsResult(worst <= rtol, risk, worst, rtol, steps, note)
 
 
+def compare_served(candidate: Optional[str], reference: Optional[str], risk: str, rtol: float,
+                   min_top1: float) -> NumericsResult:
+    """Two plans' outputs on the same requests: every tensor within `rtol` of the reference's
+    largest magnitude (exact recipes: to 0.1%), and for classifier-shaped outputs (rows of
+    scores) the top-1 class agreeing on at least `min_top1` of the rows."""
+    import torch
+
+    if risk == "changes semantics":
+        return NumericsResult(True, risk, 0.0, 0.0, 0, "changes what is computed: not compared, never verified")
+    tolerance = EXACT_RTOL if risk == "exact" else rtol
+    if not candidate or not reference:
+        return NumericsResult(False, risk, math.inf, tolerance, 0, "no outputs kept to compare")
+    mine, theirs = torch.load(candidate), torch.load(reference)
+    if len(mine) != len(theirs):
+        return NumericsResult(False, risk, math.inf, tolerance, 0, f"{len(mine)} outputs against the baseline's {len(theirs)}")
+    worst, agreeing, rows = 0.0, 0, 0
+    for index, (outputs, expected) in enumerate(zip(mine, theirs)):
+        for got, want in zip(outputs, expected):
+            if got.shape != want.shape:
+                return NumericsResult(False, risk, math.inf, tolerance, index,
+                                      f"request {index}: output shape {list(got.shape)}, the baseline's {list(want.shape)}")
+            worst = max(worst, float((got - want).abs().max() / want.abs().max().clamp_min(1e-12)))
+        scores = expected[0] if expected else None
+        if scores is not None and scores.dim() >= 1 and scores.shape[-1] > 1:
+            flat_want, flat_got = scores.reshape(-1, scores.shape[-1]), outputs[0].reshape(-1, scores.shape[-1])
+            agreeing += int((flat_want.argmax(-1) == flat_got.argmax(-1)).sum())
+            rows += flat_want.shape[0]
+    agreement = agreeing / rows if rows else 1.0
+    if worst > tolerance:
+        return NumericsResult(False, risk, worst, tolerance, len(theirs),
+                              f"outputs differ by {worst:.2%} at worst, over the {tolerance:.2%} tolerance")
+    if agreement < min_top1:
+        return NumericsResult(False, risk, worst, tolerance, len(theirs),
+                              f"top-1 agrees on {agreement:.1%} of rows, under {min_top1:.1%}")
+    return NumericsResult(True, risk, worst, tolerance, len(theirs),
+                          f"outputs match on {len(theirs)} requests" + (f", top-1 agreement {agreement:.1%}" if rows else ""))
+
+
 def compare_frames(candidate: Optional[str], baseline: Optional[str], risk: str, rtol: float,
                    order_matters: bool) -> NumericsResult:
     """Compares two pipeline outputs (pickled frames): the same columns and rows, text and

@@ -75,6 +75,22 @@ def load_train_job(config: AdvisorConfig) -> Callable[[], Any]:
     return build
 
 
+def load_infer_job(config: AdvisorConfig) -> Callable[[], Any]:
+    """Resolves an `infer` workload's references; returns the builder of its `InferJob`."""
+    spec = config.workload
+    model_fn = resolve_callable(spec.model, config.root, "workload.model")
+    requests_fn = resolve_callable(spec.requests, config.root, "workload.requests")
+    handler = resolve_callable(spec.handler, config.root, "workload.handler") if spec.handler else None
+
+    def build():
+        from advisor.harness.infer import InferJob
+
+        model = check_model(call_user(model_fn, spec.model_args, "workload.model"), "workload.model")
+        return InferJob(model, call_user(requests_fn, spec.requests_args, "workload.requests"), handler)
+
+    return build
+
+
 def check_model(model: Any, key_path: str) -> Any:
     import torch
 

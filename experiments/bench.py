@@ -40,6 +40,7 @@ from typing import Callable, Optional
 
 from advisor import search
 from advisor.config import AdvisorConfig, load_config
+from advisor.kinds import kind_of
 from advisor.harness import run_measurement
 from advisor.measure import Measurement
 from advisor.session import (
@@ -220,7 +221,7 @@ def summarize(name, config, result, chosen, arm_runs, top, costs) -> dict:
     advisor_speedup = arms["advisor"]["speedup"]
     return {
         "workload": name,
-        "unit": "rows/s" if config.kind == "pipeline" else "samples/s",
+        "unit": kind_of(config.kind).unit(config),
         "bottleneck": result.diagnoses[0].bottleneck if result.diagnoses else "none",
         "arms": arms,
         "advisor_vs_oracle": list(paired_ratio(arm_runs["advisor"], arm_runs["oracle"])),  # ratio, 95% low, high

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from recipes import (
-    amp, arrow_engine, checkpointing, chunked, columns, compile, dask, dataloader, dtypes, grad_accumulation, parquet_cache,
-    threads,
+    amp, arrow_engine, channels_last, checkpointing, chunked, columns, compile, dask, dataloader, dtypes, dynamic_batching,
+    grad_accumulation, inference_mode, parquet_cache, quantize_dynamic, threads, warmup,
 )
 from recipes.base import Choice, Context, IntRange, Param, Recipe
 
@@ -15,6 +15,12 @@ RECIPES: tuple[Recipe, ...] = (
     checkpointing.RECIPE,
     grad_accumulation.RECIPE,
     compile.RECIPE,
+    # inference (amp, compile and threads apply too)
+    inference_mode.RECIPE,
+    warmup.RECIPE,
+    dynamic_batching.RECIPE,
+    quantize_dynamic.RECIPE,
+    channels_last.RECIPE,
     # pandas pipelines
     parquet_cache.RECIPE,
     arrow_engine.RECIPE,

@@ -11,7 +11,7 @@ from typing import Any, Optional
 
 import torch
 
-from recipes.base import Choice, Context, Recipe
+from recipes.base import Choice, Context, Recipe, serves
 
 
 def why_not(context: Context) -> Optional[str]:
@@ -28,6 +28,9 @@ def space(context: Context) -> dict:
 
 def snippet(plan: dict) -> str:
     dtype = plan["amp.dtype"]
+    if serves(plan):
+        return (f"with torch.autocast(device.type, dtype=torch.{dtype}):\n"
+                "    output = model(request)")
     if dtype == "float16":
         return (
             "scaler = torch.amp.GradScaler('cuda')\n"
@@ -73,6 +76,7 @@ RECIPE = Recipe(
     why_not=why_not,
     space=space,
     snippet=snippet,
+    kinds=("train", "infer"),
     textbook=lambda context: {"amp.dtype": "bfloat16"},
     around_step=around_step,
 )

@@ -34,6 +34,12 @@ class Context:
     used_columns: tuple[str, ...] = ()  # the columns the transform reads (detected)
     category_columns: tuple[str, ...] = ()  # low-cardinality text columns
     dask_scheduler: Optional[str] = None  # a running cluster's address, from the config
+    # Inference only, from the baseline's runs and the config's load:
+    grad_enabled: bool = False  # the service's outputs carry autograd history
+    open_load: bool = False  # requests arrive on their own (Poisson), not when the last one returned
+    batchable: bool = False  # requests can be joined along their first dimension
+    linear_layers: int = 0  # Linear and LSTM layers (dynamic quantization)
+    conv_layers: int = 0  # Conv2d layers (channels_last)
 
 
 @dataclass(frozen=True)
@@ -70,6 +76,11 @@ class Recipe:
     def active(self, plan: dict, baseline: dict) -> bool:
         """Whether `plan` changes any of this recipe's keys from the baseline."""
         return any(plan.get(key) != baseline.get(key) for key in self.keys)
+
+
+def serves(plan: dict) -> bool:
+    """Whether a plan is a served model's (its snippets speak of requests, not training steps)."""
+    return "inference_mode.enabled" in plan
 
 
 def always(context: Context) -> Optional[str]:

@@ -55,5 +55,6 @@ RECIPE = Recipe(
     why_not=why_not,
     space=space,
     snippet=snippet,
+    kinds=("train", "infer"),
     textbook=lambda context: {"compile.mode": "default"},
 )

@@ -22,7 +22,7 @@ def space(context: Context) -> dict:
 
 
 def snippet(plan: dict) -> str:
-    return f"torch.set_num_threads({plan['threads.intra_op']})  # once, before training"
+    return f"torch.set_num_threads({plan['threads.intra_op']})  # once, at start-up"
 
 
 def apply_threads(count: Optional[int]) -> None:
@@ -34,7 +34,7 @@ def apply_threads(count: Optional[int]) -> None:
 RECIPE = Recipe(
     name="threads",
     summary="set the intra-op thread count, balanced against DataLoader workers",
-    targets=("compute", "input-prep"),
+    targets=("compute", "input-prep", "tail"),
     # The same arithmetic split another way: sums in another order differ at rounding level, and
     # adaptive optimizers (Adam) carry that into weights whose gradients are near zero (measured:
     # 0.23% in a checksum after 16 AdamW steps). Judged on the loss, within loss_rtol.
@@ -43,5 +43,6 @@ RECIPE = Recipe(
     why_not=why_not,
     space=space,
     snippet=snippet,
+    kinds=("train", "infer"),
     textbook=lambda context: {"threads.intra_op": context.cores},
 )

@@ -85,10 +85,16 @@ def complete_trials(config):
 def test_interrupt_then_resume_redoes_no_finished_trial(tmp_path):
     path = quick_config(tmp_path, trials=5)
     config = load_config(path)
-    first = advisor("optimize", str(path))
-    wait_for(lambda: len(complete_trials(config)) >= 2, 240, "two finished trials")
-    first.send_signal(signal.SIGINT)
-    _, stderr = first.communicate(timeout=60)
+    log = tmp_path / "first.log"
+    with open(log, "w") as sink:  # the trial lines, read as they are printed (loading the study is slower than a trial)
+        first = subprocess.Popen([sys.executable, "-m", "advisor.cli", "optimize", str(path)], cwd=ROOT,
+                                 stdout=subprocess.DEVNULL, stderr=sink, text=True)
+        deadline = time.time() + 240
+        while "[2/5]" not in log.read_text() and time.time() < deadline and first.poll() is None:
+            time.sleep(0.05)
+        first.send_signal(signal.SIGINT)
+        first.wait(timeout=60)
+    stderr = log.read_text()
     assert first.returncode == 130, stderr
     assert "run the same command again to resume" in stderr
     before = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in complete_trials(config)}

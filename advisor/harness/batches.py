@@ -69,6 +69,19 @@ def split_batch(batch: Any, parts: int) -> list[Any]:
     return [part(index) for index in range(parts)]
 
 
+def concat(items: list) -> Any:
+    """Batches of the same structure joined into one: each tensor the concatenation of theirs
+    along dim 0; anything else taken from the first."""
+    first = items[0]
+    if isinstance(first, torch.Tensor):
+        return torch.cat(items)
+    if isinstance(first, Mapping):
+        return {key: concat([item[key] for item in items]) for key in first}
+    if isinstance(first, (tuple, list)):
+        return type(first)(concat(list(parts)) for parts in zip(*items))
+    return first
+
+
 def describe(value: Any) -> str:
     """A short structural description, for error messages and the fingerprint."""
     if isinstance(value, torch.Tensor):

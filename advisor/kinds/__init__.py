@@ -21,17 +21,22 @@ if TYPE_CHECKING:
     from recipes import Context
 
 # Modules are imported on first use: a pipeline's child must never import torch.
-KINDS = {"train": "advisor.kinds.train", "lightning": "advisor.kinds.lightning", "pipeline": "advisor.kinds.pipeline"}
+KINDS = {
+    "train": "advisor.kinds.train", "lightning": "advisor.kinds.lightning", "infer": "advisor.kinds.infer",
+    "pipeline": "advisor.kinds.pipeline",
+}
 
 
 class Kind(Protocol):
     name: str
     recipe_family: str  # the recipes' `kinds` that apply to it: "train" or "pipeline"
-    unit: str  # the throughput's unit: samples/s or rows/s
     evidence_runs: tuple[tuple[str, str], ...]  # (mode, what it measures), in order
     fresh_children: bool  # children start a fresh interpreter rather than from the torch fork server
     strict_recipes: bool  # a recipe listed by name that cannot run is an error, not a skip
     memory_fixes: tuple[str, ...]  # what a memory diagnosis suggests
+
+    def unit(self, config: "AdvisorConfig") -> str:
+        """The unit of a run's objective value (`samples_per_s`): samples/s, rows/s, 1000 / p95 ms."""
 
     def run(self, config: "AdvisorConfig", spec: dict) -> dict:
         """In the measurement child: runs the job under `spec["plan"]`, returns the fields."""

@@ -18,7 +18,6 @@ from advisor.evidence import Evidence, derive_pipeline
 class PipelineKind:
     name = "pipeline"
     recipe_family = "pipeline"
-    unit = "rows/s"
     evidence_runs = (
         ("full", "timing each stage: read, transform, combine, write"),
         ("profile", "profiling the transform by source line, and the columns it reads (untimed)"),
@@ -26,6 +25,9 @@ class PipelineKind:
     fresh_children = True
     strict_recipes = True
     memory_fixes = ("chunked", "dask", "columns", "dtypes")
+
+    def unit(self, config: AdvisorConfig) -> str:
+        return "rows/s"
 
     def run(self, config: AdvisorConfig, spec: dict) -> dict:
         from advisor.harness import pipeline

@@ -19,7 +19,6 @@ LOADER_DEFAULTS = {"dataloader.prefetch_factor": 2}
 class TrainKind:
     name = "train"
     recipe_family = "train"
-    unit = "samples/s"
     evidence_runs = (
         ("full", "timing the full pipeline"),
         ("synthetic", "timing compute alone on one reused batch"),
@@ -29,6 +28,9 @@ class TrainKind:
     fresh_children = False
     strict_recipes = False
     memory_fixes = ("checkpointing", "amp")
+
+    def unit(self, config: AdvisorConfig) -> str:
+        return "samples/s"
 
     def run(self, config: AdvisorConfig, spec: dict) -> dict:
         from advisor.harness import train

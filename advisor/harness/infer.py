@@ -1,0 +1,327 @@
+"""A model served under a load pattern, in one of two modes:
+
+  full     the timed replay: the model loaded (and warmed, when the plan asks), the first
+           request after load timed on its own (the cold start), `measure.warmup_requests`
+           served untimed, then `measure.requests` replayed under `load` with each request's
+           latency recorded from its arrival to its output being ready, as a client sees it.
+  profile  a few requests under torch.profiler, for the operator table; never timed.
+
+Closed load: N clients, each sending its next request when the last one returned. Open load:
+Poisson arrivals at `rate_per_s` (seeded), served in arrival order by one server, so time spent
+queueing is part of the latency; with dynamic batching the server takes every request that
+has arrived, up to the batch size, waiting at most the plan's wait for more.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Callable, Optional
+
+import psutil
+import torch
+
+from advisor.config import AdvisorConfig
+from advisor.errors import UserError
+from advisor.harness.batches import concat, describe, map_tensors, tensors, to_device
+from advisor.harness.operators import STEP_LABEL, summarize_profile
+from advisor.harness.train import cpu_seconds, pick_device, seed_everything, synchronize
+from advisor.measure import machine_busy_seconds, other_cpu_share, percentile, tree_memory
+from recipes import amp, channels_last, compile, quantize_dynamic, threads
+
+NUMERICS_REQUESTS = 32  # requests whose outputs every plan keeps, for the comparison with the baseline's
+
+
+@dataclass
+class InferJob:
+    """The user's service as the replay needs it: the model, the requests, the call."""
+
+    model: torch.nn.Module
+    requests: list
+    handler: Optional[Callable[[Any, Any], Any]] = None  # the user's own handle(model, request)
+
+
+def run(config: AdvisorConfig, build_job: Callable[[], InferJob], plan: dict, mode: str,
+        output_path: Optional[str] = None) -> dict:
+    seed_everything(config.measure.seed)
+    default_threads = torch.get_num_threads()
+    threads.apply_threads(plan.get("threads.intra_op"))
+    device = pick_device(config.workload.device)
+    load_start = time.perf_counter()
+    job = build_job()
+    model = prepare_model(job.model, plan, device)
+    serve = make_server(model, job.handler, plan, device)
+    requests = [to_device(request, device) for request in check_requests(job.requests, job.handler is not None)]
+    for index in range(int(plan.get("warmup.requests") or 0)):  # the warmup recipe: at load time, before any client
+        serve([requests[index % len(requests)]])
+    load_s = time.perf_counter() - load_start
+    cold_start = time.perf_counter()
+    first_call(serve, requests[0], job)
+    cold_start_ms = 1000 * (time.perf_counter() - cold_start)
+    environment = describe_service(job, model, device, default_threads)
+    if mode == "profile":
+        return {"device": device.type, "setup_s": load_s, "environment": environment,
+                "operators": {**profile_requests(serve, requests, device, config.measure.profile_steps), "per": "request"}}
+    for index in range(config.measure.warmup_requests):
+        serve([requests[(index + 1) % len(requests)]])
+    timed = [requests[index % len(requests)] for index in range(config.measure.requests)]
+    batch = plan.get("dynamic_batching.max_batch") or 1
+    wait_s = (plan.get("dynamic_batching.max_wait_ms") or 0.0) / 1000
+    cpu_start, busy_start, window_start = cpu_seconds(), machine_busy_seconds(), time.time()
+    wall_start = time.perf_counter()
+    if config.load.mode == "open":
+        latencies, services, sizes = open_loop(serve, timed, config.load.rate_per_s, batch, wait_s, config.measure.seed)
+    else:
+        latencies, services, sizes = closed_loop(serve, timed, config.load.concurrency)
+    wall = time.perf_counter() - wall_start
+    cpu_used = cpu_seconds() - cpu_start
+    latency = latency_summary(latencies, services, sizes, wall, cold_start_ms, load_s)
+    latency["rate_per_s"] = config.load.rate_per_s if config.load.mode == "open" else None
+    if output_path:
+        torch.save(numerics_outputs(serve, requests, batch), output_path)
+    objective = 1000 / latency["p95_ms"] if config.objective == "p95" else latency["throughput_per_s"]
+    return {
+        "device": device.type, "setup_s": load_s, "environment": environment, "samples": len(timed),
+        "samples_per_s": objective, "step_ms_mean": latency["mean_ms"], "step_ms_p50": latency["p50_ms"],
+        "step_ms_p95": latency["p95_ms"], "data_wait_share": latency["queue_share"],
+        "latency": latency, "warmup_ms": [cold_start_ms],
+        "cpu_util": min(1.0, cpu_used / (wall * (psutil.cpu_count() or 1))),
+        "other_cpu_share": other_cpu_share(machine_busy_seconds() - busy_start, cpu_used, wall),
+        "window": (window_start, time.time()), "memory_end": tree_memory_dict(),
+        "output": {"path": output_path, "requests": min(NUMERICS_REQUESTS, len(requests))} if output_path else {},
+    }
+
+
+def tree_memory_dict() -> dict:
+    import os
+
+    return tree_memory(os.getpid()).to_dict()
+
+
+def prepare_model(model: Any, plan: dict, device: torch.device) -> torch.nn.Module:
+    """The model as the plan serves it: eval mode, then the layout and weight recipes, then compile."""
+    if not isinstance(model, torch.nn.Module):
+        raise UserError(f"workload.model: the builder returned {type(model).__name__}; return a torch.nn.Module")
+    model.eval()
+    model = quantize_dynamic.quantize(model, plan.get("quantize_dynamic.dtype"))
+    model = channels_last.convert(model.to(device), plan.get("channels_last.enabled"))
+    return compile.compile_model(model, plan.get("compile.mode"))
+
+
+def make_server(model, handler: Optional[Callable], plan: dict, device: torch.device) -> Callable[[list], list]:
+    """Serves a list of requests, returning one output per request: one call each, or (with
+    dynamic batching) one call on the requests concatenated along their first dimension."""
+    grad_off = bool(plan.get("inference_mode.enabled"))
+    amp_dtype = plan.get("amp.dtype")
+    layout = bool(plan.get("channels_last.enabled"))
+
+    def call(request: Any) -> Any:
+        if layout:
+            request = channels_last.inputs(request)
+        if handler is not None:
+            return handler(model, request)
+        if isinstance(request, Mapping):
+            return model(**request)
+        if isinstance(request, (tuple, list)):
+            return model(*request)
+        return model(request)
+
+    def serve(batch: list) -> list:
+        context = torch.inference_mode() if grad_off else torch.enable_grad()
+        with context, amp.autocast(device.type, amp_dtype):
+            if len(batch) == 1:
+                outputs = [call(batch[0])]
+            else:
+                sizes = [int(tensors(r)[0].shape[0]) for r in batch]
+                outputs = split_output(call(concat(batch)), sizes)
+        synchronize(device)
+        return outputs
+
+    return serve
+
+
+def split_output(output: Any, sizes: list[int]) -> list:
+    """One output per request, from the output of their joined call."""
+    total = sum(sizes)
+    return [map_tensors(output, lambda t, i=i: t.split(sizes)[i] if t.dim() and t.shape[0] == total else t)
+            for i in range(len(sizes))]
+
+
+def closed_loop(serve: Callable, requests: list, concurrency: int) -> tuple[list, list, list]:
+    """`concurrency` clients, each sending its next request when its last returned."""
+    latencies: list[float] = []
+    lock = threading.Lock()
+
+    def client(mine: list) -> None:
+        for request in mine:
+            t0 = time.perf_counter()
+            serve([request])
+            elapsed = time.perf_counter() - t0
+            with lock:
+                latencies.append(elapsed)
+
+    if concurrency == 1:
+        client(requests)
+    else:
+        workers = [threading.Thread(target=client, args=(requests[i::concurrency],)) for i in range(concurrency)]
+        for worker in workers:
+            worker.start()
+        for worker in workers:
+            worker.join()
+    return latencies, list(latencies), [1] * len(latencies)
+
+
+def poisson_arrivals(count: int, rate_per_s: float, seed: int) -> list[float]:
+    generator = random.Random(seed)
+    arrivals, now = [], 0.0
+    for _ in range(count):
+        now += generator.expovariate(rate_per_s)
+        arrivals.append(now)
+    return arrivals
+
+
+def open_loop(serve: Callable, requests: list, rate_per_s: float, max_batch: int, max_wait_s: float,
+              seed: int) -> tuple[list, list, list]:
+    """Poisson arrivals served in order by one server; a request's latency runs from its arrival
+    (queueing included) to its output. With `max_batch` > 1 the server takes what has arrived,
+    and waits up to `max_wait_s` after the first for more, up to `max_batch`."""
+    arrivals = poisson_arrivals(len(requests), rate_per_s, seed)
+    latencies, services, sizes = [0.0] * len(requests), [], []
+    start = time.perf_counter()
+    index = 0
+    while index < len(requests):
+        now = time.perf_counter() - start
+        if arrivals[index] > now:
+            time.sleep(arrivals[index] - now)
+        end = index + 1
+        deadline = max(arrivals[index], time.perf_counter() - start) + max_wait_s
+        while end < len(requests) and end - index < max_batch:
+            now = time.perf_counter() - start
+            if arrivals[end] <= now:
+                end += 1
+            elif arrivals[end] <= deadline:
+                time.sleep(arrivals[end] - now)
+            else:
+                break
+        t0 = time.perf_counter()
+        serve(requests[index:end])
+        done = time.perf_counter()
+        services.append(done - t0)
+        sizes.append(end - index)
+        for position in range(index, end):
+            latencies[position] = done - start - arrivals[position]
+        index = end
+    return latencies, services, sizes
+
+
+def latency_summary(latencies: list, services: list, sizes: list, wall: float, cold_start_ms: float,
+                    load_s: float) -> dict:
+    ms = [1000 * value for value in latencies]
+    service_ms = [1000 * value for value in services]
+    mean = sum(ms) / len(ms)
+    mean_service = sum(s * n for s, n in zip(service_ms, sizes)) / sum(sizes)  # per request served
+    return {
+        "p50_ms": percentile(ms, 50), "p95_ms": percentile(ms, 95), "p99_ms": percentile(ms, 99), "max_ms": max(ms),
+        "mean_ms": mean, "throughput_per_s": len(ms) / wall, "cold_start_ms": cold_start_ms, "load_s": load_s,
+        "service_ms_p50": percentile(service_ms, 50), "service_ms_p95": percentile(service_ms, 95),
+        "queue_share": max(0.0, mean - mean_service) / mean if mean else 0.0,
+        "mean_batch": sum(sizes) / len(sizes), "latencies_ms": ms,
+    }
+
+
+def numerics_outputs(serve: Callable, requests: list, max_batch: int) -> list:
+    """The outputs of the first requests, served as the plan serves them (in batches, if it
+    batches), moved to the CPU as float32 for the comparison."""
+    chosen = requests[:NUMERICS_REQUESTS]
+    outputs = []
+    for start in range(0, len(chosen), max_batch):
+        outputs += serve(chosen[start:start + max_batch])
+    return [[t.detach().float().cpu() for t in tensors(output)] for output in outputs]
+
+
+def profile_requests(serve: Callable, requests: list, device: torch.device, count: int) -> dict:
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    compute_s = 0.0
+    with profile(activities=activities) as prof:
+        for index in range(count):
+            t0 = time.perf_counter()
+            with record_function(STEP_LABEL):
+                serve([requests[index % len(requests)]])
+            compute_s += time.perf_counter() - t0
+    return summarize_profile(prof.events(), count, compute_s, on_cuda=device.type == "cuda")
+
+
+def describe_service(job: InferJob, model: torch.nn.Module, device: torch.device, default_threads: int) -> dict:
+    """What recipe selection and the fingerprint need to know, seen from inside the child."""
+    first = job.requests[0]
+    return {
+        "sample": describe(first),
+        "device": device.type,
+        "default_threads": default_threads,
+        "parameters": sum(p.numel() for p in job.model.parameters()),
+        "linear_layers": sum(isinstance(m, (torch.nn.Linear, torch.nn.LSTM)) for m in job.model.modules()),
+        "conv_layers": sum(isinstance(m, torch.nn.Conv2d) for m in job.model.modules()),
+        "batchable": job.handler is None and batchable(job.requests),  # a handler takes one request
+        "grad_enabled_outputs": any(t.requires_grad for t in tensors(serve_once(job, first))),
+        "torch": torch.__version__,
+        "gpu_name": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
+    }
+
+
+def serve_once(job: InferJob, request: Any) -> Any:
+    """One call as the user's service makes it (to see whether it runs with gradients on)."""
+    if job.handler is not None:
+        return job.handler(job.model, request)
+    if isinstance(request, Mapping):
+        return job.model(**request)
+    if isinstance(request, (tuple, list)):
+        return job.model(*request)
+    return job.model(request)
+
+
+def batchable(requests: list) -> bool:
+    """Requests can be joined along their first dimension: the same structure, tensors that
+    agree beyond it."""
+    shapes = [[tuple(t.shape[1:]) for t in tensors(r)] for r in requests[:64]]
+    return bool(shapes[0]) and all(s == shapes[0] for s in shapes) and all(
+        t.dim() >= 1 for t in tensors(requests[0]))
+
+
+def first_call(serve: Callable, request: Any, job: InferJob) -> None:
+    """The first request. When it fails and the user's own model fails on it too, the workload's
+    contract is broken (a request the model cannot take, a handler that raises): one line. When
+    only the plan's model fails, the plan broke it: a failed run, like any crash."""
+    try:
+        serve([request])
+    except Exception as exc:
+        text = f"{type(exc).__name__}: {str(exc).strip().splitlines()[0] if str(exc).strip() else ''}"
+        if "out of memory" in text.lower() or runs_as_written(job, request):
+            raise
+        if job.handler is not None:
+            raise UserError(f"workload.handler: it raised on request 0 ({text[:300]}); fix the handler") from None
+        raise UserError(f"workload.requests: the model cannot take request 0, {describe(request)} ({text[:300]}); "
+                        "return requests shaped as one call's input") from None
+
+
+def runs_as_written(job: InferJob, request: Any) -> bool:
+    try:
+        serve_once(job, request)
+        return True
+    except Exception:
+        return False
+
+
+def check_requests(requests: Any, handled: bool) -> list:
+    """A non-empty list; without a handler of the user's, each request must hold a tensor."""
+    if not isinstance(requests, (list, tuple)) or not requests:
+        raise UserError(f"workload.requests: the builder returned {describe(requests)}; return a non-empty list of "
+                        "requests, each the input of one call")
+    if not handled and not tensors(requests[0]):
+        raise UserError(f"workload.requests: request 0 is {describe(requests[0])}, with no tensor in it; each request "
+                        "is what one call receives (a tensor, or a tuple or dict of tensors)")
+    return list(requests)

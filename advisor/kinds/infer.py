@@ -1,0 +1,130 @@
+"""`kind: infer`: a model served request by request, judged by the latency its clients see.
+
+Evidence: the replay under the configured load (percentiles, cold start, queueing) and an
+operator profile per request; numerics: each plan's outputs on the same requests against the
+baseline's. The objective a plan's `samples_per_s` carries is 1000 / p95 ms (objective p95)
+or requests per second (objective throughput, with every plan kept under `constraints.p95_ms`),
+so the search, the interleaved verification and its paired ratios apply unchanged: for p95
+each round's ratio is the ratio of the two p95s.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import os
+from typing import Any, Optional
+
+from advisor.config import AdvisorConfig
+from advisor.evidence import Evidence, derive_infer
+
+
+class InferKind:
+    name = "infer"
+    recipe_family = "infer"
+    evidence_runs = (
+        ("full", "replaying the requests under the load, each one's latency recorded"),
+        ("profile", "profiling operators per request (a separate, untimed run)"),
+    )
+    fresh_children = False
+    strict_recipes = False
+    memory_fixes = ("quantize_dynamic", "amp", "inference_mode")
+
+    def unit(self, config: AdvisorConfig) -> str:
+        return "/s (1000 / p95 ms)" if config.objective == "p95" else "requests/s"
+
+    def run(self, config: AdvisorConfig, spec: dict) -> dict:
+        from advisor.harness import infer
+        from advisor.workload import load_infer_job
+
+        return infer.run(config, load_infer_job(config), spec["plan"], spec["mode"], spec.get("output"))
+
+    def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
+        return {
+            "threads.intra_op": config.workload.threads,
+            "amp.dtype": None,
+            "compile.mode": None,
+            "inference_mode.enabled": False,
+            "warmup.requests": 0,
+            "dynamic_batching.max_batch": 1,
+            "dynamic_batching.max_wait_ms": 0.0,
+            "quantize_dynamic.dtype": None,
+            "channels_last.enabled": False,
+        }
+
+    def derive(self, evidence: Evidence) -> dict:
+        return derive_infer(evidence.full, evidence.profile)
+
+    def rules(self) -> tuple:
+        from advisor.diagnose import SERVING_RULES
+
+        return SERVING_RULES
+
+    def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
+        from advisor.session import cpu_has_bf16
+        from recipes import Context
+
+        seen = self.seen(evidence)
+        return Context(
+            device=seen.get("device", "cpu"), cores=os.cpu_count() or 1,
+            default_threads=seen.get("default_threads", os.cpu_count() or 1), blocks=0, cpu_bf16=cpu_has_bf16(),
+            bottlenecks=bottlenecks, kind=self.recipe_family, grad_enabled=seen.get("grad_enabled_outputs", True),
+            open_load=config.load.rate_per_s is not None and config.load.mode == "open",
+            batchable=seen.get("batchable", False), linear_layers=seen.get("linear_layers", 0),
+            conv_layers=seen.get("conv_layers", 0),
+        )
+
+    def measure(self, config: AdvisorConfig, limit: Optional[float]):
+        """Each plan keeps its outputs on the first requests, one file per plan; a plan whose p95
+        breaks `constraints.p95_ms` is infeasible."""
+        from advisor.harness import run_measurement
+        from advisor.measure import Measurement
+        from advisor.session import outputs_folder, plan_key
+
+        outputs = outputs_folder(config)
+        slo = config.constraints.p95_ms
+
+        def measure(plan: dict) -> Measurement:
+            outputs.mkdir(parents=True, exist_ok=True)
+            path = outputs / f"{hashlib.sha256(plan_key(plan).encode()).hexdigest()[:16]}.pt"
+            run = run_measurement(config, plan, "full", 1, config.measure.timeout_s, limit, output_path=path)
+            if run.ok and slo is not None and run.latency["p95_ms"] > slo:
+                return dataclasses.replace(run, status="failed", reason=f"over the p95 SLO: {run.latency['p95_ms']:.1f} ms "
+                                                                        f"against constraints.p95_ms {slo:g} ms")
+            return run
+
+        return measure
+
+    def compare(self, candidate, reference, risk: str, config: AdvisorConfig):
+        import math
+
+        from advisor.session import own_output
+        from advisor.verify import NumericsResult, compare_served
+
+        paths = (candidate.output.get("path"), reference.output.get("path"))
+        constraints = config.constraints
+        if not all(own_output(config, path) for path in paths):
+            return NumericsResult(False, risk, math.inf, constraints.output_rtol, 0,
+                                  "an output lies outside advisor's own folder: not read")
+        return compare_served(*paths, risk, constraints.output_rtol, constraints.min_top1_agreement)
+
+    def compared_runs(self, runs: list, reference_runs: list) -> tuple[list, list]:
+        return runs[-1:], reference_runs[-1:]  # every run of a plan keeps the same outputs: compare them once
+
+    def seen(self, evidence: Evidence) -> dict:
+        return evidence.full.environment or evidence.profile.environment
+
+    def sources(self, config: AdvisorConfig) -> dict[str, Any]:
+        workload = config.workload
+        return {"model": workload.model, "requests": workload.requests, "handler": workload.handler}
+
+    def versions(self) -> dict[str, str]:
+        return {}
+
+    def describe(self, evidence: Evidence, diagnoses: list) -> list[str]:
+        from advisor.report import serving_body
+
+        return serving_body(evidence, diagnoses)
+
+
+KIND = InferKind()

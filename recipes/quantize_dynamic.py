@@ -1,0 +1,57 @@
+"""Dynamic int8 quantization: Linear and LSTM weights stored as int8, activations quantized on
+the fly, on the CPU. Smaller weights and int8 matmuls; outputs move within a tolerance."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from recipes.base import Choice, Context, Recipe
+
+
+def why_not(context: Context) -> Optional[str]:
+    if context.device != "cpu":
+        return "dynamic quantization runs on the CPU only; this service runs on CUDA"
+    if not context.linear_layers:
+        return "the model has no Linear or LSTM layer to quantize"
+    engines = supported_engines()
+    if not engines:
+        return "this torch build has no quantized engine (fbgemm, x86 or qnnpack)"
+    return None
+
+
+def supported_engines() -> list[str]:
+    import torch
+
+    return [engine for engine in torch.backends.quantized.supported_engines if engine != "none"]
+
+
+def quantize(model: Any, dtype: Optional[str]) -> Any:
+    if not dtype:
+        return model
+    import warnings
+
+    import torch
+    from torch.ao.quantization import quantize_dynamic
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch marks its eager quantization deprecated; it still runs
+        return quantize_dynamic(model, {torch.nn.Linear, torch.nn.LSTM}, dtype=getattr(torch, dtype))
+
+
+def snippet(plan: dict) -> str:
+    return ("from torch.ao.quantization import quantize_dynamic\n"
+            "model = quantize_dynamic(model.eval(), {torch.nn.Linear, torch.nn.LSTM}, dtype=torch.qint8)")
+
+
+RECIPE = Recipe(
+    name="quantize_dynamic",
+    summary="int8 weights for Linear and LSTM layers (dynamic quantization, CPU)",
+    targets=("compute", "memory"),
+    risk="tolerance",
+    keys=("quantize_dynamic.dtype",),
+    why_not=why_not,
+    space=lambda context: {"quantize_dynamic.dtype": Choice((None, "qint8"))},
+    snippet=snippet,
+    textbook=lambda context: {"quantize_dynamic.dtype": "qint8"},
+    kinds=("infer",),
+)

@@ -1,0 +1,128 @@
+"""`kind: infer`: requests replayed under load, latency percentiles, diagnosis of a service's
+bottlenecks, outputs compared with the baseline's, and bad input in one line."""
+
+import pytest
+import torch
+
+from advisor.diagnose import diagnose
+from advisor.evidence import Evidence, derive_infer
+from advisor.harness.batches import concat
+from advisor.harness.infer import closed_loop, latency_summary, open_loop, poisson_arrivals, split_output
+from advisor.measure import Measurement
+from advisor.verify import compare_served
+from conftest import run_cli, write_config
+
+SERVED = {
+    "name": "served",
+    "workload": {"kind": "infer", "model": "shapes:served_model", "requests": "shapes:served_requests"},
+    "measure": {"warmup_requests": 2, "requests": 20, "profile_steps": 2, "timeout_s": 60},
+}
+
+
+def test_poisson_arrivals_are_seeded_at_their_rate():
+    arrivals = poisson_arrivals(4000, 200.0, seed=3)
+    assert arrivals == poisson_arrivals(4000, 200.0, seed=3) and arrivals != poisson_arrivals(4000, 200.0, seed=4)
+    assert all(b > a for a, b in zip(arrivals, arrivals[1:]))
+    assert len(arrivals) / arrivals[-1] == pytest.approx(200.0, rel=0.08)
+
+
+def test_open_load_counts_queueing_and_batching_takes_what_arrived():
+    """A 4 ms server under 400 requests/s (one every 2.5 ms) queues one by one; batching up to 8
+    serves the same requests in fewer calls and far shorter waits."""
+    import time
+
+    def serve(batch):
+        time.sleep(0.004)
+        return [None] * len(batch)
+
+    requests = list(range(120))
+    one, services, sizes = open_loop(serve, requests, 400.0, 1, 0.0, seed=0)
+    assert sizes == [1] * 120 and one[-1] > 0.1  # the queue grew: the last waited far longer than 4 ms
+    batched, _, sizes = open_loop(serve, requests, 400.0, 8, 0.002, seed=0)
+    assert sum(sizes) == 120 and max(sizes) > 1 and len(sizes) < 100  # fewer calls than requests
+    assert sorted(batched)[int(0.95 * 120)] < sorted(one)[int(0.95 * 120)] / 3
+    summary = latency_summary(one, services, [1] * 120, 1.0, 5.0, 0.1)
+    assert summary["p50_ms"] <= summary["p95_ms"] <= summary["p99_ms"] <= summary["max_ms"]
+    assert summary["queue_share"] > 0.5
+
+
+def test_closed_load_clients_send_every_request_once():
+    seen = []
+    latencies, _, _ = closed_loop(lambda batch: seen.extend(batch) or [None], list(range(30)), 3)
+    assert sorted(seen) == list(range(30)) and len(latencies) == 30
+
+
+def test_batched_outputs_split_back_per_request():
+    requests = [{"x": torch.full((n, 2), float(n))} for n in (1, 2, 1)]
+    joined = concat(requests)
+    assert joined["x"].shape == (4, 2)
+    parts = split_output((joined["x"] * 2, torch.tensor(7.0)), [1, 2, 1])
+    assert [p[0].shape[0] for p in parts] == [1, 2, 1] and torch.equal(parts[1][0], torch.full((2, 2), 4.0))
+    assert all(float(p[1]) == 7.0 for p in parts)
+
+
+def test_outputs_compared_within_tolerance_and_top1(tmp_path):
+    base = [[torch.tensor([[2.0, 1.0, 0.0]])] for _ in range(10)]
+    close = [[t[0] * 1.001] for t in base]
+    flipped = [[torch.tensor([[1.0, 2.0, 0.0]])]] + base[1:]
+    for name, outputs in (("base", base), ("close", close), ("flipped", flipped)):
+        torch.save(outputs, tmp_path / f"{name}.pt")
+    path = lambda name: str(tmp_path / f"{name}.pt")  # noqa: E731
+    assert compare_served(path("close"), path("base"), "tolerance", 1e-2, 0.99).passed
+    assert not compare_served(path("close"), path("base"), "exact", 1e-2, 0.99).passed  # exact: to 0.1%
+    loose = compare_served(path("flipped"), path("base"), "tolerance", 1.0, 0.95)
+    assert not loose.passed and "top-1 agrees on 90.0% of rows" in loose.note
+
+
+def served_evidence(**latency) -> Evidence:
+    values = {"p50_ms": 10.0, "p95_ms": 12.0, "p99_ms": 13.0, "max_ms": 14.0, "mean_ms": 10.5, "throughput_per_s": 90.0,
+              "cold_start_ms": 20.0, "load_s": 0.1, "service_ms_p50": 10.0, "service_ms_p95": 11.0, "queue_share": 0.0,
+              "mean_batch": 1.0, "rate_per_s": None, **latency}
+    full = Measurement("full", {}, "ok", samples=100, latency=values, peak_memory_mb=100.0)
+    profile = Measurement("profile", {}, "ok", operators={"ops_per_step": 20, "substantial_op_share": 0.3,
+                                                         "us_per_op": 50.0, "top": [], "time_basis": "cpu"})
+    evidence = Evidence(full=full, profile=profile, kind="infer", max_memory_mb=10_000)
+    return Evidence(full=full, profile=profile, kind="infer", max_memory_mb=10_000,
+                    derived=derive_infer(evidence.full, evidence.profile))
+
+
+def test_service_diagnoses_name_cold_start_queueing_and_under_batching():
+    assert [d.bottleneck for d in diagnose(served_evidence())] == []
+    cold = diagnose(served_evidence(cold_start_ms=400.0))
+    assert cold[0].bottleneck == "cold-start" and cold[0].severity == "high" and cold[0].fixes == ("warmup",)
+    queued = diagnose(served_evidence(p95_ms=60.0, queue_share=0.6, rate_per_s=85.0, service_ms_p50=10.0))
+    assert {d.bottleneck for d in queued} == {"tail", "under-batched"}
+    assert "dynamic_batching" in queued[0].fixes and "queueing" in next(d for d in queued if d.bottleneck == "tail").summary
+
+
+BAD = [
+    ({"workload": {**SERVED["workload"], "requests_args": {"features": 5}}},
+     "workload.requests: the model cannot take request 0, float32[1, 5]"),
+    ({"workload": {**SERVED["workload"], "handler": "shapes:handler_raises"}},
+     "workload.handler: it raised on request 0 (ValueError: the request's 'text' field is missing)"),
+    ({"load": {"mode": "open", "rate_per_s": 0}}, "load.rate_per_s: expected a number > 0"),
+    ({"search": {"objective": "throughput"}}, "search.objective: throughput needs constraints.p95_ms"),
+]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("changes, message", BAD, ids=["request-shape", "handler-raises", "rate-0", "throughput-no-slo"])
+def test_bad_service_input_is_one_line_and_exit_2(tmp_path, changes, message):
+    path = write_config(tmp_path, {**SERVED, **changes})
+    result = run_cli("diagnose", str(path), timeout=120)
+    assert result.returncode == 2, result.stdout + result.stderr[-2000:]
+    assert message in result.stderr.strip().splitlines()[-1] and "Traceback" not in result.stderr, result.stderr[-2000:]
+
+
+@pytest.mark.integration
+def test_a_service_is_replayed_and_its_cold_start_named(tmp_path):
+    from advisor.api import diagnose as run_diagnose
+
+    path = write_config(tmp_path, SERVED)
+    done = run_diagnose(path)
+    latency = done.evidence.full.latency
+    assert done.evidence.full.ok, done.evidence.full.reason
+    assert done.evidence.full.samples == 20 and len(latency["latencies_ms"]) == 20
+    assert 0 < latency["p50_ms"] <= latency["p95_ms"] <= latency["max_ms"]
+    assert done.evidence.full.environment["grad_enabled_outputs"] is True
+    assert done.evidence.profile.operators["ops_per_step"] > 0
