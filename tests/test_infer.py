@@ -115,7 +115,7 @@ def test_bad_service_input_is_one_line_and_exit_2(tmp_path, changes, message):
 
 
 @pytest.mark.integration
-def test_a_service_is_replayed_and_its_cold_start_named(tmp_path):
+def test_a_service_is_replayed_request_by_request(tmp_path):
     from advisor.api import diagnose as run_diagnose
 
     path = write_config(tmp_path, SERVED)
@@ -126,3 +126,26 @@ def test_a_service_is_replayed_and_its_cold_start_named(tmp_path):
     assert 0 < latency["p50_ms"] <= latency["p95_ms"] <= latency["max_ms"]
     assert done.evidence.full.environment["grad_enabled_outputs"] is True
     assert done.evidence.profile.operators["ops_per_step"] > 0
+
+
+@pytest.mark.integration
+def test_batching_is_verified_on_p95_for_an_under_batched_service(tmp_path):
+    """The open-load reference, reduced: diagnosed under-batched; dynamic batching verified on
+    the ratio of p95s, its outputs equal to the baseline's within output_rtol."""
+    import yaml
+
+    from advisor.api import optimize
+    from conftest import ROOT
+
+    config = yaml.safe_load((ROOT / "configs" / "serve_batching.yaml").read_text())
+    for key in ("model", "requests"):
+        file, attr = config["workload"][key].rsplit(":", 1)
+        config["workload"][key] = f"{(ROOT / 'configs' / file).resolve()}:{attr}"
+    config["measure"] = {"warmup_requests": 10, "requests": 300}
+    config["search"] = {**config["search"], "recipes": ["dynamic_batching"], "trials": 3, "verify_top": 1}
+    done = optimize(config, root=tmp_path)
+    assert done.session.diagnoses[0].bottleneck == "under-batched"
+    top = done.recommendations[0]
+    assert top.recipes == ("dynamic_batching",) and top.verified and top.numerics["passed"], top
+    assert top.latency_ms["p95_ms"] < done.payload["baseline"]["latency_ms"]["p95_ms"] / 2
+    assert done.payload["unit"] == "/s (1000 / p95 ms)"
