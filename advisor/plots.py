@@ -1,10 +1,12 @@
-"""PNG plots for report.md: step-time breakdown, speedup with its interval, optimisation history."""
+"""PNG plots for report.md: step-time breakdown (or a service's latency distribution), speedup
+with its interval, optimisation history."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
 import matplotlib
+import matplotlib.ticker
 
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
@@ -74,6 +76,33 @@ def plot_history(payload: dict, path: Path) -> Path:
     ax.set_ylabel(payload["unit"])
     ax.set_title("Optimisation history")
     ax.legend(loc="lower right")
+    return _save(fig, path)
+
+
+def plot_latency(payload: dict, path: Path) -> Path:
+    """A service's latency distribution (what share of requests finished within x ms), the
+    baseline against each recommendation's trial, p95 marked."""
+    trials = {t["number"]: t["measurement"] for t in payload["trials"]}
+    rows = [("baseline", payload["baseline"]["measurement"].get("latency", {}), "#555555")]
+    colors = ("#2e8b57", "#3c78b4", "#e07b39")
+    rows += [(row_label(rec), trials.get(rec["trial"], {}).get("latency", {}), colors[index % 3])
+             for index, rec in enumerate(payload["recommendations"][:3])]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for label, latency, color in rows:
+        values = sorted(latency.get("latencies_ms", []))
+        if not values:
+            continue
+        shares = [(index + 1) / len(values) for index in range(len(values))]
+        ax.step(values, shares, where="post", color=color, label=f"{label} (p95 {latency['p95_ms']:.1f} ms)")
+        ax.axvline(latency["p95_ms"], color=color, linestyle=":", linewidth=0.8)
+    ax.axhline(0.95, color="#c0392b", linewidth=0.6)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("latency (ms, from arrival to output)")
+    ax.set_ylabel("share of requests within")
+    ax.set_title("Latency distribution, before and after")
+    ax.legend(loc="lower right", fontsize=8)
     return _save(fig, path)
 
 

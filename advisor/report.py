@@ -269,7 +269,10 @@ def write_results(payload: dict, diagnosis_text: str, folder: Path) -> Path:
     figures = [plots.plot_history(payload, folder / "history.png")]
     if payload["recommendations"]:
         figures.insert(0, plots.plot_speedups(payload, folder / "speedup.png"))
-        figures.insert(0, plots.plot_breakdown(payload, payload["baseline"]["step_breakdown_ms"], folder / "breakdown.png"))
+        if payload["baseline"].get("latency_ms"):  # a service: where its latency lies, not a step's parts
+            figures.insert(0, plots.plot_latency(payload, folder / "latency.png"))
+        else:
+            figures.insert(0, plots.plot_breakdown(payload, payload["baseline"]["step_breakdown_ms"], folder / "breakdown.png"))
     report = [
         f"# advisor: {payload['workload']}",
         "",

@@ -19,7 +19,7 @@ PARENT_SIDE = [
     ({"measure": {"stepz": 3}}, "did you mean 'steps'"),
     ({"workload": {"dataloadr": {}}}, "did you mean 'dataloader'"),
     ({"workload": {"device": "tpu"}}, "workload.device: expected one of"),
-    ({"workload": {"kind": "infer"}}, "'infer' is not supported by this version yet"),
+    ({"workload": {"kind": "serve"}}, "workload.kind: expected one of 'train', 'lightning', 'infer', 'pipeline'"),
     ({"workload": {"model": "no_colon_here"}}, "workload.model: expected 'module:callable'"),
     ({"workload": {"dataloader": {"pin_memory": "yes"}}}, "pin_memory: expected true or false"),
     ({"workload": {"optimizer": {"lr": 0.1}}}, "workload.optimizer.name: missing"),

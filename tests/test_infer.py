@@ -146,6 +146,6 @@ def test_batching_is_verified_on_p95_for_an_under_batched_service(tmp_path):
     done = optimize(config, root=tmp_path)
     assert done.session.diagnoses[0].bottleneck == "under-batched"
     top = done.recommendations[0]
-    assert top.recipes == ("dynamic_batching",) and top.verified and top.numerics["passed"], top
+    assert top.recipes == ("dynamic_batching",) and top.verified and top.numerics["passed"], (top.speedup, top.interval, top.reason)
     assert top.latency_ms["p95_ms"] < done.payload["baseline"]["latency_ms"]["p95_ms"] / 2
     assert done.payload["unit"] == "/s (1000 / p95 ms)"

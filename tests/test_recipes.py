@@ -14,11 +14,17 @@ from conftest import TINY, merged, write_config
 from recipes import RECIPES, Context, IntRange, by_name
 from recipes.base import RISKS
 
-BOTTLENECKS = {"input-fetch", "input-prep", "transfer", "compute", "overhead", "memory", "parse", "io", "python"}
+BOTTLENECKS = {"input-fetch", "input-prep", "transfer", "compute", "overhead", "memory", "parse", "io", "python",
+               "cold-start", "tail", "under-batched"}  # services: see diagnose.SERVING_RULES
 TRAIN_RECIPES = [r for r in RECIPES if "train" in r.kinds]
 PIPELINE_RECIPES = [r for r in RECIPES if "pipeline" in r.kinds]
 
-CONTEXTS = [
+SERVING = [  # services: each inference recipe applies to one of them
+    Context(device=device, cores=2, default_threads=2, blocks=0, cpu_bf16=True, bottlenecks=("compute", "tail"),
+            kind="infer", grad_enabled=True, open_load=True, batchable=True, linear_layers=3, conv_layers=conv)
+    for device, conv in (("cpu", 0), ("cpu", 2), ("cuda", 2))
+]
+CONTEXTS = SERVING + [
     Context(device=device, cores=cores, default_threads=cores, blocks=blocks, cpu_bf16=bf16, bottlenecks=bottlenecks)
     for device, cores, blocks, bf16, bottlenecks in itertools.product(
         ("cpu", "cuda"), (1, 2, 16), (0, 8), (False, True), (("input-fetch",), ("input-prep", "compute"))
@@ -61,7 +67,9 @@ def test_recipe_contract(recipe):
                     "dataloader.persistent_workers": False, "dataloader.pin_memory": False,
                     "threads.intra_op": context.default_threads, "checkpointing.share": 0.0,
                     "grad_accumulation.micro_batches": 1,
-                    "pipeline.parquet_cache": False, "pipeline.format": context.source_format or None}
+                    "pipeline.parquet_cache": False, "pipeline.format": context.source_format or None,
+                    "inference_mode.enabled": False, "warmup.requests": 0, "dynamic_batching.max_batch": 1,
+                    "dynamic_batching.max_wait_ms": 0.0, "channels_last.enabled": False}
         off = {key: baseline[key] for key in space}
         assert all(in_space(value, space[key]) for key, value in off.items()), "the search can turn it off"
         plan = {**baseline, **textbook}
