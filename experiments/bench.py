@@ -7,7 +7,7 @@ For each reference workload (configs/<name>.yaml), five ways to pick a plan:
 - default: the config as the user runs it today;
 - blog advice: every recipe's textbook setting applied blindly, whatever the bottleneck
   (num_workers = cores, AMP on, compile on; for pandas: the pyarrow parser, Arrow dtypes,
-  only the columns used);
+  only the columns used; for a service: bf16, compile and inference_mode);
 - random search: uniform samples of the knobs advisor searched, with advisor's trial budget;
 - advisor: `advisor optimize` end to end, its verified #1 (the default when nothing verified);
 - oracle: every distinct plan of those knobs, measured once each (an exhaustive grid).
@@ -55,12 +55,14 @@ from recipes import by_name
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ("quickstart", "fetch_stall", "prep_stall", "compute_bound", "memory_budget", "overhead")
 PIPELINES = ("parse_bound", "rowwise", "over_budget")
+SERVICES = ("serve_encoder", "serve_cold", "serve_batching")  # judged on p95: every ratio is a ratio of p95s
 QUICK = ("quickstart", "prep_stall")
 AA_CONFIG = "prep_stall"  # the cheapest reference run (about 0.5 s): 20 A/A verifications in ~2 minutes
 ARMS = ("default", "blog", "random", "advisor", "oracle")
 ARM_TITLES = {"default": "default", "blog": "blog advice", "random": "random search", "advisor": "advisor",
               "oracle": "oracle (grid)"}
-BLOG_RECIPES = {"train": ("dataloader", "amp", "compile"), "pipeline": ("arrow_engine", "dtypes", "columns")}
+BLOG_RECIPES = {"train": ("dataloader", "amp", "compile"), "pipeline": ("arrow_engine", "dtypes", "columns"),
+                "infer": ("amp", "compile", "inference_mode")}
 INPUT_BOUND = ("input-fetch", "input-prep")
 Progress = Callable[[str], None]
 
@@ -416,7 +418,7 @@ def main() -> None:
     parser.add_argument("--aa-config", default=AA_CONFIG, help=f"the reference the A/A runs on (default {AA_CONFIG})")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results", help="where the table and plot go")
     args = parser.parse_args()
-    known = TRAIN + PIPELINES
+    known = TRAIN + PIPELINES + SERVICES
     names = args.names or list(QUICK if args.quick else known)
     unknown = [name for name in names + [args.aa_config] if name not in known]
     if unknown:

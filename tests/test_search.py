@@ -87,8 +87,10 @@ def test_interrupt_then_resume_redoes_no_finished_trial(tmp_path):
     config = load_config(path)
     log = tmp_path / "first.log"
     with open(log, "w") as sink:  # the trial lines, read as they are printed (loading the study is slower than a trial)
+        # SIGINT as a terminal delivers it: a suite started in the background inherits it ignored
         first = subprocess.Popen([sys.executable, "-m", "advisor.cli", "optimize", str(path)], cwd=ROOT,
-                                 stdout=subprocess.DEVNULL, stderr=sink, text=True)
+                                 stdout=subprocess.DEVNULL, stderr=sink, text=True,
+                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
         deadline = time.time() + 240
         while "[2/5]" not in log.read_text() and time.time() < deadline and first.poll() is None:
             time.sleep(0.05)
