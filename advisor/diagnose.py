@@ -130,13 +130,22 @@ def diagnose_transfer(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
     return Diagnosis("transfer", severity, full.transfer_share, summary, (finding,), ("dataloader",))
 
 
-def diagnose_overhead(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
+def small_operators(evidence: Evidence, t: Thresholds) -> Optional[dict]:
+    """The profile's operator summary when a step (or request) runs many operators and spends
+    most of its time outside substantial ones; None otherwise."""
     ops = evidence.profile.operators if evidence.profile.ok else {}
     if not ops or not evidence.full.ok:
         return None
-    per_step, substantial = ops["ops_per_step"], ops["substantial_op_share"]
-    if per_step < t.overhead_min_ops_per_step or substantial > t.overhead_max_substantial_share:
+    if ops["ops_per_step"] < t.overhead_min_ops_per_step or ops["substantial_op_share"] > t.overhead_max_substantial_share:
         return None
+    return ops
+
+
+def diagnose_overhead(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
+    ops = small_operators(evidence, t)
+    if ops is None:
+        return None
+    per_step, substantial = ops["ops_per_step"], ops["substantial_op_share"]
     share = (1 - substantial) * (1 - evidence.full.data_wait_share)
     summary = (
         f"overhead-bound: {per_step:.0f} operators per step, {ops['us_per_op']:.0f} us each on average; "
@@ -342,12 +351,10 @@ def diagnose_serving_compute(evidence: Evidence, t: Thresholds) -> Optional[Diag
 
 
 def diagnose_serving_overhead(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
-    ops = evidence.profile.operators if evidence.profile.ok else {}
-    if not ops or not evidence.full.ok:
+    ops = small_operators(evidence, t)
+    if ops is None:
         return None
     per_request, substantial = ops["ops_per_step"], ops["substantial_op_share"]
-    if per_request < t.overhead_min_ops_per_step or substantial > t.overhead_max_substantial_share:
-        return None
     summary = (f"overhead-bound: {per_request:.0f} operators per request, {ops['us_per_op']:.0f} us each on average; "
                f"{1 - substantial:.0%} of its time is outside substantial operators")
     findings = (Finding("operators per request", per_request, t.overhead_min_ops_per_step),

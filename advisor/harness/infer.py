@@ -28,9 +28,9 @@ from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.harness.batches import concat, describe, map_tensors, tensors, to_device
 from advisor.harness.operators import STEP_LABEL, summarize_profile
-from advisor.harness.train import cpu_seconds, pick_device, seed_everything, synchronize
+from advisor.harness.train import cpu_seconds, prepare_process, synchronize
 from advisor.measure import machine_busy_seconds, other_cpu_share, percentile, tree_memory
-from recipes import amp, channels_last, compile, quantize_dynamic, threads
+from recipes import amp, channels_last, compile, quantize_dynamic
 
 NUMERICS_REQUESTS = 32  # requests whose outputs every plan keeps, for the comparison with the baseline's
 
@@ -46,10 +46,7 @@ class InferJob:
 
 def run(config: AdvisorConfig, build_job: Callable[[], InferJob], plan: dict, mode: str,
         output_path: Optional[str] = None) -> dict:
-    seed_everything(config.measure.seed)
-    default_threads = torch.get_num_threads()
-    threads.apply_threads(plan.get("threads.intra_op"))
-    device = pick_device(config.workload.device)
+    device, default_threads = prepare_process(config, plan)
     load_start = time.perf_counter()
     job = build_job()
     model = prepare_model(job.model, plan, device)

@@ -39,10 +39,7 @@ PROFILE_WARMUP_STEPS = 2
 
 def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, mode: str, steps: int) -> dict:
     """Runs the loop and returns the measurement fields the child can see from inside."""
-    seed_everything(config.measure.seed)
-    default_threads = torch.get_num_threads()
-    threads.apply_threads(plan.get("threads.intra_op"))
-    device = pick_device(config.workload.device)
+    device, default_threads = prepare_process(config, plan)
     setup_start = time.perf_counter()
     job = build_job()
     plan = job.resolve(plan)
@@ -81,6 +78,15 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     if device.type == "cuda":
         fields.update(peak_memory_mb=torch.cuda.max_memory_allocated() / 2**20, memory_source="cuda max allocated")
     return fields
+
+
+def prepare_process(config: AdvisorConfig, plan: dict) -> tuple[torch.device, int]:
+    """Seeds everything, sets the plan's thread count and picks the device; returns the device
+    and torch's own thread count before the plan changed it."""
+    seed_everything(config.measure.seed)
+    default_threads = torch.get_num_threads()
+    threads.apply_threads(plan.get("threads.intra_op"))
+    return pick_device(config.workload.device), default_threads
 
 
 LOADER_KEYS = ("batch_size", "dataloader.num_workers", "dataloader.prefetch_factor", "dataloader.pin_memory",
