@@ -490,7 +490,7 @@ def verify_candidates(
     with_ideal: bool = False,
     on_verdict: Callable[..., None] = lambda *args: None,
     step: str = "",
-    baseline_latency: Optional[dict] = None,
+    baseline_latency: Optional[dict] = None,  # filled with the baseline's latency in these rounds (services)
 ) -> tuple[list[Recommendation], dict, list[Rejection]]:
     """Re-measures the candidates interleaved with the reference (the baseline, run as the user
     runs it: without the memory budget the candidates must keep); then, when the winner combines
