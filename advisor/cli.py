@@ -120,7 +120,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
 def run_optimize(args: argparse.Namespace) -> int:
     from advisor.api import optimize
     from advisor.config import load_config
-    from advisor.session import out_of_memory
+    from advisor.session import out_of_memory, over_slo
 
     config = load_config(args.config)
     evidence = load_evidence(args.evidence) if args.evidence else None
@@ -128,7 +128,7 @@ def run_optimize(args: argparse.Namespace) -> int:
     print_session(config, done.payload, done.folder, done.mlflow, args.config)
     result = done.session
     base = next((t.measurement for t in result.trials if t.number == 0), result.evidence.full)
-    if not base.ok and not out_of_memory(base):
+    if not base.ok and not out_of_memory(base) and not over_slo(base):
         print(f"advisor: the baseline itself failed ({base.reason}); nothing can be compared with it: "
               f"fix the workload, then optimize again", file=sys.stderr)
         return EXIT_BASELINE_FAILED

@@ -193,6 +193,9 @@ def render_recommendations(payload: dict) -> str:
     ]
     if base.get("latency_ms"):
         lines[-1:-1] = [f"baseline latency: {latency_text(base['latency_ms'])}"]
+    if payload.get("baseline_failure", "").startswith("over the p95 SLO"):
+        lines[-1:-1] = [f"the baseline breaks its SLO ({payload['baseline_failure']}): fixes that keep it are ranked "
+                        f"against {payload.get('numerics_reference', 'the baseline')}"]
     if payload.get("memory_fix") and payload.get("max_memory_mb"):
         lines[-1:-1] = [f"the baseline does not fit the {payload['max_memory_mb']:,.0f} MB budget (peak "
                         f"{base['peak_memory_mb']:,.0f} MB): fixes that fit are ranked by speed, their results checked "

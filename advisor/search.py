@@ -229,13 +229,15 @@ def is_feasible_trial(trial: FrozenTrial) -> bool:
 
 
 def requeue_interrupted(study: optuna.Study) -> None:
-    """Enqueues again the trials an interrupt cut short, once each."""
+    """Enqueues again the trials an interrupt cut short, once each (those it stopped before they
+    had a plan are only failed: there is nothing of theirs to run)."""
     done = set(study.user_attrs.get(REQUEUED_ATTR, []))
     interrupted = [
         t for t in study.get_trials(deepcopy=False) if t.user_attrs.get(INTERRUPTED_ATTR) and t.number not in done
     ]
     for trial in interrupted:
-        study.enqueue_trial(trial.params)
+        if trial.params:
+            study.enqueue_trial(trial.params)
     if interrupted:
         study.set_user_attr(REQUEUED_ATTR, sorted(done | {t.number for t in interrupted}))
 
@@ -255,6 +257,15 @@ def suggest(trial: optuna.Trial, space: dict[str, Param]) -> dict:
 COUNTED_STATES = (TrialState.COMPLETE, TrialState.FAIL, TrialState.RUNNING, TrialState.PRUNED)
 SKIPPED_ATTR = "skipped"  # why a trial was not run: over the budget (a race), or a plan already measured
 MAX_REPEATS = 10  # plans in a row the sampler proposes that were measured already: the space is spent
+
+
+def mark_interrupted(study: optuna.Study, trial: optuna.Trial) -> None:
+    """Fails a trial stopped by an interrupt, marked to be run again (one already told stays as told)."""
+    try:
+        trial.set_user_attr(INTERRUPTED_ATTR, True)
+        study.tell(trial, state=TrialState.FAIL)
+    except RuntimeError:  # it was finished (skipped) before the interrupt came
+        pass
 
 
 def counts(trial: FrozenTrial) -> bool:
@@ -303,27 +314,26 @@ def run_trials(
     ran = repeats = 0
     while counted_trials(study) < budget_trials and time.time() < deadline:
         trial = study.ask()
-        plan = {**baseline, **suggest(trial, space)}
-        trial.set_user_attr(PLAN_ATTR, plan)
-        trial.set_user_attr(WORKER_ATTR, owner())
-        why = skip_reason(study, trial.number, plan, budget_trials, canonical)
-        if why:
-            trial.set_user_attr(SKIPPED_ATTR, why)
-            study.tell(trial, state=TrialState.FAIL)
-            repeats = repeats + 1 if why.startswith("a plan") else 0
-            if repeats >= MAX_REPEATS:
-                progress(f"  the sampler proposed {MAX_REPEATS} plans in a row that were measured already: "
-                         "the search stops here")
-                break
-            continue
-        repeats = 0
-        started = time.time()
-        try:
+        try:  # from the moment it exists: a trial left RUNNING by an interrupt would hold a place in the budget
+            plan = {**baseline, **suggest(trial, space)}
+            trial.set_user_attr(PLAN_ATTR, plan)
+            trial.set_user_attr(WORKER_ATTR, owner())
+            why = skip_reason(study, trial.number, plan, budget_trials, canonical)
+            if why:
+                trial.set_user_attr(SKIPPED_ATTR, why)
+                study.tell(trial, state=TrialState.FAIL)
+                repeats = repeats + 1 if why.startswith("a plan") else 0
+                if repeats >= MAX_REPEATS:
+                    progress(f"  the sampler proposed {MAX_REPEATS} plans in a row that were measured already: "
+                             "the search stops here")
+                    break
+                continue
+            repeats = 0
+            started = time.time()
             with heartbeat(study, trial):
                 run = measure(plan)
         except KeyboardInterrupt:
-            trial.set_user_attr(INTERRUPTED_ATTR, True)
-            study.tell(trial, state=TrialState.FAIL)
+            mark_interrupted(study, trial)
             raise
         feasible = is_feasible(run, max_memory_mb)
         trial.set_user_attr(MEASUREMENT_ATTR, run.to_dict())
@@ -380,7 +390,7 @@ def describe_trial(
 ) -> str:
     changes = ", ".join(f"{k}={v}" for k, v in plan.items() if v != baseline.get(k)) or "baseline"
     trials = finished_trials(study)
-    best = max(trials, key=lambda t: t.samples_per_s, default=None)
+    best = max((t for t in trials if t.feasible), key=lambda t: t.samples_per_s, default=None)
     base = next((t.samples_per_s for t in trials if t.number == 0), 0.0)
     outcome = rate_text(run) if feasible else f"infeasible: {run.reason or 'over the memory budget'}"
     best_text = f"best {rate_text(best.measurement)}" if best else "best -"

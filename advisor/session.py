@@ -203,8 +203,7 @@ def measure_with(config: AdvisorConfig, capped: bool = True) -> Callable[[dict],
     """How a plan is measured: a full run in a fresh child, killed at `constraints.max_memory_mb`
     when `capped` (every trial and candidate); uncapped for the job as the user runs it today,
     the reference that candidates are compared with."""
-    limit = config.constraints.max_memory_mb if capped else None
-    return kind_of(config.kind).measure(config, limit)
+    return kind_of(config.kind).measure(config, capped)
 
 
 def outputs_folder(config: AdvisorConfig) -> Path:
@@ -384,11 +383,11 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
     base_trial = next((t for t in trials if t.number == 0), None)
     base_run = base_trial.measurement if base_trial else facts.evidence.full
     memory_fix = out_of_memory(base_run) or (max_memory is not None and base_run.ok and base_run.peak_memory_mb > max_memory)
-    uncapped = None
-    if out_of_memory(base_run) and max_memory is not None:
-        progress("the baseline breaks the memory budget: running it once without advisor's cap, as the reference ...")
+    uncapped, broken = None, broken_constraint(base_run, max_memory)
+    if broken:
+        progress(f"the baseline breaks {broken}: running it once without it, as the reference ...")
         uncapped = measure_with(config, capped=False)(baseline)
-    reference, reference_note = numerics_reference(base_run, uncapped, trials, baseline)
+    reference, reference_note = numerics_reference(base_run, uncapped, trials, baseline, broken or "the memory budget")
     if memory_fix:
         progress(f"the baseline does not fit ({base_run.reason or f'peak {base_run.peak_memory_mb:,.0f} MB'}); "
                  f"numerics are compared with {reference_note}")
@@ -424,8 +423,23 @@ def out_of_memory(run: Measurement) -> bool:
     return not run.ok and run.reason.startswith(MEMORY_FAILURES)
 
 
+def broken_constraint(run: Measurement, max_memory: Optional[float]) -> Optional[str]:
+    """The constraint a run failed for, in words: advisor's memory budget, or a service's SLO."""
+    if out_of_memory(run) and max_memory is not None:
+        return "the memory budget"
+    if over_slo(run):
+        return "the p95 SLO"
+    return None
+
+
+def over_slo(run: Measurement) -> bool:
+    from advisor.kinds.infer import SLO_FAILURE
+
+    return not run.ok and run.reason.startswith(SLO_FAILURE)
+
+
 def numerics_reference(base_run: Measurement, uncapped: Optional[Measurement], trials: list[search.TrialResult],
-                       baseline: dict) -> tuple[Optional[Measurement], str]:
+                       baseline: dict, constraint: str = "the memory budget") -> tuple[Optional[Measurement], str]:
     """The run whose results every candidate must reproduce: the baseline's trial; where the
     baseline broke advisor's memory budget, the baseline run once without that cap; where it
     fits nowhere (the device's own memory), the fastest trial whose recipes are all exact
@@ -433,7 +447,7 @@ def numerics_reference(base_run: Measurement, uncapped: Optional[Measurement], t
     if base_run.ok:
         return base_run, "the baseline"
     if uncapped is not None and uncapped.ok:
-        return uncapped, "the baseline run once without the memory budget"
+        return uncapped, f"the baseline run once without {constraint}"
     exact = [t for t in trials if t.feasible and active_recipes(t.plan, baseline)
              and combined_risk(active_recipes(t.plan, baseline)) == "exact"]
     if not exact:
@@ -683,6 +697,7 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
         "recipes_skipped": result.skipped,
         "min_speedup": config.search.min_speedup,
         "memory_fix": result.memory_fix,
+        "baseline_failure": next((t.measurement.reason for t in result.trials if t.number == 0 and not t.measurement.ok), ""),
         "numerics_reference": result.numerics_reference,
         "max_memory_mb": config.constraints.max_memory_mb,
         "recommendations": [r.to_dict() for r in result.recommendations],

@@ -128,24 +128,45 @@ def test_a_service_is_replayed_request_by_request(tmp_path):
     assert done.evidence.profile.operators["ops_per_step"] > 0
 
 
-@pytest.mark.integration
-def test_batching_is_verified_on_p95_for_an_under_batched_service(tmp_path):
-    """The open-load reference, reduced: diagnosed under-batched; dynamic batching verified on
-    the ratio of p95s, its outputs equal to the baseline's within output_rtol."""
+def reduced_service(name: str) -> dict:
     import yaml
 
-    from advisor.api import optimize
     from conftest import ROOT
 
-    config = yaml.safe_load((ROOT / "configs" / "serve_batching.yaml").read_text())
+    config = yaml.safe_load((ROOT / "configs" / f"{name}.yaml").read_text())
     for key in ("model", "requests"):
         file, attr = config["workload"][key].rsplit(":", 1)
         config["workload"][key] = f"{(ROOT / 'configs' / file).resolve()}:{attr}"
     config["measure"] = {"warmup_requests": 10, "requests": 300}
     config["search"] = {**config["search"], "recipes": ["dynamic_batching"], "trials": 3, "verify_top": 1}
-    done = optimize(config, root=tmp_path)
+    return config
+
+
+@pytest.mark.integration
+def test_batching_is_verified_on_p95_for_an_under_batched_service(tmp_path):
+    """The open-load reference, reduced: diagnosed under-batched; dynamic batching verified on
+    the ratio of p95s, its outputs equal to the baseline's within output_rtol."""
+    from advisor.api import optimize
+
+    done = optimize(reduced_service("serve_batching"), root=tmp_path)
     assert done.session.diagnoses[0].bottleneck == "under-batched"
     top = done.recommendations[0]
     assert top.recipes == ("dynamic_batching",) and top.verified and top.numerics["passed"], (top.speedup, top.interval, top.reason)
     assert top.latency_ms["p95_ms"] < done.payload["baseline"]["latency_ms"]["p95_ms"] / 2
     assert done.payload["unit"] == "/s (1000 / p95 ms)"
+
+
+@pytest.mark.integration
+def test_batching_raises_throughput_within_the_slo_the_baseline_breaks(tmp_path):
+    """Objective throughput under constraints.p95_ms: the overloaded baseline breaks the SLO (its
+    trial infeasible, not a crash), is run once without it as the reference, and batching is
+    verified on throughput with every round inside the SLO."""
+    from advisor.api import optimize
+
+    done = optimize(reduced_service("serve_batching_slo"), root=tmp_path)
+    base = next(t for t in done.session.trials if t.number == 0).measurement
+    assert not base.ok and base.reason.startswith("over the p95 SLO"), base.reason
+    assert done.payload["numerics_reference"] == "the baseline run once without the p95 SLO"
+    top = done.recommendations[0]
+    assert top.recipes == ("dynamic_batching",) and top.verified, (top.speedup, top.interval, top.reason)
+    assert top.interval[0] > 1.05 and top.latency_ms["p95_ms"] <= 50 and top.failed_runs == 0

@@ -53,8 +53,9 @@ class Kind(Protocol):
     def context(self, evidence: "Evidence", bottlenecks: tuple[str, ...], config: "AdvisorConfig") -> "Context":
         """What recipe selection knows about the job."""
 
-    def measure(self, config: "AdvisorConfig", limit: Optional[float]) -> Callable[[dict], "Measurement"]:
-        """How one plan is measured (a full run in a fresh child, killed at `limit` MB)."""
+    def measure(self, config: "AdvisorConfig", capped: bool) -> Callable[[dict], "Measurement"]:
+        """How one plan is measured: a full run in a fresh child; `capped`, held to the config's
+        constraints (killed at the memory budget; for a service, infeasible over its p95 SLO)."""
 
     def compare(self, candidate: "Measurement", reference: "Measurement", risk: str,
                 config: "AdvisorConfig") -> "NumericsResult":

@@ -19,6 +19,9 @@ from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence, derive_infer
 
 
+SLO_FAILURE = "over the p95 SLO"
+
+
 class InferKind:
     name = "infer"
     recipe_family = "infer"
@@ -74,7 +77,7 @@ class InferKind:
             conv_layers=seen.get("conv_layers", 0),
         )
 
-    def measure(self, config: AdvisorConfig, limit: Optional[float]):
+    def measure(self, config: AdvisorConfig, capped: bool):
         """Each plan keeps its outputs on the first requests, one file per plan; a plan whose p95
         breaks `constraints.p95_ms` is infeasible."""
         from advisor.harness import run_measurement
@@ -82,14 +85,15 @@ class InferKind:
         from advisor.session import outputs_folder, plan_key
 
         outputs = outputs_folder(config)
-        slo = config.constraints.p95_ms
+        limit = config.constraints.max_memory_mb if capped else None
+        slo = config.constraints.p95_ms if capped else None
 
         def measure(plan: dict) -> Measurement:
             outputs.mkdir(parents=True, exist_ok=True)
             path = outputs / f"{hashlib.sha256(plan_key(plan).encode()).hexdigest()[:16]}.pt"
             run = run_measurement(config, plan, "full", 1, config.measure.timeout_s, limit, output_path=path)
             if run.ok and slo is not None and run.latency["p95_ms"] > slo:
-                return dataclasses.replace(run, status="failed", reason=f"over the p95 SLO: {run.latency['p95_ms']:.1f} ms "
+                return dataclasses.replace(run, status="failed", reason=f"{SLO_FAILURE}: {run.latency['p95_ms']:.1f} ms "
                                                                         f"against constraints.p95_ms {slo:g} ms")
             return run
 

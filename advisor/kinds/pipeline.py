@@ -73,9 +73,11 @@ class PipelineKind:
             category_columns=tuple(seen.get("category_columns", ())), dask_scheduler=config.workload.dask.scheduler,
         )
 
-    def measure(self, config: AdvisorConfig, limit: Optional[float]):
+    def measure(self, config: AdvisorConfig, capped: bool):
         """Each run keeps its output, one file per plan, for the comparison with the baseline's."""
         from advisor.harness import run_measurement
+
+        limit = config.constraints.max_memory_mb if capped else None
         from advisor.session import outputs_folder, plan_key
 
         outputs = outputs_folder(config)

@@ -87,8 +87,10 @@ class TrainKind:
             return ""
         return step.rsplit(":", 1)[-1] if isinstance(step, str) else getattr(step, "__name__", "train_step")
 
-    def measure(self, config: AdvisorConfig, limit: Optional[float]):
+    def measure(self, config: AdvisorConfig, capped: bool):
         from advisor.harness import run_measurement
+
+        limit = config.constraints.max_memory_mb if capped else None
 
         def measure(plan: dict):
             return run_measurement(config, plan, "full", config.measure.steps, config.measure.timeout_s, limit)
