@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import hashlib
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -208,6 +209,21 @@ def measure_with(config: AdvisorConfig, capped: bool = True) -> Callable[[dict],
 
 def outputs_folder(config: AdvisorConfig) -> Path:
     return config.root / "advisor-cache" / config.name / "outputs"
+
+
+def output_path(config: AdvisorConfig, plan: dict, suffix: str) -> Path:
+    """Where a plan's kept output goes: one file per plan (its runs agree), in advisor's own folder."""
+    folder = outputs_folder(config)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder / f"{hashlib.sha256(plan_key(plan).encode()).hexdigest()[:16]}{suffix}"
+
+
+def foreign_output(config: AdvisorConfig, candidate: Measurement, reference: Measurement, risk: str,
+                   tolerance: float) -> Optional[NumericsResult]:
+    """A failed comparison when either kept output lies outside advisor's own folder (never read); else None."""
+    if all(own_output(config, run.output.get("path")) for run in (candidate, reference)):
+        return None
+    return NumericsResult(False, risk, math.inf, tolerance, 0, "an output lies outside advisor's own folder: not read")
 
 
 def own_output(config: AdvisorConfig, path: Optional[str]) -> bool:

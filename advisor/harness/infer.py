@@ -116,15 +116,7 @@ def make_server(model, handler: Optional[Callable], plan: dict, device: torch.de
     layout = bool(plan.get("channels_last.enabled"))
 
     def call(request: Any) -> Any:
-        if layout:
-            request = channels_last.inputs(request)
-        if handler is not None:
-            return handler(model, request)
-        if isinstance(request, Mapping):
-            return model(**request)
-        if isinstance(request, (tuple, list)):
-            return model(*request)
-        return model(request)
+        return call_model(model, handler, channels_last.inputs(request) if layout else request)
 
     def serve(batch: list) -> list:
         context = torch.inference_mode() if grad_off else torch.enable_grad()
@@ -272,13 +264,18 @@ def describe_service(job: InferJob, model: torch.nn.Module, device: torch.device
 
 def serve_once(job: InferJob, request: Any) -> Any:
     """One call as the user's service makes it (to see whether it runs with gradients on)."""
-    if job.handler is not None:
-        return job.handler(job.model, request)
+    return call_model(job.model, job.handler, request)
+
+
+def call_model(model: Any, handler: Optional[Callable], request: Any) -> Any:
+    """One request through the user's handler, else the model: a dict as keywords, a tuple as arguments."""
+    if handler is not None:
+        return handler(model, request)
     if isinstance(request, Mapping):
-        return job.model(**request)
+        return model(**request)
     if isinstance(request, (tuple, list)):
-        return job.model(*request)
-    return job.model(request)
+        return model(*request)
+    return model(request)
 
 
 def batchable(requests: list) -> bool:

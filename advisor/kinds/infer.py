@@ -11,7 +11,6 @@ each round's ratio is the ratio of the two p95s.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import os
 from typing import Any, Optional
 
@@ -82,16 +81,14 @@ class InferKind:
         breaks `constraints.p95_ms` is infeasible."""
         from advisor.harness import run_measurement
         from advisor.measure import Measurement
-        from advisor.session import outputs_folder, plan_key
+        from advisor.session import output_path
 
-        outputs = outputs_folder(config)
         limit = config.constraints.max_memory_mb if capped else None
         slo = config.constraints.p95_ms if capped else None
 
         def measure(plan: dict) -> Measurement:
-            outputs.mkdir(parents=True, exist_ok=True)
-            path = outputs / f"{hashlib.sha256(plan_key(plan).encode()).hexdigest()[:16]}.pt"
-            run = run_measurement(config, plan, "full", 1, config.measure.timeout_s, limit, output_path=path)
+            run = run_measurement(config, plan, "full", 1, config.measure.timeout_s, limit,
+                                  output_path=output_path(config, plan, ".pt"))
             if run.ok and slo is not None and run.latency["p95_ms"] > slo:
                 return dataclasses.replace(run, status="failed", reason=f"{SLO_FAILURE}: {run.latency['p95_ms']:.1f} ms "
                                                                         f"against constraints.p95_ms {slo:g} ms")
@@ -100,17 +97,13 @@ class InferKind:
         return measure
 
     def compare(self, candidate, reference, risk: str, config: AdvisorConfig):
-        import math
+        from advisor.session import foreign_output
+        from advisor.verify import compare_served
 
-        from advisor.session import own_output
-        from advisor.verify import NumericsResult, compare_served
-
-        paths = (candidate.output.get("path"), reference.output.get("path"))
         constraints = config.constraints
-        if not all(own_output(config, path) for path in paths):
-            return NumericsResult(False, risk, math.inf, constraints.output_rtol, 0,
-                                  "an output lies outside advisor's own folder: not read")
-        return compare_served(*paths, risk, constraints.output_rtol, constraints.min_top1_agreement)
+        refused = foreign_output(config, candidate, reference, risk, constraints.output_rtol)
+        return refused or compare_served(candidate.output.get("path"), reference.output.get("path"), risk,
+                                         constraints.output_rtol, constraints.min_top1_agreement)
 
     def compared_runs(self, runs: list, reference_runs: list) -> tuple[list, list]:
         return runs[-1:], reference_runs[-1:]  # every run of a plan keeps the same outputs: compare them once

@@ -7,7 +7,6 @@ whose pages would count in the peak.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from typing import Any, Optional
 
@@ -76,31 +75,24 @@ class PipelineKind:
     def measure(self, config: AdvisorConfig, capped: bool):
         """Each run keeps its output, one file per plan, for the comparison with the baseline's."""
         from advisor.harness import run_measurement
+        from advisor.session import output_path
 
         limit = config.constraints.max_memory_mb if capped else None
-        from advisor.session import outputs_folder, plan_key
-
-        outputs = outputs_folder(config)
 
         def measure(plan: dict):
-            outputs.mkdir(parents=True, exist_ok=True)
-            path = outputs / f"{hashlib.sha256(plan_key(plan).encode()).hexdigest()[:16]}.pkl"
-            return run_measurement(config, plan, "full", 1, config.measure.timeout_s, limit, output_path=path,
-                                   fresh=True)
+            return run_measurement(config, plan, "full", 1, config.measure.timeout_s, limit,
+                                   output_path=output_path(config, plan, ".pkl"), fresh=True)
 
         return measure
 
     def compare(self, candidate, reference, risk: str, config: AdvisorConfig):
-        import math
+        from advisor.session import foreign_output
+        from advisor.verify import compare_frames
 
-        from advisor.session import own_output
-        from advisor.verify import NumericsResult, compare_frames
-
-        workload, paths = config.workload, (candidate.output.get("path"), reference.output.get("path"))
-        if not all(own_output(config, path) for path in paths):  # a path from a shared study is only data
-            return NumericsResult(False, risk, math.inf, workload.float_rtol, 0,
-                                  "an output lies outside advisor's own folder: not read")
-        return compare_frames(*paths, risk, workload.float_rtol, workload.order_matters)
+        workload = config.workload  # a path from a shared study is only data: read from advisor's folder alone
+        refused = foreign_output(config, candidate, reference, risk, workload.float_rtol)
+        return refused or compare_frames(candidate.output.get("path"), reference.output.get("path"), risk,
+                                         workload.float_rtol, workload.order_matters)
 
     def compared_runs(self, runs: list, reference_runs: list) -> tuple[list, list]:
         return runs[-1:], reference_runs[-1:]  # every run of a plan writes the same output file: compare it once
