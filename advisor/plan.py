@@ -19,6 +19,7 @@ PLAN_KEYS = (
     "dataloader.pin_memory",
     "dataloader.persistent_workers",
     "threads.intra_op",
+    "threads.inter_op",
     "amp.dtype",
     "compile.mode",
     "checkpointing.share",

@@ -246,10 +246,10 @@ def render_recommendations(payload: dict) -> str:
                              + ("never (no faster per run)" if runs is None else f"{runs} run{'s' if runs != 1 else ''}"))
             if rec.get("compile"):
                 cost = rec["compile"]
-                even = cost.get("break_even_steps")
+                even, per = cost.get("break_even_steps"), cost.get("per", "step")
                 lines.append(
                     f"     compile {cost['compile_s']:.1f} s, paid back after "
-                    + (f"{even:,.0f} steps" if even else "never (no faster per step)")
+                    + (f"{even:,.0f} {per}s" if even else f"never (no faster per {per})")
                 )
     rejected = payload["rejected"]
     for rejection in rejected[:SHOWN_REJECTIONS]:

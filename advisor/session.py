@@ -157,6 +157,8 @@ def search_space(recipes: list[Recipe], context: Context) -> dict[str, Param]:
 def spelled_out(plan: dict, context: Context) -> dict:
     """A plan with torch's defaults written in, so it can be compared key by key with trials."""
     defaults = {"threads.intra_op": context.default_threads, "dataloader.prefetch_factor": 2}
+    if "threads.inter_op" in plan:  # torch sizes its inter-op pool as its intra-op one: to the cores
+        defaults["threads.inter_op"] = context.default_threads
     return {**plan, **{key: value for key, value in defaults.items() if plan.get(key) is None}}
 
 
@@ -571,7 +573,7 @@ def verify_candidates(
                 reason=verdict.reason, numerics=asdict(numerics) if numerics else {},
                 peak_memory_mb=verdict.peak_memory_mb, snippet=snippet_for(trial.plan, recipes, step),
                 trial=trial.number, samples_per_s=mean_rate(runs),
-                compile=compile_cost(runs, rounds.baseline) if "compile" in names(recipes) else {},
+                compile=compile_cost(runs, rounds.baseline, kind_of(config.kind).per) if "compile" in names(recipes) else {},
                 cache=cache_cost(runs, rounds.baseline) if "parquet_cache" in names(recipes) else {},
                 step_breakdown_ms=step_breakdown(runs), failed_runs=len(verdict.failures),
                 busy_share=max((r.other_cpu_share for r in [*runs, *rounds.baseline] if r.ok), default=0.0),
@@ -634,8 +636,8 @@ def worst_numerics(runs, baseline_runs, risk, config):
     return max(results, key=lambda r: (not r.passed, r.max_rel_diff), default=None)
 
 
-def compile_cost(runs: list[Measurement], baseline_runs: list[Measurement]) -> dict:
-    """Compile time (warm-up beyond steady steps) and the steps after which it pays off."""
+def compile_cost(runs: list[Measurement], baseline_runs: list[Measurement], per: str = "step") -> dict:
+    """Compile time (warm-up beyond steady steps or requests) and the steps (`per`) after which it pays off."""
     good = [r for r in runs if r.ok and r.warmup_ms]
     base = [r for r in baseline_runs if r.ok]
     if not good or not base:
@@ -643,7 +645,8 @@ def compile_cost(runs: list[Measurement], baseline_runs: list[Measurement]) -> d
     step_ms = sum(r.step_ms_mean for r in good) / len(good)
     base_ms = sum(r.step_ms_mean for r in base) / len(base)
     compile_s = sum(max(0.0, (sum(r.warmup_ms) - len(r.warmup_ms) * step_ms) / 1000) for r in good) / len(good)
-    return {"compile_s": compile_s, "break_even_steps": break_even_steps(compile_s, base_ms / 1000, step_ms / 1000)}
+    return {"compile_s": compile_s, "break_even_steps": break_even_steps(compile_s, base_ms / 1000, step_ms / 1000),
+            "per": per}
 
 
 def cache_cost(runs: list[Measurement], baseline_runs: list[Measurement]) -> dict:

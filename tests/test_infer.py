@@ -145,15 +145,27 @@ def reduced_service(name: str) -> dict:
 @pytest.mark.integration
 def test_batching_is_verified_on_p95_for_an_under_batched_service(tmp_path):
     """The open-load reference, reduced: diagnosed under-batched; dynamic batching verified on
-    the ratio of p95s, its outputs equal to the baseline's within output_rtol."""
-    from advisor.api import optimize
+    the ratio of p95s, its outputs equal to the baseline's within output_rtol. Retune re-checks
+    it while nothing changed, and names a changed model."""
+    from advisor.api import as_config, optimize
+    from advisor.fingerprint import describe_changes, fingerprint
+    from advisor.retune import retune
 
-    done = optimize(reduced_service("serve_batching"), root=tmp_path)
+    service = reduced_service("serve_batching")
+    done = optimize(service, root=tmp_path)
     assert done.session.diagnoses[0].bottleneck == "under-batched"
     top = done.recommendations[0]
     assert top.recipes == ("dynamic_batching",) and top.verified and top.numerics["passed"], (top.speedup, top.interval, top.reason)
     assert top.latency_ms["p95_ms"] < done.payload["baseline"]["latency_ms"]["p95_ms"] / 2
     assert done.payload["unit"] == "/s (1000 / p95 ms)"
+
+    config = as_config(service, tmp_path)
+    rechecked = retune(config, done.payload)
+    assert rechecked.status == "holds" and not rechecked.changes, rechecked.detail
+    wider = as_config({**service, "workload": {**service["workload"], "model_args": {"hidden": 1024}}}, tmp_path)
+    environment = done.session.evidence.full.environment
+    changes = describe_changes(done.payload["fingerprint_components"], fingerprint(wider, environment)["components"])
+    assert any("workload.model_args.hidden" in change for change in changes), changes
 
 
 @pytest.mark.integration

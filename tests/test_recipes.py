@@ -65,7 +65,8 @@ def test_recipe_contract(recipe):
         assert all(in_space(value, space[key]) for key, value in textbook.items())
         baseline = {**{key: None for key in PLAN_KEYS}, "dataloader.num_workers": 0, "dataloader.prefetch_factor": 2,
                     "dataloader.persistent_workers": False, "dataloader.pin_memory": False,
-                    "threads.intra_op": context.default_threads, "checkpointing.share": 0.0,
+                    "threads.intra_op": context.default_threads, "threads.inter_op": context.default_threads,
+                    "checkpointing.share": 0.0,
                     "grad_accumulation.micro_batches": 1,
                     "pipeline.parquet_cache": False, "pipeline.format": context.source_format or None,
                     "inference_mode.enabled": False, "warmup.requests": 0, "dynamic_batching.max_batch": 1,
@@ -90,6 +91,12 @@ def test_when_recipes_do_not_apply():
     assert "float16" in by_name("amp").space(Context("cuda", 2, 2, 0, True))["amp.dtype"].options
     assert "dataloader.pin_memory" not in by_name("dataloader").space(cpu)
     assert "dataloader.pin_memory" in by_name("dataloader").space(Context("cuda", 2, 2, 0, True))
+
+
+def test_a_service_also_tunes_inter_op_threads():
+    assert set(by_name("threads").space(SERVING[0])) == {"threads.intra_op", "threads.inter_op"}
+    assert set(by_name("threads").space(Context("cpu", 2, 2, 0, True))) == {"threads.intra_op"}
+    assert "set_num_interop_threads(1)" in by_name("threads").snippet({"threads.intra_op": 2, "threads.inter_op": 1})
 
 
 def test_fetch_stalls_search_past_the_core_count():

@@ -85,7 +85,7 @@ def prepare_process(config: AdvisorConfig, plan: dict) -> tuple[torch.device, in
     and torch's own thread count before the plan changed it."""
     seed_everything(config.measure.seed)
     default_threads = torch.get_num_threads()
-    threads.apply_threads(plan.get("threads.intra_op"))
+    threads.apply_threads(plan.get("threads.intra_op"), plan.get("threads.inter_op"))
     return pick_device(config.workload.device), default_threads
 
 

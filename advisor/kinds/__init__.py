@@ -34,6 +34,7 @@ class Kind(Protocol):
     fresh_children: bool  # children start a fresh interpreter rather than from the torch fork server
     strict_recipes: bool  # a recipe listed by name that cannot run is an error, not a skip
     memory_fixes: tuple[str, ...]  # what a memory diagnosis suggests
+    per: str  # what one timed unit is called, for one-off costs paid back "after N steps"
 
     def unit(self, config: "AdvisorConfig") -> str:
         """The unit of a run's objective value (`samples_per_s`): samples/s, rows/s, 1000 / p95 ms."""

@@ -31,6 +31,7 @@ class InferKind:
     fresh_children = False
     strict_recipes = False
     memory_fixes = ("quantize_dynamic", "amp", "inference_mode")
+    per = "request"
 
     def unit(self, config: AdvisorConfig) -> str:
         return "/s (1000 / p95 ms)" if config.objective == "p95" else "requests/s"
@@ -44,6 +45,7 @@ class InferKind:
     def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
         return {
             "threads.intra_op": config.workload.threads,
+            "threads.inter_op": None,
             "amp.dtype": None,
             "compile.mode": None,
             "inference_mode.enabled": False,

@@ -24,6 +24,7 @@ class PipelineKind:
     fresh_children = True
     strict_recipes = True
     memory_fixes = ("chunked", "dask", "columns", "dtypes")
+    per = "run"
 
     def unit(self, config: AdvisorConfig) -> str:
         return "rows/s"

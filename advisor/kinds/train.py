@@ -28,6 +28,7 @@ class TrainKind:
     fresh_children = False
     strict_recipes = False
     memory_fixes = ("checkpointing", "amp")
+    per = "step"
 
     def unit(self, config: AdvisorConfig) -> str:
         return "samples/s"
