@@ -31,6 +31,7 @@ PLAN_KEYS = (
     "dynamic_batching.max_wait_ms",
     "quantize_dynamic.dtype",
     "channels_last.enabled",
+    "pipeline.vectorise",
     "pipeline.format",
     "pipeline.engine",
     "pipeline.dtype_backend",

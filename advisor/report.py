@@ -45,7 +45,7 @@ def pipeline_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
     """A pipeline's diagnosis: its stages, the bottlenecks, its hot source lines, the advice."""
     from advisor.advice import advice_for
 
-    advice = advice_for(evidence.profile.hotspots) if any(d.bottleneck == "python" for d in diagnoses) else []
+    advice = advice_for(evidence.profile.hotspots, evidence.profile.environment.get("row_functions")) if any(d.bottleneck == "python" for d in diagnoses) else []
     return pipeline_lines(evidence) + diagnosis_lines(diagnoses) + hotspot_lines(evidence) + advice_lines(advice)
 
 
@@ -157,7 +157,8 @@ def hotspot_lines(evidence: Evidence) -> list[str]:
 def advice_lines(advice: list[dict]) -> list[str]:
     lines = []
     for item in advice:
-        lines += ["", f"advice, UNVERIFIED: the row-wise call at {item['where']} (`{item['code']}`) takes "
+        label = "rewritten, to be measured" if item.get("status") == "equal" else "advice, UNVERIFIED"
+        lines += ["", f"{label}: the row-wise call at {item['where']} (`{item['code']}`) takes "
                       f"{item['share_of_transform']:.0%} of the transform; its row function is at {item['row_function']}.",
                   item["suggestion"], f"({item['note']})"]
     return lines
@@ -176,6 +177,20 @@ def _cores() -> int:
 
 
 SHOWN_REJECTIONS = 4
+
+
+def rewrite_lines(rec: dict, payload: dict) -> list[str]:
+    """A vectorised plan's rewrites as diffs against the user's functions, and the share of the
+    transform the row-wise code had."""
+    chosen = set((rec["plan"].get("pipeline.vectorise") or "").split(",")) - {""}
+    if not chosen:
+        return []
+    share = next((a["share_of_transform"] for a in payload.get("advice", [])), None)
+    lines = ["     rewritten row functions" + (f" (the row-wise call took {share:.0%} of the transform)" if share else "") + ":"]
+    for function in payload.get("row_functions", []):
+        if function["where"] in chosen:
+            lines += ["       " + line for line in function["diff"].rstrip().splitlines()]
+    return lines
 
 
 def latency_text(latency: dict) -> str:
@@ -217,6 +232,7 @@ def render_recommendations(payload: dict) -> str:
             lines.append(f"     {', '.join(f'{k}={v}' for k, v in rec['changes'].items())}")
             if rec.get("latency_ms"):
                 lines.append(f"     latency {latency_text(rec['latency_ms'])}")
+            lines += rewrite_lines(rec, payload)
             if rec.get("busy_share", 0.0) >= BUSY_SHARE:
                 lines.append(f"     the machine was busy while it was verified: other processes took up to "
                              f"{rec['busy_share']:.0%} of its CPU")

@@ -194,10 +194,17 @@ def combined_risk(recipes: tuple[Recipe, ...]) -> str:
     return max((r.risk for r in recipes), key=RISK_ORDER.__getitem__, default="exact")
 
 
-def snippet_for(plan: dict, recipes: tuple[Recipe, ...], step: str = "") -> str:
-    """The code to paste; recipes that act around the step name the user's own (`step`) where there is one."""
+def tuples(value):
+    """JSON's lists as the tuples they were (a Context read back from the study)."""
+    return tuple(tuples(v) for v in value) if isinstance(value, list) else value
+
+
+def snippet_for(plan: dict, recipes: tuple[Recipe, ...], context: Optional[Context] = None) -> str:
+    """The code to paste; a recipe says more where the context has it (the user's own step by
+    name, the rewritten row functions)."""
     def code(recipe: Recipe) -> str:
-        return recipe.around_step(plan, step) if step and recipe.around_step else recipe.snippet(plan)
+        told = recipe.snippet_in(plan, context) if context is not None and recipe.snippet_in else None
+        return told or recipe.snippet(plan)
 
     return "\n\n".join(f"# {r.name}: {r.summary}\n{code(r)}" for r in recipes)
 
@@ -334,7 +341,7 @@ class SessionFacts:
         context = attrs["context"]
         return cls(
             evidence=Evidence.from_dict(attrs["evidence"]),
-            context=Context(**{**context, "bottlenecks": tuple(context["bottlenecks"])}),
+            context=Context(**{key: tuples(value) for key, value in context.items()}),
             chosen=tuple(attrs["chosen"]),
             skipped=attrs["skipped"],
             baseline=attrs["baseline"],
@@ -418,7 +425,7 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
         recommendations, baseline_breakdown, late_rejections = verify_candidates(
             candidates, baseline, config, measure, memory_fix, progress, reference_plan=reference.plan,
             with_ideal=input_bound and bool(facts.evidence.derived.get("ideal_samples_per_s")), on_verdict=hooks.verdict,
-            step=facts.context.step, baseline_latency=baseline_latency,
+            context=facts.context, baseline_latency=baseline_latency,
         )
         rejected += late_rejections
     return SessionResult(
@@ -521,7 +528,7 @@ def verify_candidates(
     reference_plan: Optional[dict] = None,
     with_ideal: bool = False,
     on_verdict: Callable[..., None] = lambda *args: None,
-    step: str = "",
+    context: Optional[Context] = None,
     baseline_latency: Optional[dict] = None,  # filled with the baseline's latency in these rounds (services)
 ) -> tuple[list[Recommendation], dict, list[Rejection]]:
     """Re-measures the candidates interleaved with the reference (the baseline, run as the user
@@ -571,7 +578,7 @@ def verify_candidates(
                 rank=0, recipes=names(recipes), plan=trial.plan, changes=changes_of(trial.plan, baseline),
                 speedup=verdict.speedup, interval=(verdict.low, verdict.high), verified=verdict.verified,
                 reason=verdict.reason, numerics=asdict(numerics) if numerics else {},
-                peak_memory_mb=verdict.peak_memory_mb, snippet=snippet_for(trial.plan, recipes, step),
+                peak_memory_mb=verdict.peak_memory_mb, snippet=snippet_for(trial.plan, recipes, context),
                 trial=trial.number, samples_per_s=mean_rate(runs),
                 compile=compile_cost(runs, rounds.baseline, kind_of(config.kind).per) if "compile" in names(recipes) else {},
                 cache=cache_cost(runs, rounds.baseline) if "parquet_cache" in names(recipes) else {},
@@ -710,8 +717,9 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
             "latency_ms": result.baseline_latency_ms,
         },
         "diagnoses": [d.to_dict() for d in result.diagnoses],
-        "advice": advice_for(result.evidence.profile.hotspots) if any(
+        "advice": advice_for(result.evidence.profile.hotspots, result.evidence.profile.environment.get("row_functions")) if any(
             d.bottleneck == "python" for d in result.diagnoses) else [],
+        "row_functions": result.evidence.profile.environment.get("row_functions", []),
         "recipes_tried": list(result.chosen),
         "recipes_skipped": result.skipped,
         "min_speedup": config.search.min_speedup,

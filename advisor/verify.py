@@ -147,16 +147,42 @@ def compare_frames(candidate: Optional[str], baseline: Optional[str], risk: str,
         theirs = theirs.sort_values(keys, kind="mergesort", ignore_index=True)
     worst = 0.0
     for column in mine.columns:
-        a, b = mine[column].to_numpy(), theirs[column].to_numpy()
-        if mine[column].dtype == "float64":
-            if not np.array_equal(np.isnan(a), np.isnan(b)):
-                return NumericsResult(False, risk, math.inf, rtol, len(mine), f"column {column!r}: missing values differ")
-            diff = np.abs(a - b) / np.maximum(np.abs(b), 1e-300)
-            worst = max(worst, float(np.nanmax(diff, initial=0.0)))
-        elif not np.array_equal(a, b):
-            return NumericsResult(False, risk, math.inf, rtol, len(mine), f"column {column!r}: values differ")
-    note = "" if worst <= rtol else f"a float differs by {worst:.2e} relative, over the {rtol:.0e} tolerance"
-    return NumericsResult(worst <= rtol, risk, worst, rtol, len(mine), note)
+        relative, problem = column_difference(mine[column], theirs[column], rtol)
+        if problem:
+            return NumericsResult(False, risk, relative, rtol, len(mine), f"column {column!r}: {problem}")
+        worst = max(worst, relative)
+    return NumericsResult(True, risk, worst, rtol, len(mine), "")
+
+
+def column_difference(mine, theirs, rtol: float) -> tuple[float, Optional[str]]:
+    """Two plain columns (`_plain`) of equal length: the largest relative difference of their
+    floats, and where they first disagree ("row 12: 'nan' against the baseline's 'None'"),
+    None when every value is equal (floats: within `rtol`)."""
+    import numpy as np
+
+    a, b = mine.to_numpy(), theirs.to_numpy()
+    if mine.dtype == "float64" and theirs.dtype == "float64":
+        relative = np.abs(a - b) / np.maximum(np.abs(b), 1e-300)
+        bad = (np.isnan(a) != np.isnan(b)) | (relative > rtol)
+        worst = float(np.nanmax(np.where(np.isnan(a) != np.isnan(b), np.inf, relative), initial=0.0))
+    else:
+        bad, worst = a.astype(str) != b.astype(str), 0.0
+    if not bad.any():
+        return worst, None
+    row = int(np.argmax(bad))
+    what = "a float off by more than the tolerance" if mine.dtype == "float64" and worst < math.inf else "values differ"
+    return math.inf if what == "values differ" else worst, f"{what}; first at row {row}: {a[row]!r} against the baseline's {b[row]!r}"
+
+
+def first_difference(candidate, baseline, rtol: float) -> Optional[str]:
+    """Where two series first disagree under the pipeline's comparison rules; None when they agree."""
+    import pandas as pd
+
+    if len(candidate) != len(baseline):
+        return f"{len(candidate):,} rows against the baseline's {len(baseline):,}"
+    mine = _plain(pd.DataFrame({"value": candidate.reset_index(drop=True)}))["value"]
+    theirs = _plain(pd.DataFrame({"value": baseline.reset_index(drop=True)}))["value"]
+    return column_difference(mine, theirs, rtol)[1]
 
 
 def _plain(frame):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from recipes import (
     amp, arrow_engine, channels_last, checkpointing, chunked, columns, compile, dask, dataloader, dtypes, dynamic_batching,
-    grad_accumulation, inference_mode, parquet_cache, quantize_dynamic, threads, warmup,
+    grad_accumulation, inference_mode, parquet_cache, quantize_dynamic, threads, vectorise, warmup,
 )
 from recipes.base import Choice, Context, IntRange, Param, Recipe
 
@@ -22,6 +22,7 @@ RECIPES: tuple[Recipe, ...] = (
     quantize_dynamic.RECIPE,
     channels_last.RECIPE,
     # pandas pipelines
+    vectorise.RECIPE,
     parquet_cache.RECIPE,
     arrow_engine.RECIPE,
     columns.RECIPE,

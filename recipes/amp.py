@@ -78,5 +78,5 @@ RECIPE = Recipe(
     snippet=snippet,
     kinds=("train", "infer"),
     textbook=lambda context: {"amp.dtype": "bfloat16"},
-    around_step=around_step,
+    snippet_in=lambda plan, context: around_step(plan, context.step) if context.step else None,
 )

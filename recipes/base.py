@@ -34,6 +34,8 @@ class Context:
     used_columns: tuple[str, ...] = ()  # the columns the transform reads (detected)
     category_columns: tuple[str, ...] = ()  # low-cardinality text columns
     dask_scheduler: Optional[str] = None  # a running cluster's address, from the config
+    rewrites: tuple[tuple[str, str], ...] = ()  # (file.py:line, its column form): row functions rewritten, equal on a sample
+    rewrite_problems: tuple[str, ...] = ()  # why the others were not: the construct, or the first row that differs
     # Inference only, from the baseline's runs and the config's load:
     grad_enabled: bool = False  # the service's outputs carry autograd history
     open_load: bool = False  # requests arrive on their own (Poisson), not when the last one returned
@@ -71,7 +73,8 @@ class Recipe:
     snippet: Callable[[dict], str]
     textbook: Callable[[Context], dict]  # the setting a blog post would pick: tried first
     kinds: tuple[str, ...] = ("train",)  # the workload kinds it applies to
-    around_step: Optional[Callable[[dict, str], str]] = None  # its snippet around the user's own step, by name
+    # its snippet where the context says more (the user's own step, rewritten functions); None: `snippet`
+    snippet_in: Optional[Callable[[dict, Context], Optional[str]]] = None
 
     def active(self, plan: dict, baseline: dict) -> bool:
         """Whether `plan` changes any of this recipe's keys from the baseline."""

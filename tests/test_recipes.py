@@ -32,7 +32,8 @@ CONTEXTS = SERVING + [
 ] + [
     Context(device="cpu", cores=cores, default_threads=1, blocks=0, cpu_bf16=False, bottlenecks=("parse", "memory"),
             kind="pipeline", source_format=fmt, partition_safe=safe, rows=100_000, columns=("a", "b", "c"),
-            used_columns=used, category_columns=categories, dask_scheduler=scheduler)
+            used_columns=used, category_columns=categories, dask_scheduler=scheduler,
+            rewrites=(("a.py:3", "def f_columns(frame):\n    return frame['a'] * 2\n"),) if used == ("a", "b") else ())
     for cores, fmt, safe, used, categories, scheduler in itertools.product(
         (1, 2), ("csv", "jsonl", "parquet"), (False, True), (("a", "b"), ("a", "b", "c")), ((), ("c",)),
         (None, "tcp://127.0.0.1:8786"),

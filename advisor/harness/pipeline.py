@@ -23,7 +23,7 @@ import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -35,6 +35,7 @@ from advisor.measure import descendants_cpu_seconds, machine_busy_seconds, other
 
 CACHE_CHUNK_ROWS = 250_000  # rows parsed at a time while building a Parquet cache
 SAMPLE_ROWS = 2000  # rows the profile run's column probes work on
+CHECK_ROWS = 20_000  # rows on which each row function's rewrite is computed beside it (the vectorise recipe)
 PROFILE_INTERVAL_S = 0.002
 LOW_CARDINALITY = 0.05  # distinct values per row below which a text column becomes a category
 SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".json": "jsonl"}
@@ -318,6 +319,10 @@ def run(config: AdvisorConfig, code: PipelineCode, plan: dict, mode: str, output
     if mode == "profile":
         return profile(config, code, files, fmt)
     started = time.perf_counter()
+    if plan.get("pipeline.vectorise"):
+        from advisor.harness.vectorised import with_vectorised
+
+        code = replace(code, transform=with_vectorised(code.transform, plan["pipeline.vectorise"]))
     setup = {}
     if plan.get("pipeline.parquet_cache") and fmt != "parquet":
         files, built_s = parquet_cache(config, files, fmt)
@@ -410,8 +415,30 @@ def profile(config: AdvisorConfig, code: PipelineCode, files: list[Path], fmt: s
             "category_columns": category_columns(frame),
             "frame_mb": frame.memory_usage(deep=True).sum() / 2**20,
             "source_bytes": sum(f.stat().st_size for f in files),
+            "row_functions": row_functions(code, frame.head(CHECK_ROWS), config.workload.float_rtol),
         },
     }
+
+
+def row_functions(code: PipelineCode, sample: pd.DataFrame, rtol: float) -> list[dict]:
+    """Each user function pandas calls row by row, its rewrite over columns, and whether the
+    rewrite gives the row-wise values on `sample` (else the first row that differs, or the
+    construct it cannot rewrite)."""
+    from advisor.harness.vectorised import callbacks_vectorised
+
+    checks = callbacks_vectorised(check=user_file(code.roots), rtol=rtol)
+    try:
+        with checks:
+            code.transform(sample.copy())
+    except Exception:  # the transform's own failure shows in the full run; what was checked stands
+        pass
+    return list(checks.found.values())
+
+
+def user_file(roots: tuple[str, ...]) -> Callable[[str], bool]:
+    """Whether a source file is the user's: under their code's folders, not a library's or advisor's."""
+    prefixes = tuple(str(Path(r).resolve()) + os.sep for r in roots)
+    return lambda file: file.startswith(prefixes) and "site-packages" not in file and "/advisor/" not in file
 
 
 def used_columns(sample: pd.DataFrame, transform: Callable) -> list[str]:
@@ -446,7 +473,7 @@ class LineSampler:
     a Python function, calling the user's code back once per row."""
 
     def __init__(self, thread_id: int, roots: tuple[str, ...]):
-        self.thread_id, self.roots = thread_id, tuple(str(Path(r).resolve()) + os.sep for r in roots)
+        self.thread_id, self._user_file = thread_id, user_file(roots)
         self._is_user: dict[str, bool] = {}
         self.lines: Counter = Counter()
         self.inclusive: Counter = Counter()
@@ -474,7 +501,7 @@ class LineSampler:
 
     def is_user(self, file: str) -> bool:
         if file not in self._is_user:
-            self._is_user[file] = file.startswith(self.roots) and "site-packages" not in file and "/advisor/" not in file
+            self._is_user[file] = self._user_file(file)
         return self._is_user[file]
 
     def _record(self, frame) -> None:

@@ -48,6 +48,7 @@ class PipelineKind:
             "pipeline.columns": None,
             "pipeline.parquet_cache": False,
             "pipeline.chunksize": None,
+            "pipeline.vectorise": None,
             "pipeline.dask_workers": None,
             "pipeline.dask_scheduler": None,
             "pipeline.dask_partitions": None,
@@ -65,12 +66,15 @@ class PipelineKind:
         from recipes import Context
 
         seen = evidence.profile.environment
+        row_functions = seen.get("row_functions", [])
         return Context(
             device="cpu", cores=os.cpu_count() or 1, default_threads=1, blocks=0, cpu_bf16=False,
             bottlenecks=bottlenecks, kind=self.recipe_family, source_format=seen.get("format", ""),
             partition_safe=config.workload.partition_safe, rows=seen.get("rows", 0),
             columns=tuple(seen.get("columns", ())), used_columns=tuple(seen.get("used_columns", ())),
             category_columns=tuple(seen.get("category_columns", ())), dask_scheduler=config.workload.dask.scheduler,
+            rewrites=tuple((f["where"], f["rewrite"]) for f in row_functions if f["status"] == "equal"),
+            rewrite_problems=tuple(f"{f['name']} ({f['where']}): {f['detail']}" for f in row_functions if f["status"] != "equal"),
         )
 
     def measure(self, config: AdvisorConfig, capped: bool):

@@ -64,3 +64,16 @@ def events(rng: np.random.Generator, rows: int = 6_000_000) -> pd.DataFrame:
         "value": rng.uniform(0, 100, rows).round(2),
         "ms": rng.integers(1, 60_000, rows),
     })
+
+
+def notes(rng: np.random.Generator, rows: int = 150_000) -> pd.DataFrame:
+    """Orders as a shop exports them: padded region names, a minimum price that is sometimes
+    missing, and a free-text note that is empty for most orders (missing once parsed)."""
+    return pd.DataFrame({
+        "order_id": np.arange(rows),
+        "region": rng.choice(["north", " south", "East ", "west"], rows),
+        "quantity": rng.integers(1, 20, rows),
+        "price": rng.uniform(1, 100, rows).round(2),
+        "floor": np.where(rng.random(rows) < 0.1, np.nan, rng.uniform(1, 100, rows).round(2)),
+        "note": rng.choice(["", "", "", "gift", "rush", "void"], rows),
+    })

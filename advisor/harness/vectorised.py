@@ -1,0 +1,136 @@
+"""The `vectorise` recipe at run time: the user's row-wise callbacks answered by their rewrites.
+
+While the user's transform runs, `DataFrame.apply(f, axis=1)`, `Series.apply(f)` and
+`Series.map(f)` of a function the plan names (`file.py:line`, as the profile found it) call
+the function's column form instead (`advisor.vectorise`), built once from the user's source
+with the user's own globals. Any other call, or one with arguments the rewrite does not cover,
+runs as written. The user's files are read, never written; the transform is wrapped, not
+edited, so the wrapper travels to Dask's workers with it.
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import numpy as np
+import pandas as pd
+
+from advisor.verify import first_difference
+from advisor.vectorise import Unsupported, function_at, rewrite
+
+
+def locator(code) -> str:
+    return f"{Path(code.co_filename).name}:{code.co_firstlineno}"
+
+
+def columns_function(function: Callable, mode: str) -> Callable:
+    """The column form of `function`, executed with the function's globals and closure."""
+    code = function.__code__
+    source = Path(code.co_filename).read_text()
+    node = function_at(source, code.co_firstlineno)
+    if node is None:
+        raise Unsupported(f"no function at {locator(code)}")
+    written = rewrite(node, source, mode)
+    namespace: dict[str, Any] = {"np": np, "pd": pd, **function.__globals__}
+    cells = function.__closure__ or ()
+    namespace.update({name: cell.cell_contents for name, cell in zip(code.co_freevars, cells)})
+    exec(compile(written.text, f"<advisor: {written.columns_name}>", "exec"), namespace)
+    return namespace[written.columns_name]
+
+
+def as_series(result: Any, like: pd.Series | pd.DataFrame, name: Optional[str]) -> pd.Series:
+    """The column form's result as the row-wise call returns it: a series on the input's index."""
+    if isinstance(result, pd.Series):
+        return result.rename(name) if result.name != name else result
+    return pd.Series(result if np.ndim(result) else [result] * len(like), index=like.index, name=name)
+
+
+def with_vectorised(transform: Callable, targets: str) -> Callable:
+    """`transform`, calling the column forms of the functions at `targets` ("a.py:10,a.py:24")."""
+    wanted = frozenset(targets.split(","))
+
+    @functools.wraps(transform)
+    def vectorised_transform(frame: pd.DataFrame):
+        with callbacks_vectorised(wanted):
+            return transform(frame)
+
+    return vectorised_transform
+
+
+class callbacks_vectorised:
+    """Patches pandas' per-row entry points for the duration of the transform, in this process.
+
+    With `wanted`, the functions there are answered by their column forms. With `check` (a
+    callable deciding whether a file is the user's), every user function called row by row
+    runs as written, and its column form is computed beside it and compared: `found` then holds
+    each function's verdict (the same values, the first row that differs, or the construct the
+    rewriter cannot express)."""
+
+    def __init__(self, wanted: frozenset = frozenset(), check: Optional[Callable[[str], bool]] = None,
+                 rtol: float = 1e-9):
+        self.wanted, self.check, self.rtol = wanted, check, rtol
+        self.built: dict = {}
+        self.found: dict[str, dict] = {}
+
+    def column_form(self, function: Any, mode: str) -> Optional[Callable]:
+        code = getattr(function, "__code__", None)
+        if code is None or locator(code) not in self.wanted:
+            return None
+        if (code, mode) not in self.built:
+            self.built[(code, mode)] = columns_function(function, mode)
+        return self.built[(code, mode)]
+
+    def answer(self, function: Any, mode: str, data, name, as_written: Callable[[], Any]):
+        if self.check is None:
+            form = self.column_form(function, mode)
+            return as_series(form(data), data, name) if form else as_written()
+        expected = as_written()
+        code = getattr(function, "__code__", None)
+        if code is not None and self.check(code.co_filename) and locator(code) not in self.found:
+            self.found[locator(code)] = self.verdict(function, mode, data, name, expected)
+        return expected
+
+    def verdict(self, function, mode: str, data, name, expected) -> dict:
+        code = function.__code__
+        entry = {"where": locator(code), "file": code.co_filename, "line": code.co_firstlineno,
+                 "name": code.co_name, "mode": mode}
+        try:
+            source = Path(code.co_filename).read_text()
+            written = rewrite(function_at(source, code.co_firstlineno), source, mode)
+        except (Unsupported, OSError, SyntaxError) as problem:
+            return {**entry, "status": "unsupported", "detail": str(problem)}
+        entry.update(rewrite=written.text, diff=written.diff(locator(code)))
+        try:
+            got = as_series(columns_function(function, mode)(data), data, name)
+        except Exception as error:  # the column form fails where the row-wise code did not
+            return {**entry, "status": "differs", "detail": f"the rewrite raised {type(error).__name__}: {error}"}
+        difference = first_difference(got, expected, self.rtol)
+        return {**entry, "status": "differs" if difference else "equal", "detail": difference or ""}
+
+    def __enter__(self):
+        self.saved = pd.DataFrame.apply, pd.Series.apply, pd.Series.map
+        frame_apply, series_apply, series_map = self.saved
+        forms = self
+
+        def apply_rows(frame, func, axis=0, *args, **kwargs):
+            if axis not in (1, "columns") or args or kwargs:
+                return frame_apply(frame, func, axis, *args, **kwargs)
+            return forms.answer(func, "row", frame, None, lambda: frame_apply(frame, func, axis))
+
+        def apply_values(series, func, *args, **kwargs):
+            if args or kwargs:
+                return series_apply(series, func, *args, **kwargs)
+            return forms.answer(func, "value", series, series.name, lambda: series_apply(series, func))
+
+        def map_values(series, arg, na_action=None, **kwargs):
+            if na_action is not None or kwargs or not callable(arg):
+                return series_map(series, arg, na_action, **kwargs)
+            return forms.answer(arg, "value", series, series.name, lambda: series_map(series, arg))
+
+        pd.DataFrame.apply, pd.Series.apply, pd.Series.map = apply_rows, apply_values, map_values
+        return self
+
+    def __exit__(self, *exc):
+        pd.DataFrame.apply, pd.Series.apply, pd.Series.map = self.saved
