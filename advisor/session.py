@@ -115,12 +115,15 @@ def make_context(evidence: Evidence, diagnoses: list[Diagnosis], config: Advisor
 def select_recipes(setting, context: Context, strict: bool = False) -> tuple[list[Recipe], dict[str, str]]:
     """The recipes to trial, and why each other one was left out.
 
-    `auto` takes every applicable recipe that targets a diagnosed bottleneck; a list names them
+    `auto` takes every applicable recipe that targets a diagnosed bottleneck, and those for what
+    such a recipe unmasks (the read, once row-wise code is vectorised); a list names them
     (`strict`: a listed recipe that cannot run here is an error).
     """
     known = {recipe.name: recipe for recipe in RECIPES if context.kind in recipe.kinds}
     if setting == "auto":
-        wanted = [r for r in RECIPES if set(r.targets) & set(context.bottlenecks)]
+        targeted = [r for r in known.values() if set(r.targets) & set(context.bottlenecks)]
+        unmasked = {b for r in targeted if not r.why_not(context) for b in r.unmasks}
+        wanted = [r for r in RECIPES if set(r.targets) & (set(context.bottlenecks) | unmasked)]
     else:
         names = [setting] if isinstance(setting, str) else list(setting)
         for name in names:

@@ -73,6 +73,7 @@ class Recipe:
     snippet: Callable[[dict], str]
     textbook: Callable[[Context], dict]  # the setting a blog post would pick: tried first
     kinds: tuple[str, ...] = ("train",)  # the workload kinds it applies to
+    unmasks: tuple[str, ...] = ()  # the bottlenecks left on top once it works: their recipes are tried with it
     # its snippet where the context says more (the user's own step, rewritten functions); None: `snippet`
     snippet_in: Optional[Callable[[dict, Context], Optional[str]]] = None
 

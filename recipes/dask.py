@@ -25,6 +25,10 @@ def space(context: Context) -> dict:
     return params
 
 
+# Dask's default reads text as Arrow strings with NA semantics (a filter `note != "x"` then drops
+# the missing notes pandas keeps): read as pandas does, or the results change.
+SAME_AS_PANDAS = 'dask.config.set({"dataframe.convert-string": False})  # pandas\' dtypes and missing-text semantics'
+
 READERS = {"parquet": "read_parquet(path).repartition(npartitions=partitions",
            "jsonl": "read_json(path, lines=True, blocksize=size // partitions"}
 
@@ -32,14 +36,17 @@ READERS = {"parquet": "read_parquet(path).repartition(npartitions=partitions",
 def snippet(plan: dict) -> str:
     if plan.get("pipeline.dask_scheduler") == "processes":
         return ("import dask, dask.dataframe as dd\n"
+                f"{SAME_AS_PANDAS}\n"
                 f"parts = dd.{READERS.get(plan.get('pipeline.format'), 'read_csv(path, blocksize=size // partitions')})"
                 f".to_delayed()  # partitions = {plan.get('pipeline.dask_partitions') or 'two per worker'}\n"
                 "with dask.config.set({'multiprocessing.context': 'fork'}):\n"
                 "    results = dask.compute(*[dask.delayed(transform)(part) for part in parts], "
                 f"scheduler='processes', num_workers={plan['pipeline.dask_workers']})\n"
                 "result = combine(list(results))")
-    return ("from dask import compute, delayed\n"
+    return ("import dask, dask.dataframe as dd\n"
+            "from dask import compute, delayed\n"
             "from distributed import Client, LocalCluster\n"
+            f"{SAME_AS_PANDAS}\n"
             f"client = Client(LocalCluster(n_workers={plan['pipeline.dask_workers']}, threads_per_worker=1))"
             "  # or Client('tcp://scheduler:8786')\n"
             f"parts = dd.{READERS.get(plan.get('pipeline.format'), 'read_csv(path, blocksize=size // partitions')})"

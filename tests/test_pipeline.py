@@ -147,6 +147,7 @@ def test_parse_bound_json_lines_are_diagnosed(tmp_path):
     assert diagnosis["bottleneck"] == "parse"
     seen = diagnosis["evidence"]["runs"]["profile"]["environment"]
     assert seen["used_columns"] == ["key", "amount"] and "city" in seen["category_columns"]
+    assert seen["row_functions"] == [], "no row-wise code: nothing for the vectorise recipe to rewrite"
 
 
 # ------------------------------------------------------------------ the loop, end to end

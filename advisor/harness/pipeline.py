@@ -38,6 +38,7 @@ SAMPLE_ROWS = 2000  # rows the profile run's column probes work on
 CHECK_ROWS = 20_000  # rows on which each row function's rewrite is computed beside it (the vectorise recipe)
 PROFILE_INTERVAL_S = 0.002
 LOW_CARDINALITY = 0.05  # distinct values per row below which a text column becomes a category
+PANDAS_SEMANTICS = {"dataframe.convert-string": False}  # Dask reads as pandas does: the user's dtypes, NaN for missing text
 SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".json": "jsonl"}
 
 
@@ -253,13 +254,16 @@ def run_dask(config, files, fmt, options, plan, code, stages) -> tuple[pd.DataFr
         cloudpickle.register_pickle_by_value(module)  # workers need not see the user's files
     workers = int(plan["pipeline.dask_workers"])
     address = config.workload.dask.scheduler
-    if address or (plan.get("pipeline.dask_scheduler") or "distributed") == "distributed":
-        with dask_client(address, workers, stages) as client:
-            workers = len(client.scheduler_info()["workers"])
-            return dask_compute(files, fmt, options, plan, code, stages, workers, {})
-    with dask.config.set({"multiprocessing.context": "fork"}):  # workers start as copies of this process
-        return dask_compute(files, fmt, options, plan, code, stages, workers,
-                            {"scheduler": "processes", "num_workers": workers})
+    # Dask's default reads text as Arrow strings with NA semantics, so `frame[frame.note != "x"]`
+    # drops the rows pandas keeps (a missing note is not "x" in pandas). Off: pandas' own dtypes.
+    with dask.config.set(PANDAS_SEMANTICS):
+        if address or (plan.get("pipeline.dask_scheduler") or "distributed") == "distributed":
+            with dask_client(address, workers, stages) as client:
+                workers = len(client.scheduler_info()["workers"])
+                return dask_compute(files, fmt, options, plan, code, stages, workers, {})
+        with dask.config.set({"multiprocessing.context": "fork"}):  # workers start as copies of this process
+            return dask_compute(files, fmt, options, plan, code, stages, workers,
+                                {"scheduler": "processes", "num_workers": workers})
 
 
 @contextmanager
@@ -385,12 +389,15 @@ def write(output: pd.DataFrame, path: Path) -> None:
 
 
 def comparable(frame: pd.DataFrame) -> pd.DataFrame:
-    """The output as Parquet can hold it: string column names, a plain index kept as columns."""
+    """The output as Parquet can hold it: string column names, a meaningful index kept as columns.
+    An unnamed integer index is the source's row labels (a filter leaves gaps in them), which
+    chunks and partitions number afresh: it is not a result, so it is dropped."""
     frame = frame.copy()
     frame.columns = [str(c) for c in frame.columns]
-    if not isinstance(frame.index, pd.RangeIndex):
-        frame = frame.reset_index()
-    return frame
+    if isinstance(frame.index, pd.RangeIndex):
+        return frame
+    row_labels = all(name is None for name in frame.index.names) and pd.api.types.is_integer_dtype(frame.index.dtype)
+    return frame.reset_index(drop=row_labels)
 
 
 # ---------------------------------------------------------------- profiling
