@@ -180,17 +180,28 @@ SHOWN_REJECTIONS = 4
 
 
 def rewrite_lines(rec: dict, payload: dict) -> list[str]:
-    """A vectorised plan's rewrites as diffs against the user's functions, and the share of the
-    transform the row-wise code had."""
-    chosen = set((rec["plan"].get("pipeline.vectorise") or "").split(",")) - {""}
-    if not chosen:
+    """A vectorised plan's rewrites as diffs against the user's functions (once: later plans with
+    the same rewrites point back), and the share of the run the row-wise code had."""
+    def chosen(r: dict) -> str:
+        return r["plan"].get("pipeline.vectorise") or ""
+
+    if not chosen(rec):
         return []
-    share = next((a["share_of_transform"] for a in payload.get("advice", [])), None)
-    lines = ["     rewritten row functions" + (f" (the row-wise call took {share:.0%} of the transform)" if share else "") + ":"]
+    first = next(r for r in payload["recommendations"] if chosen(r) == chosen(rec))
+    if first is not rec:
+        return [f"     rewritten row functions: as in #{first['rank']}"]
+    share = payload.get("row_wise_share")
+    lines = ["     rewritten row functions" + (f" (row-wise code had {share:.0%} of the transform's time)" if share else "") + ":"]
     for function in payload.get("row_functions", []):
-        if function["where"] in chosen:
+        if function["where"] in chosen(rec).split(","):
             lines += ["       " + line for line in function["diff"].rstrip().splitlines()]
     return lines
+
+
+def unvectorised_lines(payload: dict) -> list[str]:
+    """Row functions left row-wise, and why: the construct, or the first row whose value changed."""
+    return [f"left row-wise: {f['name']} ({f['where']}): {f['detail']}"
+            for f in payload.get("row_functions", []) if f["status"] != "equal"]
 
 
 def latency_text(latency: dict) -> str:
@@ -267,6 +278,7 @@ def render_recommendations(payload: dict) -> str:
                     f"     compile {cost['compile_s']:.1f} s, paid back after "
                     + (f"{even:,.0f} {per}s" if even else f"never (no faster per {per})")
                 )
+    lines += unvectorised_lines(payload)
     rejected = payload["rejected"]
     for rejection in rejected[:SHOWN_REJECTIONS]:
         lines.append(f"rejected {'+'.join(rejection['recipes'])} ({rejection['plan_changes']}): {rejection['reason']}")
@@ -275,8 +287,26 @@ def render_recommendations(payload: dict) -> str:
     if recs and recs[0]["verified"]:
         top = recs[0]
         lines += ["", f"apply #1 ({top['reason']}):", top["snippet"]]
-    lines += advice_lines(payload.get("advice", []))
+    measured = "vectorise" in payload.get("recipes_tried", [])  # its rewrites were trialled: the table says how they did
+    lines += advice_lines([a for a in payload.get("advice", []) if not (measured and a.get("status") == "equal")])
     return "\n".join(lines)
+
+
+REWRITE_STATUS = {"equal": "equal to the row-wise values on a sample; measured by the vectorise recipe",
+                  "differs": "REJECTED, the values change", "unsupported": "not rewritten"}
+
+
+def rewrites_section(row_functions: list[dict]) -> list[str]:
+    """Each row function advisor found, its verdict, and its rewrite as a diff against the user's."""
+    if not row_functions:
+        return []
+    lines = ["", "## Row functions", ""]
+    for function in row_functions:
+        detail = f": {function['detail']}" if function.get("detail") else ""
+        lines.append(f"- `{function['where']}` {function['name']}: {REWRITE_STATUS[function['status']]}{detail}")
+        if function.get("diff"):
+            lines += ["", "```diff", function["diff"].rstrip(), "```", ""]
+    return lines
 
 
 def write_results(payload: dict, diagnosis_text: str, folder: Path) -> Path:
@@ -312,6 +342,7 @@ def write_results(payload: dict, diagnosis_text: str, folder: Path) -> Path:
         f"Recipes tried: {', '.join(payload['recipes_tried']) or 'none'}.",
     ]
     report += [f"- {name} not tried: {why}" for name, why in payload["recipes_skipped"].items()]
+    report += rewrites_section(payload.get("row_functions", []))
     report += ["", "## Plots", ""] + [f"![{figure.stem}]({figure.name})" for figure in figures]
     (folder / "report.md").write_text("\n".join(report) + "\n")
     return folder

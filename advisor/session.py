@@ -723,6 +723,7 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
         "advice": advice_for(result.evidence.profile.hotspots, result.evidence.profile.environment.get("row_functions")) if any(
             d.bottleneck == "python" for d in result.diagnoses) else [],
         "row_functions": result.evidence.profile.environment.get("row_functions", []),
+        "row_wise_share": result.evidence.profile.hotspots.get("callback_share"),
         "recipes_tried": list(result.chosen),
         "recipes_skipped": result.skipped,
         "min_speedup": config.search.min_speedup,

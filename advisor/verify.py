@@ -154,7 +154,7 @@ def compare_frames(candidate: Optional[str], baseline: Optional[str], risk: str,
     return NumericsResult(True, risk, worst, rtol, len(mine), "")
 
 
-def column_difference(mine, theirs, rtol: float) -> tuple[float, Optional[str]]:
+def column_difference(mine, theirs, rtol: float, reference: str = "the baseline's") -> tuple[float, Optional[str]]:
     """Two plain columns (`_plain`) of equal length: the largest relative difference of their
     floats, and where they first disagree ("row 12: 'nan' against the baseline's 'None'"),
     None when every value is equal (floats: within `rtol`)."""
@@ -171,10 +171,10 @@ def column_difference(mine, theirs, rtol: float) -> tuple[float, Optional[str]]:
         return worst, None
     row = int(np.argmax(bad))
     what = "a float off by more than the tolerance" if mine.dtype == "float64" and worst < math.inf else "values differ"
-    return math.inf if what == "values differ" else worst, f"{what}; first at row {row}: {a[row]!r} against the baseline's {b[row]!r}"
+    return math.inf if what == "values differ" else worst, f"{what}; first at row {row}: {a[row]!r} against {reference} {b[row]!r}"
 
 
-def first_difference(candidate, baseline, rtol: float) -> Optional[str]:
+def first_difference(candidate, baseline, rtol: float, reference: str = "the baseline's") -> Optional[str]:
     """Where two series first disagree under the pipeline's comparison rules; None when they agree."""
     import pandas as pd
 
@@ -182,7 +182,7 @@ def first_difference(candidate, baseline, rtol: float) -> Optional[str]:
         return f"{len(candidate):,} rows against the baseline's {len(baseline):,}"
     mine = _plain(pd.DataFrame({"value": candidate.reset_index(drop=True)}))["value"]
     theirs = _plain(pd.DataFrame({"value": baseline.reset_index(drop=True)}))["value"]
-    return column_difference(mine, theirs, rtol)[1]
+    return column_difference(mine, theirs, rtol, reference)[1]
 
 
 def _plain(frame):

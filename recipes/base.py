@@ -33,6 +33,7 @@ class Context:
     columns: tuple[str, ...] = ()  # every column of the source
     used_columns: tuple[str, ...] = ()  # the columns the transform reads (detected)
     category_columns: tuple[str, ...] = ()  # low-cardinality text columns
+    missing_text_columns: tuple[str, ...] = ()  # text columns with missing values
     dask_scheduler: Optional[str] = None  # a running cluster's address, from the config
     rewrites: tuple[tuple[str, str], ...] = ()  # (file.py:line, its column form): row functions rewritten, equal on a sample
     rewrite_problems: tuple[str, ...] = ()  # why the others were not: the construct, or the first row that differs

@@ -33,7 +33,8 @@ CONTEXTS = SERVING + [
     Context(device="cpu", cores=cores, default_threads=1, blocks=0, cpu_bf16=False, bottlenecks=("parse", "memory"),
             kind="pipeline", source_format=fmt, partition_safe=safe, rows=100_000, columns=("a", "b", "c"),
             used_columns=used, category_columns=categories, dask_scheduler=scheduler,
-            rewrites=(("a.py:3", "def f_columns(frame):\n    return frame['a'] * 2\n"),) if used == ("a", "b") else ())
+            rewrites=(("a.py:3", "def f_columns(frame):\n    return frame['a'] * 2\n"),) if used == ("a", "b") else (),
+            missing_text_columns=("c",) if fmt == "jsonl" else ())
     for cores, fmt, safe, used, categories, scheduler in itertools.product(
         (1, 2), ("csv", "jsonl", "parquet"), (False, True), (("a", "b"), ("a", "b", "c")), ((), ("c",)),
         (None, "tcp://127.0.0.1:8786"),
@@ -203,3 +204,12 @@ def test_timed_window_outlasts_the_dataloader_queue():
     assert steady_steps(15, {"dataloader.num_workers": 6, "dataloader.prefetch_factor": 8}) == 96
     assert steady_steps(15, {"dataloader.num_workers": 2, "dataloader.prefetch_factor": None}) == 15
     assert steady_steps(15, {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 8}) == 15
+
+
+def test_arrow_dtypes_are_not_tried_on_text_with_missing_values():
+    """Arrow strings make a missing note NA, and `frame[frame.note != "x"]` then fails or drops it."""
+    missing = Context("cpu", 2, 1, 0, False, kind="pipeline", missing_text_columns=("note",))
+    assert "note" in by_name("dtypes").why_not(missing) and "NA" in by_name("dtypes").why_not(missing)
+    with_categories = Context("cpu", 2, 1, 0, False, kind="pipeline", missing_text_columns=("note",),
+                              category_columns=("region",))
+    assert set(by_name("dtypes").space(with_categories)) == {"pipeline.categories"}

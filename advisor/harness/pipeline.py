@@ -420,6 +420,7 @@ def profile(config: AdvisorConfig, code: PipelineCode, files: list[Path], fmt: s
             "columns": [str(c) for c in frame.columns],
             "used_columns": used_columns(sample, code.transform),
             "category_columns": category_columns(frame),
+            "missing_text_columns": [str(c) for c in text_columns(frame) if frame[c].isna().any()],
             "frame_mb": frame.memory_usage(deep=True).sum() / 2**20,
             "source_bytes": sum(f.stat().st_size for f in files),
             "row_functions": row_functions(code, frame.head(CHECK_ROWS), config.workload.float_rtol),
@@ -467,8 +468,12 @@ def used_columns(sample: pd.DataFrame, transform: Callable) -> list[str]:
     return needed
 
 
+def text_columns(frame: pd.DataFrame) -> list:
+    return [c for c in frame.columns if frame[c].dtype == object or pd.api.types.is_string_dtype(frame[c].dtype)]
+
+
 def category_columns(frame: pd.DataFrame) -> list[str]:
-    text = [c for c in frame.columns if frame[c].dtype == object or pd.api.types.is_string_dtype(frame[c].dtype)]
+    text = text_columns(frame)
     return [str(c) for c in text if frame[c].nunique(dropna=False) <= max(1, LOW_CARDINALITY * len(frame))]
 
 

@@ -106,7 +106,7 @@ class callbacks_vectorised:
             got = as_series(columns_function(function, mode)(data), data, name)
         except Exception as error:  # the column form fails where the row-wise code did not
             return {**entry, "status": "differs", "detail": f"the rewrite raised {type(error).__name__}: {error}"}
-        difference = first_difference(got, expected, self.rtol)
+        difference = first_difference(got, expected, self.rtol, "the row-wise code's")
         return {**entry, "status": "differs" if difference else "equal", "detail": difference or ""}
 
     def __enter__(self):

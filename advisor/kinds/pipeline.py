@@ -72,7 +72,8 @@ class PipelineKind:
             bottlenecks=bottlenecks, kind=self.recipe_family, source_format=seen.get("format", ""),
             partition_safe=config.workload.partition_safe, rows=seen.get("rows", 0),
             columns=tuple(seen.get("columns", ())), used_columns=tuple(seen.get("used_columns", ())),
-            category_columns=tuple(seen.get("category_columns", ())), dask_scheduler=config.workload.dask.scheduler,
+            category_columns=tuple(seen.get("category_columns", ())),
+            missing_text_columns=tuple(seen.get("missing_text_columns", ())), dask_scheduler=config.workload.dask.scheduler,
             rewrites=tuple((f["where"], f["rewrite"]) for f in row_functions if f["status"] == "equal"),
             rewrite_problems=tuple(f"{f['name']} ({f['where']}): {f['detail']}" for f in row_functions if f["status"] != "equal"),
         )
