@@ -90,6 +90,80 @@ def rewrite(function: Function, source: str, mode: str) -> Rewrite:
     return Rewrite(name, mode, original if original.endswith("\n") else original + "\n", text)
 
 
+# ---------------------------------------------------------------- loops that build a column
+
+LOOPS = ("itertuples", "iterrows")
+
+
+def column_loops(function: ast.FunctionDef) -> list[ast.For]:
+    """The loops at the top of `function` over `X.itertuples()` or `X.iterrows()`."""
+    return [s for s in function.body if isinstance(s, ast.For) and isinstance(s.iter, ast.Call)
+            and isinstance(s.iter.func, ast.Attribute) and s.iter.func.attr in LOOPS]
+
+
+def rewrite_loops(function: ast.FunctionDef, source: str, lines: set[int]) -> str:
+    """`function` (the user's transform) with each loop starting on one of `lines` replaced by its
+    column form: a helper computing the values over whole columns, and one `extend` of the list
+    the loop appended to. Raises Unsupported naming what a loop does that cannot be rewritten."""
+    body = []
+    for statement in function.body:
+        body += rewrite_loop(statement) if isinstance(statement, ast.For) and statement.lineno in lines else [statement]
+    changed = ast.FunctionDef(function.name, function.args, body, function.decorator_list, function.returns,
+                              type_params=getattr(function, "type_params", []))
+    return ast.unparse(ast.fix_missing_locations(ast.Module([changed], []))) + "\n"
+
+
+def rewrite_loop(loop: ast.For) -> list[ast.stmt]:
+    if loop.orelse:
+        raise Unsupported("a loop with an else clause")
+    method = loop.iter.func.attr
+    if loop.iter.args or loop.iter.keywords:
+        raise Unsupported(f"{method}() with arguments")
+    target = loop.target
+    if method == "iterrows":
+        if not (isinstance(target, ast.Tuple) and len(target.elts) == 2 and all(isinstance(e, ast.Name) for e in target.elts)):
+            raise Unsupported("an iterrows loop not written `for index, row in ...`")
+        hidden, row = frozenset({target.elts[0].id}), target.elts[1].id
+    elif isinstance(target, ast.Name):
+        hidden, row = frozenset(), target.id
+    else:
+        raise Unsupported("an itertuples loop that unpacks its rows")
+    collected: set[str] = set()
+    returns = _appends_as_returns(loop.body, collected)
+    if len(collected) != 1:
+        raise Unsupported("a loop that builds more than one list" if collected else "a loop that builds no list")
+    helper = f"loop_{loop.lineno}_columns"
+    definition = ast.FunctionDef(helper, ast.arguments(posonlyargs=[], args=[ast.arg("frame")], kwonlyargs=[], kw_defaults=[],
+                                                       defaults=[]),
+                                 _Columns(row, "row", hidden).block(returns), [], None, type_params=[])
+    frame = loop.iter.func.value
+    values = _call("pd.Series", ast.Call(ast.Name(helper, ast.Load()), [frame], []),
+                   index=ast.Attribute(frame, "index", ast.Load()))
+    extend = _method(ast.Name(collected.pop(), ast.Load()), "extend", _method(values, "tolist"))
+    return [definition, ast.Expr(extend)]
+
+
+def _appends_as_returns(statements: list, collected: set[str]) -> list:
+    """A loop body whose every path ends in one `values.append(x)`, as a function body returning x."""
+    out = []
+    for index, statement in enumerate(statements):
+        call = statement.value if isinstance(statement, ast.Expr) else None
+        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and call.func.attr == "append"
+                and isinstance(call.func.value, ast.Name) and len(call.args) == 1):
+            if index != len(statements) - 1:
+                raise Unsupported("statements after the append in a loop")
+            collected.add(call.func.value.id)
+            out.append(ast.Return(call.args[0]))
+        elif isinstance(statement, ast.If):
+            out.append(ast.If(statement.test, _appends_as_returns(statement.body, collected),
+                              _appends_as_returns(statement.orelse, collected) if statement.orelse else []))
+        elif isinstance(statement, ast.Assign):
+            out.append(statement)
+        else:
+            raise Unsupported(f"a statement of kind {type(statement).__name__} in the loop ({_first_line(statement)})")
+    return out
+
+
 def _without_docstring(body: list) -> list:
     if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
         return body[1:]
@@ -114,8 +188,8 @@ def _method(value: ast.expr, path: str, *args: ast.expr, keywords=()) -> ast.Cal
 class _Columns:
     """Rewrites one function's statements and expressions; tracks which names hold columns."""
 
-    def __init__(self, argument: str, mode: str):
-        self.argument, self.mode = argument, mode
+    def __init__(self, argument: str, mode: str, hidden: frozenset = frozenset()):
+        self.argument, self.mode, self.hidden = argument, mode, hidden  # hidden: names a loop gives per row
         self.vectors: set[str] = set() if mode == "row" else {argument}
         self.locals: set[str] = set()
         self.frame = "frame" if mode == "row" else "values"
@@ -198,6 +272,8 @@ class _Columns:
         return node, False
 
     def _Name(self, node):
+        if node.id in self.hidden:
+            raise Unsupported(f"the row's index ({node.id})")
         if node.id == self.argument:
             if self.mode == "row":
                 raise Unsupported(f"the whole row used as a value ({self.argument})")
@@ -214,6 +290,8 @@ class _Columns:
 
     def _Subscript(self, node):
         if self.mode == "row" and isinstance(node.value, ast.Name) and node.value.id == self.argument:
+            if not (isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, str)):
+                raise Unsupported(f"a row value read by position ({ast.unparse(node)})")
             return ast.Subscript(ast.Name("frame", ast.Load()), node.slice, ast.Load()), True
         value, vector = self.typed(node.value)
         key, key_vector = self.typed(node.slice)
@@ -233,6 +311,8 @@ class _Columns:
 
     def _Attribute(self, node):
         if self.mode == "row" and isinstance(node.value, ast.Name) and node.value.id == self.argument:
+            if node.attr == "Index":
+                raise Unsupported(f"the row's index ({ast.unparse(node)})")
             return ast.Subscript(ast.Name("frame", ast.Load()), ast.Constant(node.attr), ast.Load()), True
         value, vector = self.typed(node.value)
         if not vector:

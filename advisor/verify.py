@@ -145,13 +145,29 @@ def compare_frames(candidate: Optional[str], baseline: Optional[str], risk: str,
         keys = exact + [c for c in mine.columns if c not in exact]
         mine = mine.sort_values(keys, kind="mergesort", ignore_index=True)
         theirs = theirs.sort_values(keys, kind="mergesort", ignore_index=True)
+    worst, problem = plain_difference(mine, theirs, rtol)
+    return NumericsResult(problem is None, risk, worst, rtol, len(mine), problem or "")
+
+
+def plain_difference(mine, theirs, rtol: float, reference: str = "the baseline's") -> tuple[float, Optional[str]]:
+    """Two plain frames (`_plain`) of the same columns and length: the worst relative float
+    difference, and the first column and row where they disagree (None when they agree)."""
     worst = 0.0
     for column in mine.columns:
-        relative, problem = column_difference(mine[column], theirs[column], rtol)
+        relative, problem = column_difference(mine[column], theirs[column], rtol, reference)
         if problem:
-            return NumericsResult(False, risk, relative, rtol, len(mine), f"column {column!r}: {problem}")
+            return relative, f"column {column!r}: {problem}"
         worst = max(worst, relative)
-    return NumericsResult(True, risk, worst, rtol, len(mine), "")
+    return worst, None
+
+
+def frame_difference(mine, theirs, rtol: float, reference: str = "the baseline's") -> Optional[str]:
+    """Where two output frames (as `comparable` makes them) first disagree, row by row; None when they agree."""
+    if list(mine.columns) != list(theirs.columns):
+        return f"columns differ: {list(mine.columns)} vs {list(theirs.columns)}"
+    if len(mine) != len(theirs):
+        return f"{len(mine):,} rows against {reference} {len(theirs):,}"
+    return plain_difference(_plain(mine.reset_index(drop=True)), _plain(theirs.reset_index(drop=True)), rtol, reference)[1]
 
 
 def column_difference(mine, theirs, rtol: float, reference: str = "the baseline's") -> tuple[float, Optional[str]]:
@@ -170,19 +186,17 @@ def column_difference(mine, theirs, rtol: float, reference: str = "the baseline'
     if not bad.any():
         return worst, None
     row = int(np.argmax(bad))
-    what = "a float off by more than the tolerance" if mine.dtype == "float64" and worst < math.inf else "values differ"
-    return math.inf if what == "values differ" else worst, f"{what}; first at row {row}: {a[row]!r} against {reference} {b[row]!r}"
+    floats = mine.dtype == "float64" and theirs.dtype == "float64" and worst < math.inf
+    what = f"a float differs by {worst:.2e} relative, over the {rtol:.0e} tolerance" if floats else "values differ"
+    first = getattr(a[row], "item", lambda: a[row])(), getattr(b[row], "item", lambda: b[row])()
+    return (worst if floats else math.inf), f"{what}; first at row {row}: {first[0]!r} against {reference} {first[1]!r}"
 
 
 def first_difference(candidate, baseline, rtol: float, reference: str = "the baseline's") -> Optional[str]:
     """Where two series first disagree under the pipeline's comparison rules; None when they agree."""
     import pandas as pd
 
-    if len(candidate) != len(baseline):
-        return f"{len(candidate):,} rows against the baseline's {len(baseline):,}"
-    mine = _plain(pd.DataFrame({"value": candidate.reset_index(drop=True)}))["value"]
-    theirs = _plain(pd.DataFrame({"value": baseline.reset_index(drop=True)}))["value"]
-    return column_difference(mine, theirs, rtol, reference)[1]
+    return frame_difference(pd.DataFrame({"value": candidate}), pd.DataFrame({"value": baseline}), rtol, reference)
 
 
 def _plain(frame):

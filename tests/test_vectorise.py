@@ -84,6 +84,42 @@ def test_no_rewrite_no_vectorise_candidate():
     assert vectorise.space(rewritten_one)["pipeline.vectorise"].options == (None, "a.py:3")
 
 
+LOOPS = '''
+def transform(frame):
+    net = []
+    for row in frame.itertuples():
+        if row.quantity > 3:
+            net.append(row.quantity * row.price)
+        else:
+            net.append(0.0)
+    frame["net"] = net
+    labels = []
+    for index, row in frame.iterrows():
+        labels.append(f"{index}-{row['quantity']}")
+    frame["label"] = labels
+    return frame
+'''
+
+
+def test_loops_that_build_a_column_are_rewritten_and_checked(tmp_path):
+    """An itertuples loop appending per row becomes one extend of its column form, checked on
+    the sample; a loop that uses the row's index (or an f-string) is named, and left as it is."""
+    import importlib.util
+
+    from advisor.harness.vectorised import loop_verdicts, with_vectorised
+
+    (tmp_path / "loops.py").write_text(LOOPS)
+    spec = importlib.util.spec_from_file_location("loops", tmp_path / "loops.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    frame = pd.DataFrame({"quantity": [1, 5, 7, 2], "price": [2.0, 30.0, np.nan, 4.5]})
+    verdicts = {v["line"]: v for v in loop_verdicts(module.transform, frame, 1e-9)}
+    assert verdicts[4]["status"] == "equal", verdicts[4]
+    assert "net.extend(pd.Series(loop_4_columns(frame), index=frame.index).tolist())" in verdicts[4]["rewrite"]
+    assert verdicts[11]["status"] == "unsupported" and "JoinedStr" in verdicts[11]["detail"]
+    assert with_vectorised(module.transform, "loops.py:4")(frame.copy()).equals(module.transform(frame.copy()))
+
+
 # ------------------------------------------------------------------ checked on a sample, run in a child
 
 

@@ -432,7 +432,7 @@ def row_functions(code: PipelineCode, sample: pd.DataFrame, rtol: float) -> list
     """Each user function pandas calls row by row, its rewrite over columns, and whether the
     rewrite gives the row-wise values on `sample` (else the first row that differs, or the
     construct it cannot rewrite)."""
-    from advisor.harness.vectorised import callbacks_vectorised
+    from advisor.harness.vectorised import callbacks_vectorised, loop_verdicts
 
     checks = callbacks_vectorised(check=user_file(code.roots), rtol=rtol)
     try:
@@ -440,7 +440,7 @@ def row_functions(code: PipelineCode, sample: pd.DataFrame, rtol: float) -> list
             code.transform(sample.copy())
     except Exception:  # the transform's own failure shows in the full run; what was checked stands
         pass
-    return list(checks.found.values())
+    return list(checks.found.values()) + loop_verdicts(code.transform, sample, rtol)
 
 
 def user_file(roots: tuple[str, ...]) -> Callable[[str], bool]:

@@ -10,6 +10,8 @@ edited, so the wrapper travels to Dask's workers with it.
 
 from __future__ import annotations
 
+import ast
+import difflib
 import functools
 from pathlib import Path
 from typing import Any, Callable, Optional
@@ -17,8 +19,8 @@ from typing import Any, Callable, Optional
 import numpy as np
 import pandas as pd
 
-from advisor.verify import first_difference
-from advisor.vectorise import Unsupported, function_at, rewrite
+from advisor.vectorise import Unsupported, column_loops, function_at, rewrite, rewrite_loops
+from advisor.verify import first_difference, frame_difference
 
 
 def locator(code) -> str:
@@ -48,8 +50,10 @@ def as_series(result: Any, like: pd.Series | pd.DataFrame, name: Optional[str]) 
 
 
 def with_vectorised(transform: Callable, targets: str) -> Callable:
-    """`transform`, calling the column forms of the functions at `targets` ("a.py:10,a.py:24")."""
+    """`transform`, calling the column forms of the functions at `targets` ("a.py:10,a.py:24"),
+    with its own loops at `targets` replaced by theirs."""
     wanted = frozenset(targets.split(","))
+    transform = transform_with_loops(transform, wanted)
 
     @functools.wraps(transform)
     def vectorised_transform(frame: pd.DataFrame):
@@ -57,6 +61,66 @@ def with_vectorised(transform: Callable, targets: str) -> Callable:
             return transform(frame)
 
     return vectorised_transform
+
+
+def transform_source(transform: Callable) -> tuple[Optional[ast.FunctionDef], str]:
+    code = transform.__code__
+    source = Path(code.co_filename).read_text()
+    node = function_at(source, code.co_firstlineno)
+    return (node if isinstance(node, ast.FunctionDef) else None), source
+
+
+def loop_lines(transform: Callable, wanted) -> set[int]:
+    name = Path(transform.__code__.co_filename).name
+    return {int(where.rsplit(":", 1)[1]) for where in wanted if where.rsplit(":", 1)[0] == name}
+
+
+def build_transform(text: str, transform: Callable) -> Callable:
+    namespace: dict[str, Any] = {"np": np, "pd": pd, **transform.__globals__}
+    exec(compile(text, f"<advisor: {transform.__name__} with its loops over columns>", "exec"), namespace)
+    return namespace[transform.__name__]
+
+
+def transform_with_loops(transform: Callable, wanted) -> Callable:
+    """The transform with its own itertuples/iterrows loops on the wanted lines over columns."""
+    node, source = transform_source(transform)
+    if node is None:
+        return transform
+    lines = loop_lines(transform, wanted) & {loop.lineno for loop in column_loops(node)}
+    return build_transform(rewrite_loops(node, source, lines), transform) if lines else transform
+
+
+def loop_verdicts(transform: Callable, sample: pd.DataFrame, rtol: float) -> list[dict]:
+    """Each loop of the transform that builds a column row by row: its rewrite, and whether the
+    transform with it gives the same output on `sample` (else the first difference)."""
+    from advisor.harness.pipeline import checked, comparable
+
+    try:
+        node, source = transform_source(transform)
+    except (OSError, SyntaxError, AttributeError):
+        return []
+    found = []
+    for loop in column_loops(node) if node is not None else []:
+        where = f"{Path(transform.__code__.co_filename).name}:{loop.lineno}"
+        entry = {"where": where, "file": transform.__code__.co_filename, "line": loop.lineno,
+                 "name": f"the {loop.iter.func.attr} loop in {node.name}", "mode": "loop"}
+        try:
+            text = rewrite_loops(node, source, {loop.lineno})
+        except Unsupported as problem:
+            found.append({**entry, "status": "unsupported", "detail": str(problem)})
+            continue
+        original = "\n".join(source.splitlines()[node.lineno - 1:node.end_lineno]) + "\n"
+        entry.update(rewrite=text, diff="".join(difflib.unified_diff(
+            original.splitlines(True), text.splitlines(True), f"{where} (yours)", f"{node.name} (advisor's)")))
+        try:
+            expected = comparable(checked(transform(sample.copy())))
+            got = comparable(checked(build_transform(text, transform)(sample.copy())))
+        except Exception as error:
+            found.append({**entry, "status": "differs", "detail": f"the rewrite raised {type(error).__name__}: {error}"})
+            continue
+        difference = frame_difference(got, expected, rtol, "the row-wise code's")
+        found.append({**entry, "status": "differs" if difference else "equal", "detail": difference or ""})
+    return found
 
 
 class callbacks_vectorised:
