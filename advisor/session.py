@@ -355,11 +355,18 @@ class SessionFacts:
 
 def textbook_params(facts: "SessionFacts") -> list[dict]:
     """Each chosen recipe at its textbook setting, on top of the baseline: the first trials after
-    it, those that fix the most severe bottleneck first."""
+    it, those that fix the most severe bottleneck first; then a recipe that unmasks a bottleneck
+    together with each recipe for it (vectorised code with each read-side fix)."""
     base = {key: facts.baseline[key] for key in facts.space}
+
+    def textbook(*names: str) -> dict:
+        return {**base, **{k: v for name in names for k, v in by_name(name).textbook(facts.context).items() if k in facts.space}}
+
+    ordered = sorted(facts.chosen, key=lambda name: severity_rank(by_name(name), facts.context))
+    pairs = [(name, other) for name in ordered for other in ordered
+             if other != name and set(by_name(name).unmasks) & set(by_name(other).targets)]
     plans = []
-    for name in sorted(facts.chosen, key=lambda name: severity_rank(by_name(name), facts.context)):
-        params = {**base, **{k: v for k, v in by_name(name).textbook(facts.context).items() if k in facts.space}}
+    for params in [textbook(name) for name in ordered] + [textbook(*pair) for pair in pairs]:
         if params != base and params not in plans:
             plans.append(params)
     return plans
