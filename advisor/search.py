@@ -279,6 +279,23 @@ def counted_trials(study: optuna.Study) -> int:
     return sum(1 for t in study.get_trials(deepcopy=False, states=COUNTED_STATES) if counts(t))
 
 
+def unmeasured_plan(study: optuna.Study, space: dict[str, Param], baseline: dict, canonical: Callable[[dict], dict],
+                    seed: int, draws: int = 200) -> Optional[dict]:
+    """Parameters drawn at random (seeded) whose plan no trial has measured or is measuring;
+    None when `draws` draws find none (the space is nearly spent)."""
+    import random
+
+    done = {plan_identity(t.user_attrs.get(PLAN_ATTR) or {}, canonical)
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING))
+            if counts(t) or t.state == TrialState.WAITING}
+    rng = random.Random(seed)
+    for _ in range(draws):
+        params = {key: rng.choice(values_of(param)) for key, param in space.items()}
+        if plan_identity({**baseline, **params}, canonical) not in done:
+            return params
+    return None
+
+
 def skip_reason(study: optuna.Study, number: int, plan: dict, budget: int, canonical: Callable[[dict], dict]) -> str:
     """Why the trial just asked must not run, or "". Trials are ranked by number, so of two
     processes that asked for the last place at once, the later one yields."""
@@ -323,6 +340,9 @@ def run_trials(
                 trial.set_user_attr(SKIPPED_ATTR, why)
                 study.tell(trial, state=TrialState.FAIL)
                 repeats = repeats + 1 if why.startswith("a plan") else 0
+                fresh = unmeasured_plan(study, space, baseline, canonical, seed=trial.number) if repeats else None
+                if fresh is not None:  # the sampler circles a measured plan: the next trial is one it has not tried
+                    study.enqueue_trial(fresh, skip_if_exists=True)
                 if repeats >= MAX_REPEATS:
                     progress(f"  the sampler proposed {MAX_REPEATS} plans in a row that were measured already: "
                              "the search stops here")

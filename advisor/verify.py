@@ -196,7 +196,11 @@ def first_difference(candidate, baseline, rtol: float, reference: str = "the bas
     """Where two series first disagree under the pipeline's comparison rules; None when they agree."""
     import pandas as pd
 
-    return frame_difference(pd.DataFrame({"value": candidate}), pd.DataFrame({"value": baseline}), rtol, reference)
+    if len(candidate) != len(baseline):
+        return f"{len(candidate):,} rows against {reference} {len(baseline):,}"
+    mine = _plain(pd.DataFrame({"value": candidate.reset_index(drop=True)}))["value"]
+    theirs = _plain(pd.DataFrame({"value": baseline.reset_index(drop=True)}))["value"]
+    return column_difference(mine, theirs, rtol, reference)[1]
 
 
 def _plain(frame):

@@ -165,3 +165,26 @@ def test_stale_trials_are_failed_on_any_host_by_their_heartbeat(tmp_path):
     search.requeue_interrupted(study)
     (waiting,) = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     assert waiting.system_attrs["fixed_params"] == states["gone"].params, "queued again with its own plan"
+
+
+def test_a_sampler_circling_a_measured_plan_is_given_an_unmeasured_one(tmp_path):
+    """When the baseline is best, TPE keeps proposing it; each repeat enqueues a plan not yet
+    measured, so the budget is spent on distinct plans instead of stopping early."""
+    from advisor.measure import Measurement
+    from advisor.session import effective
+    from recipes import Choice
+
+    config = load_config(quick_config(tmp_path, 6))
+    space = {"pipeline.dask_workers": Choice((None, 2)), "pipeline.dask_partitions": Choice((None, 16)),
+             "pipeline.dask_scheduler": Choice((None, "distributed", "processes"))}
+    baseline = {key: None for key in space}  # without workers the other two do nothing: 1 + 2 x 3 distinct plans
+    lines = []
+
+    def measure(plan):  # every fix loses: the sampler's favourite stays the baseline
+        return Measurement(mode="full", plan=plan, status="ok", samples_per_s=50.0 if plan["pipeline.dask_workers"] else 100.0)
+
+    study = search.create_study(config, space, baseline, {})
+    search.run_trials(study, space, baseline, measure, 6, time.time() + 120, None, progress=lines.append, canonical=effective)
+    measured = {search.plan_identity(t.plan, effective) for t in search.finished_trials(study)}
+    assert len(measured) == 6, lines
+    assert not any("the search stops here" in line for line in lines)
