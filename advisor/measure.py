@@ -223,7 +223,8 @@ def limit_data_segment(budget_mb: float) -> None:
 
 
 def descendants_cpu_seconds(pid: int) -> float:
-    """CPU time of the processes a process started (its DataLoader workers)."""
+    """CPU time of the processes a process started (its DataLoader or Dask workers): those alive,
+    and, for this process, those that have exited and been reaped (a pool's workers at its close)."""
     total = 0.0
     for proc in process_tree(pid)[1:]:
         try:
@@ -231,6 +232,9 @@ def descendants_cpu_seconds(pid: int) -> float:
             total += times.user + times.system
         except psutil.Error:
             pass
+    if pid == os.getpid():
+        reaped = os.times()
+        total += reaped.children_user + reaped.children_system
     return total
 
 

@@ -66,7 +66,7 @@ def events(rng: np.random.Generator, rows: int = 6_000_000) -> pd.DataFrame:
     })
 
 
-def notes(rng: np.random.Generator, rows: int = 150_000) -> pd.DataFrame:
+def notes(rng: np.random.Generator, rows: int = 300_000) -> pd.DataFrame:
     """Orders as a shop exports them: padded region names, a minimum price that is sometimes
     missing, and a free-text note that is empty for most orders (missing once parsed)."""
     return pd.DataFrame({
