@@ -172,8 +172,9 @@ def test_recipe_runs_in_the_harness(tmp_path, recipe):
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("recipe", PIPELINE_RECIPES, ids=lambda r: r.name)
+@pytest.mark.parametrize("recipe", [r for r in PIPELINE_RECIPES if r.name != "vectorise"], ids=lambda r: r.name)
 def test_pipeline_recipe_runs_and_keeps_the_output(tmp_path, recipe):
+    # vectorise needs row-wise code, which this transform has none of: tests/test_vectorise.py runs it in a child
     """Each pipeline recipe at its textbook setting, in a real child: the output equals the baseline's."""
     import json
 
