@@ -271,7 +271,7 @@ def diagnose_python(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
         top = (spots.get("lines") or [{}])[0]
         where = f"{_short(top.get('file', '?'))}:{top.get('line', '?')}"
         summary = f"Python-overhead-bound: the transform's own Python lines take {share:.0%} of the run, most at {where}"
-    return Diagnosis("python", severity, share, summary, tuple(findings), ("dask",))
+    return Diagnosis("python", severity, share, summary, tuple(findings), ("vectorise", "dask"))
 
 
 def _short(path: str) -> str:
