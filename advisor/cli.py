@@ -15,6 +15,16 @@ EXIT_BASELINE_FAILED = 4  # optimize: the job crashed or hung as it is, so no fi
 def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if getattr(args, "slots", None) is not None:
+        if args.slots < 1:
+            print("advisor: error: --slots: expected a number of measurements at once >= 1, got "
+                  f"{args.slots}", file=sys.stderr)
+            return 2
+        import os
+
+        from advisor.harness.lifetime import SLOTS_ENV
+
+        os.environ[SLOTS_ENV] = str(args.slots)  # read by every measurement, in this process and its children
     stop_on_signals()
     from advisor.harness.lifetime import remove_orphaned_run_folders
 
@@ -65,11 +75,13 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measures a PyTorch training job or a pandas pipeline, names its bottleneck with evidence, trials the "
         "matching fixes and keeps only those whose speedup is verified and whose results are unchanged.",
     )
+    parser.add_argument("--version", action="version", version=f"advisor {version()}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     def command(name: str, handler, help_text: str, config_help: str = "path of the YAML config"):
         sub = commands.add_parser(name, help=help_text)
         sub.add_argument("config", help=config_help)
+        sub.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr (for CI logs)")
         sub.set_defaults(command=handler)
         return sub
 
@@ -80,10 +92,15 @@ def build_parser() -> argparse.ArgumentParser:
     optimize.add_argument("--fresh", action="store_true", help="discard the workload's earlier study and start anew")
     optimize.add_argument("--results", help="folder for the results (default: advisor-results/ next to the config)")
     optimize.add_argument("--evidence", help="reuse a diagnosis saved by `advisor diagnose --json` instead of measuring again")
+    optimize.add_argument("--json", action="store_true", help="print the ranked recommendations as JSON on stdout")
 
-    command("worker", run_worker, "join the workload's study from another process or machine",
-            "path of the YAML config (search.storage names the shared study)")
-    command("report", run_report, "print the ranked recommendations of the latest session from MLflow")
+    worker = command("worker", run_worker, "join the workload's study from another process or machine",
+                     "path of the YAML config (search.storage names the shared study)")
+    for sub in (optimize, worker, diagnose):
+        sub.add_argument("--slots", type=int, metavar="N",
+                         help="measure at most N runs at once on this machine, across advisor processes (1: take turns)")
+    report = command("report", run_report, "print the ranked recommendations of the latest session from MLflow")
+    report.add_argument("--json", action="store_true", help="print them as JSON on stdout")
     command("retune", run_retune, "re-check the latest advice; tune again if the workload changed")
 
     schedule = command("schedule", run_schedule, "print, install or remove a crontab line that runs retune")
@@ -97,9 +114,21 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def progress_printer(enabled: bool = True):
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError
+    from importlib.metadata import version as installed
+
+    try:
+        return installed("advisor")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+def progress_printer(args: Optional[argparse.Namespace] = None):
+    quiet = bool(getattr(args, "quiet", False))
+
     def progress(line: str) -> None:
-        if enabled:
+        if not quiet:
             print(line, file=sys.stderr, flush=True)
 
     return progress
@@ -109,7 +138,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
     from advisor.api import diagnose
     from advisor.report import render_diagnosis
 
-    done = diagnose(args.config, progress_printer())
+    done = diagnose(args.config, progress_printer(args))
     if args.json:
         print(json.dumps(done.to_dict(), indent=2))
     else:
@@ -124,8 +153,8 @@ def run_optimize(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     evidence = load_evidence(args.evidence) if args.evidence else None
-    done = optimize(config, progress_printer(), results=args.results, fresh=args.fresh, evidence=evidence)
-    print_session(config, done.payload, done.folder, done.mlflow, args.config)
+    done = optimize(config, progress_printer(args), results=args.results, fresh=args.fresh, evidence=evidence)
+    print_session(config, done.payload, done.folder, done.mlflow, args.config, as_json=args.json)
     result = done.session
     base = next((t.measurement for t in result.trials if t.number == 0), result.evidence.full)
     if not base.ok and not out_of_memory(base) and not over_slo(base):
@@ -148,32 +177,51 @@ def load_evidence(path: str):
         raise UserError(f"--evidence: {path} is not the JSON of advisor diagnose --json ({type(exc).__name__}: {exc})") from None
 
 
-def publish(config, result, results_arg: Optional[str], config_arg: str, extra_tags: Optional[dict] = None) -> None:
+def publish(config, result, results_arg: Optional[str], config_arg: str, extra_tags: Optional[dict] = None,
+            args: Optional[argparse.Namespace] = None) -> None:
     """Writes a finished session's results folder and MLflow session (retune), and prints them."""
     from advisor import tracking
     from advisor.api import record
 
-    log = tracking.SessionLog(config, progress_printer(), extra_tags)
+    log = tracking.SessionLog(config, progress_printer(args), extra_tags)
     payload, folder = record(config, result, results_arg, log)
     print_session(config, payload, folder, log, config_arg)
 
 
-def print_session(config, payload: dict, folder, log, config_arg: str) -> None:
-    """The ranking, where its results went, and what MLflow could not take."""
+def print_session(config, payload: dict, folder, log, config_arg: str, as_json: bool = False) -> None:
+    """The ranking, where its results went, and what MLflow could not take; with `as_json`, the
+    ranking as JSON on stdout and the rest on stderr."""
     from advisor import tracking
     from advisor.report import render_recommendations
 
-    print(render_recommendations(payload))
-    print(f"\nresults: {folder}  (recommendations.json, report.md, plots)")
+    out = sys.stderr if as_json else sys.stdout
+    if as_json:
+        print(json.dumps(ranking(payload, folder), indent=2, default=str))
+    print(render_recommendations(payload), file=out)
+    print(f"\nresults: {folder}  (recommendations.json, report.md, plots)", file=out)
     uri = tracking.tracking_uri(config)
     if log.skipped:
         print(f"MLflow: not logged ({log.error}): {', '.join(log.skipped[:6])}"
               + (f" and {len(log.skipped) - 6} more" if len(log.skipped) > 6 else "")
-              + "; the results folder above has everything")
+              + "; the results folder above has everything", file=out)
         return
-    print(f"MLflow: {uri}  session run {payload['mlflow']['session_run_id']}; browse with: advisor ui {config_arg}")
+    print(f"MLflow: {uri}  session run {payload['mlflow']['session_run_id']}; browse with: advisor ui {config_arg}", file=out)
     base = uri if uri.startswith("http") else "http://127.0.0.1:5000"
-    print(f"review the ranked recommendations at {base.rstrip('/')}/{log.review}")
+    print(f"review the ranked recommendations at {base.rstrip('/')}/{log.review}", file=out)
+
+
+RANKING_FIELDS = ("rank", "recipes", "speedup", "interval", "verified", "reason", "changes", "plan", "numerics",
+                  "peak_memory_mb", "latency_ms", "snippet", "mlflow_run_id")
+
+
+def ranking(payload: dict, folder) -> dict:
+    """What `optimize --json` prints: the ranked recommendations and where the rest lies."""
+    return {
+        "workload": payload["workload"], "unit": payload["unit"], "results": str(folder),
+        "mlflow_session_run_id": (payload.get("mlflow") or {}).get("session_run_id"),
+        "baseline": {"samples_per_s": payload["baseline"]["samples_per_s"], "latency_ms": payload["baseline"].get("latency_ms")},
+        "recommendations": [{k: rec.get(k) for k in RANKING_FIELDS} for rec in payload["recommendations"]],
+    }
 
 
 def run_retune(args: argparse.Namespace) -> int:
@@ -185,14 +233,14 @@ def run_retune(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     previous_run, previous = tracking.latest_payload(config)
-    result = retune(config, previous, progress_printer())
+    result = retune(config, previous, progress_printer(args))
     print(f"retune {config.name}: {result.status}")
     for change in result.changes:
         print(f"  changed: {change}")
     print(f"  {result.detail}")
     if result.new_session is not None:
         tags = {"retune_of": previous_run, "retune_status": result.status, "changes": "; ".join(result.changes)[:4000]}
-        publish(config, result.new_session, None, args.config, tags)
+        publish(config, result.new_session, None, args.config, tags, args)
     else:
         run_id = tracking.log_recheck(config, previous_run, result.status, result.detail, previous["fingerprint"],
                                       asdict(result.verdict) if result.verdict else None)
@@ -256,7 +304,7 @@ def run_worker(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     search.check_storage(config)
-    ran = join_study(config, progress_printer())
+    ran = join_study(config, progress_printer(args))
     print(f"worker finished: ran {ran} trial(s) of study '{config.name}'")
     return 0
 
@@ -267,6 +315,9 @@ def run_report(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     session, recommendations = latest_session(config)
+    if args.json:
+        print(json.dumps({"workload": config.name, "session": session, "recommendations": recommendations}, indent=2, default=str))
+        return 0
     print(f"{config.name}: session {session['name']} (run {session['run_id']}), bottleneck {session['tags'].get('bottleneck')}")
     if not recommendations:
         print("no recommendations: nothing cleared the bar")

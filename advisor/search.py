@@ -16,6 +16,7 @@ import json
 import math
 import threading
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -93,11 +94,12 @@ def open_storage(url: str) -> optuna.storages.BaseStorage | str:
     return JournalStorage(JournalFileBackend(url))
 
 
-def find_study(config: AdvisorConfig) -> Optional[optuna.Study]:
-    """The workload's study if it exists (interrupted trials enqueued again), else None."""
+def find_study(config: AdvisorConfig, worker: bool = False) -> Optional[optuna.Study]:
+    """The workload's study if it exists (interrupted trials enqueued again), else None;
+    `worker`: a process joining it, which samples with its own seed."""
     storage = open_storage(storage_url(config))
     try:
-        study = optuna.load_study(study_name=config.name, storage=storage, sampler=make_sampler(config))
+        study = optuna.load_study(study_name=config.name, storage=storage, sampler=make_sampler(config, worker))
     except KeyError:
         return None
     fail_stale_trials(study)
@@ -188,9 +190,13 @@ def space_from_json(data: dict) -> dict[str, Param]:
     }
 
 
-def make_sampler(config: AdvisorConfig) -> optuna.samplers.BaseSampler:
+def make_sampler(config: AdvisorConfig, worker: bool = False) -> optuna.samplers.BaseSampler:
+    """TPE, seeded by the config for the session's own process and by the process for a worker
+    (workers sharing one seed propose the same plans); constant_liar makes each process treat
+    the trials under way elsewhere as bad, so concurrent processes spread out."""
     startup = min(10, max(3, config.search.trials // 3))
-    return optuna.samplers.TPESampler(seed=config.measure.seed, n_startup_trials=startup)
+    seed = config.measure.seed if not worker else zlib.crc32(f"{config.measure.seed}:{owner()}".encode())
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup, constant_liar=True)
 
 
 def values_of(param: Param) -> list:

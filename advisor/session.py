@@ -10,6 +10,7 @@ import dataclasses
 import difflib
 import hashlib
 import math
+import os
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -302,15 +303,28 @@ def optimize(
     return conclude(config, facts, diagnoses, trials, measure, progress, started, hooks)
 
 
+def warn_if_sharing_the_machine(study, progress: Progress) -> None:
+    """Workers of one study on one machine time their trials at once, and each slows the other."""
+    from advisor.harness.lifetime import SLOTS_ENV, measuring_here
+
+    running = [t.user_attrs.get(search.WORKER_ATTR, "") for t in study.get_trials(deepcopy=False, states=(search.TrialState.RUNNING,))]
+    others = measuring_here(running)
+    if others and not os.environ.get(SLOTS_ENV):
+        progress(f"warning: another process on this machine ({others[0]}) is measuring trials of this study; "
+                 "measurements taken at once slow each other and distort the ranking: start every process here "
+                 f"with --slots 1 (or {SLOTS_ENV}=1) to take turns, or add workers on other machines")
+
+
 def join_study(config: AdvisorConfig, progress: Progress = lambda line: None) -> int:
     """`advisor worker`: runs trials of an existing study until its budget is spent."""
-    study = search.find_study(config)
+    study = search.find_study(config, worker=True)
     if study is None or search.SPACE_ATTR not in study.user_attrs:
         raise UserError(
             f"no study '{config.name}' in {search.storage_url(config)} yet; start it with advisor optimize {config.path}"
         )
     check_same_workload(config, study.user_attrs)
     facts = SessionFacts.from_attrs(study.user_attrs)
+    warn_if_sharing_the_machine(study, progress)
     return search.run_trials(
         study, facts.space, facts.baseline, measure_with(config), search.trial_budget(config, facts.space, effective),
         time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress, canonical=effective,

@@ -9,8 +9,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Optional
 
-import torch
-
 from recipes.base import Choice, Context, Recipe, serves
 
 
@@ -57,6 +55,8 @@ def autocast(device_type: str, dtype: Optional[str]) -> Any:
     """The autocast context for a plan's `amp.dtype` (a no-op context for None)."""
     if not dtype:
         return contextlib.nullcontext()
+    import torch  # here, not at the top: a pipeline's process never imports torch
+
     return torch.autocast(device_type, dtype=getattr(torch, dtype))
 
 
@@ -64,6 +64,8 @@ def grad_scaler(device_type: str, dtype: Optional[str]) -> Optional[Any]:
     """float16 gradients underflow without loss scaling; bfloat16 keeps float32's range."""
     if dtype != "float16":
         return None
+    import torch
+
     return torch.amp.GradScaler(device_type)
 
 

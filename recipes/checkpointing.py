@@ -7,11 +7,9 @@ state, so the recomputation matches the first pass.
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any, Optional
-
-from torch import nn
-from torch.utils.checkpoint import checkpoint
 
 from recipes.base import Choice, Context, Recipe
 
@@ -35,29 +33,38 @@ def snippet(plan: dict) -> str:
     )
 
 
-def block_container(model: nn.Module) -> Optional[nn.Module]:
+def block_container(model: Any) -> Optional[Any]:
     """The largest nn.Sequential or nn.ModuleList in the model: its blocks are what we wrap."""
+    from torch import nn  # here, not at the top: a pipeline's process never imports torch
+
     containers = [m for m in model.modules() if isinstance(m, (nn.Sequential, nn.ModuleList)) and len(m) >= 2]
     return max(containers, key=len, default=None)
 
 
-def count_blocks(model: nn.Module) -> int:
+def count_blocks(model: Any) -> int:
     container = block_container(model)
     return len(container) if container is not None else 0
 
 
-class Checkpointed(nn.Module):
-    """Runs the wrapped module's forward under torch.utils.checkpoint."""
+@functools.cache
+def checkpointed_class() -> type:
+    """The module that runs a wrapped module's forward under torch.utils.checkpoint (made on
+    first use: a pipeline's process never imports torch)."""
+    from torch import nn
+    from torch.utils.checkpoint import checkpoint
 
-    def __init__(self, inner: nn.Module):
-        super().__init__()
-        self.inner = inner
+    class Checkpointed(nn.Module):
+        def __init__(self, inner: nn.Module):
+            super().__init__()
+            self.inner = inner
 
-    def forward(self, *args: Any) -> Any:
-        return checkpoint(self.inner, *args, use_reentrant=False)
+        def forward(self, *args: Any) -> Any:
+            return checkpoint(self.inner, *args, use_reentrant=False)
+
+    return Checkpointed
 
 
-def wrap(model: nn.Module, share: float) -> nn.Module:
+def wrap(model: Any, share: float) -> Any:
     """Checkpoints the first `share` of the model's blocks; returns the (same) model.
 
     Consecutive children of an nn.Sequential are grouped into segments of about sqrt(n), the
@@ -67,6 +74,9 @@ def wrap(model: nn.Module, share: float) -> nn.Module:
     container = block_container(model) if share else None
     if container is None:
         return model
+    from torch import nn
+
+    Checkpointed = checkpointed_class()
     count = round(share * len(container))
     if isinstance(container, nn.ModuleList):
         for index in range(count):

@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-import torch
-
 from recipes.base import Choice, Context, Recipe
 
 
@@ -37,6 +35,8 @@ def compile_model(model: Any, mode: Optional[str], in_place: bool = False) -> An
     if in_place:
         model.compile(mode=mode)
         return model
+    import torch  # here, not at the top: a pipeline's process never imports torch
+
     return torch.compile(model, mode=mode)
 
 

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 from typing import Optional
 
-import torch
-
 from recipes.base import Context, IntRange, Recipe
 
 
@@ -36,6 +34,8 @@ def snippet(plan: dict) -> str:
 def apply_threads(count: Optional[int], inter_op: Optional[int] = None) -> None:
     """Sets this process's intra-op (and inter-op) thread counts; None keeps torch's default.
     The inter-op count can be set only before torch's inter-op pool starts: in a fresh child."""
+    import torch  # here, not at the top: a pipeline's process never imports torch
+
     if count:
         torch.set_num_threads(int(count))
     if inter_op:

@@ -1,6 +1,8 @@
 """The real harness in real child processes: failures are data, the parent carries on."""
 
 import json
+import os
+import signal
 import time
 
 import pytest
@@ -141,3 +143,45 @@ def test_a_busy_machine_is_noticed(tiny_config):
     assert busy.ok and quiet.ok
     print(f"other processes' share: quiet {quiet.other_cpu_share:.0%}, busy {busy.other_cpu_share:.0%}")
     assert busy.other_cpu_share >= 0.25 and busy.other_cpu_share > quiet.other_cpu_share + 0.2
+
+
+def _hold_a_slot(log, seconds):
+    from advisor.harness.lifetime import measurement_slot
+
+    with measurement_slot():
+        with open(log, "a") as handle:
+            handle.write(f"in {time.time()}\n")
+        time.sleep(seconds)
+        with open(log, "a") as handle:
+            handle.write(f"out {time.time()}\n")
+
+
+def _events(log) -> list[str]:
+    lines = [line.split() for line in open(log).read().splitlines()]
+    return [kind for kind, _ in sorted(lines, key=lambda line: float(line[1]))]
+
+
+def test_one_slot_makes_processes_take_turns_and_a_killed_holder_frees_it(monkeypatch, tmp_path):
+    """--slots 1: two processes measuring at once take turns; a holder killed with -9 leaves
+    the slot free (the kernel drops its file lock)."""
+    import multiprocessing
+
+    monkeypatch.setenv("ADVISOR_SLOTS", "1")
+    context, log = multiprocessing.get_context("fork"), tmp_path / "events"
+    pair = [context.Process(target=_hold_a_slot, args=(log, 0.4)) for _ in range(2)]
+    for process in pair:
+        process.start()
+    for process in pair:
+        process.join(30)
+    assert _events(log) == ["in", "out", "in", "out"]
+    stuck = context.Process(target=_hold_a_slot, args=(log, 60))
+    stuck.start()
+    deadline = time.time() + 10
+    while len(_events(log)) < 5 and time.time() < deadline:
+        time.sleep(0.05)
+    os.kill(stuck.pid, signal.SIGKILL)
+    stuck.join(10)
+    after = context.Process(target=_hold_a_slot, args=(log, 0.0))
+    after.start()
+    after.join(10)
+    assert after.exitcode == 0 and _events(log)[-2:] == ["in", "out"], _events(log)

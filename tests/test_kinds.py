@@ -2,6 +2,7 @@
 return `.loss`, the user's own step, optimizers from anywhere, Lightning modules."""
 
 import re
+import subprocess
 import sys
 from collections import namedtuple
 from dataclasses import dataclass
@@ -221,3 +222,14 @@ def test_an_optimizer_path_that_does_not_import_is_named():
     assert optimizer_class("torch.optim.AdamW") is torch.optim.AdamW and optimizer_class("SGD") is torch.optim.SGD
     with pytest.raises(UserError, match=r"'Adamw' is not a torch.optim optimizer"):
         optimizer_class("Adamw")
+
+
+def test_a_pipeline_session_never_imports_torch():
+    """A pandas-only user's advisor: the CLI, the session, the recipes, the pipeline kind and its
+    harness load without torch."""
+    code = ("import sys, advisor.cli, advisor.api, advisor.session, advisor.report, recipes, advisor.harness.pipeline, "
+            "advisor.harness.vectorised; from advisor.kinds import kind_of; kind_of('pipeline'); "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]", result.stdout

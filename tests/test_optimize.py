@@ -82,6 +82,26 @@ def test_report_reads_mlflow(optimized):
     assert result.returncode == 0, result.stderr
     assert f"#1 dataloader: {payload['recommendations'][0]['speedup']:.2f}x" in result.stdout
     assert "verified true" in result.stdout
+    as_json = run_cli("report", str(optimized.config), "--json", "-q")
+    assert as_json.returncode == 0, as_json.stderr
+    top = json.loads(as_json.stdout)["recommendations"][0]
+    assert top["metrics"]["rank"] == 1 and top["metrics"]["speedup"] == pytest.approx(payload["recommendations"][0]["speedup"])
+
+
+def test_optimize_json_is_the_ranking(optimized):
+    """What `optimize --json` prints on stdout: the ranked recommendations, with their MLflow runs."""
+    from advisor.cli import ranking
+
+    payload = json.loads((optimized.results_dir / "recommendations.json").read_text())
+    printed = json.loads(json.dumps(ranking(payload, optimized.results_dir)))
+    top = printed["recommendations"][0]
+    assert top["rank"] == 1 and top["recipes"] == ["dataloader"] and top["verified"] and top["mlflow_run_id"]
+    assert printed["results"] == str(optimized.results_dir) and printed["baseline"]["samples_per_s"] > 0
+
+
+def test_version_and_python_m():
+    result = subprocess.run([sys.executable, "-m", "advisor", "--version"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0 and result.stdout.startswith("advisor "), result.stdout + result.stderr
 
 
 def test_report_without_a_session_is_a_clear_error(tmp_path):

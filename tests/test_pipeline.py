@@ -126,8 +126,9 @@ def test_stages_are_timed_and_output_kept(tmp_path):
 
 def test_rowwise_apply_is_diagnosed_with_its_line_and_vectorised_advice(tmp_path):
     path = pipeline_config(tmp_path, 60_000, transform="tables:rowwise", combine=None)
-    result = run_cli("diagnose", str(path), "--json")
+    result = run_cli("diagnose", str(path), "--json", "-q")
     assert result.returncode == 0, result.stderr
+    assert "[1/2]" not in result.stderr, "-q: no progress lines"
     diagnosis = json.loads(result.stdout)
     assert diagnosis["bottleneck"] == "python", json.dumps(diagnosis["diagnoses"], indent=1)
     apply_line = next(i for i, line in enumerate((FIXTURES / "tables.py").read_text().splitlines(), 1) if ".apply(" in line)

@@ -134,6 +134,9 @@ def test_two_workers_share_one_study(tmp_path):
     assert len(runners) == 2, f"both processes ran trials: {runners}"
     fixed = Counter(str(t.system_attrs.get("fixed_params")) for t in finished if "fixed_params" in t.system_attrs)
     assert all(count == 1 for count in fixed.values()), "each enqueued plan ran exactly once"
+    from advisor.session import effective
+    plans = Counter(search.plan_identity(t.user_attrs[search.PLAN_ATTR], effective) for t in finished)
+    assert all(count == 1 for count in plans.values()), f"no plan measured twice: {plans}"
     assert "worker finished: ran" in helper_out
 
 

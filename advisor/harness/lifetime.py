@@ -9,6 +9,7 @@ pid, so the next start removes those whose owner is gone.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import glob
 import os
@@ -72,3 +73,46 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+SLOTS_ENV = "ADVISOR_SLOTS"  # measurements one machine runs at once, across advisor processes (unset: no limit)
+
+
+@contextlib.contextmanager
+def measurement_slot():
+    """Holds one of the machine's `ADVISOR_SLOTS` measurement slots while a measurement runs:
+    timings taken at once by several processes (workers of one study, or two sessions) distort
+    each other. Each slot is a file lock, which the kernel releases when its holder dies, even
+    on kill -9, so no slot is ever left taken."""
+    import fcntl
+    import time
+    from pathlib import Path
+
+    slots = int(os.environ.get(SLOTS_ENV) or 0)
+    if slots <= 0:
+        yield
+        return
+    folder = Path(tempfile.gettempdir()) / f"advisor-slots-{os.getuid()}"
+    folder.mkdir(exist_ok=True)
+    while True:
+        for index in range(slots):
+            handle = open(folder / f"slot-{index}.lock", "w")
+            try:
+                fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                handle.close()
+                continue
+            try:
+                yield
+            finally:
+                handle.close()  # closing releases the lock
+            return
+        time.sleep(0.05)
+
+
+def measuring_here(owners: list[str]) -> list[str]:
+    """Of the processes (host:pid) measuring trials, those on this machine other than this one, alive."""
+    import socket
+
+    host = socket.gethostname()
+    return [o for o in owners if o.rpartition(":")[0] == host and o != owner() and not owner_gone(o)]

@@ -37,7 +37,7 @@ def run_measurement(
     Raises:
         WorkloadInvalid: the workload does not satisfy the contract (bad callable, wrong dataset).
     """
-    with tempfile.TemporaryDirectory(prefix=lifetime.run_folder_prefix()) as folder:
+    with lifetime.measurement_slot(), tempfile.TemporaryDirectory(prefix=lifetime.run_folder_prefix()) as folder:
         spec_path, result_path, log_path = (Path(folder) / name for name in ("spec.json", "result.json", "child.log"))
         limit_mb = memory_limit_mb or default_memory_limit_mb()
         group = cgroups.child_group(memory_limit_mb) if memory_limit_mb is not None else None

@@ -1,0 +1,5 @@
+"""`python -m advisor`: the same command as `advisor`."""
+
+from advisor.cli import main
+
+raise SystemExit(main())
