@@ -14,8 +14,10 @@ import contextlib
 import itertools
 import json
 import math
+import os
 import threading
 import time
+import warnings
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,8 +43,10 @@ REQUEUED_ATTR = "requeued_trials"
 SPACE_ATTR = "space"
 WORKER_ATTR = "worker"  # host:pid of the process that ran the trial
 HEARTBEAT_ATTR = "heartbeat"  # when the running trial's process last said it was alive
-HEARTBEAT_S = 30.0
-STALE_AFTER_S = 120.0  # a running trial silent this long belongs to a process that is gone, on any host
+HEARTBEAT_S = float(os.environ.get("ADVISOR_HEARTBEAT_S") or 30.0)
+STALE_AFTER_S = 4 * HEARTBEAT_S  # a running trial silent this long belongs to a process that is gone, on any host
+RETRIES = 2  # times a trial whose process died is run again (databases: Optuna's RetryHeartbeatStaleTrialCallback)
+POSTGRES_DRIVERS = (("psycopg", "postgresql+psycopg"), ("psycopg2", "postgresql+psycopg2"), ("pg8000", "postgresql+pg8000"))
 
 Progress = Callable[[str], None]
 Measure = Callable[[dict], Measurement]
@@ -74,6 +78,7 @@ def check_storage(config: AdvisorConfig) -> None:
     url = config.search.storage
     if not url:
         return
+    url = with_driver(url)
     hint = ("use postgresql://user:password@host/db (its driver installed), sqlite:///path/to/study.db, a journal "
             "file path, or leave search.storage unset for a journal file next to the config")
     if "://" not in url:
@@ -88,10 +93,40 @@ def check_storage(config: AdvisorConfig) -> None:
         raise UserError(f"search.storage: cannot use {url!r} ({type(exc).__name__}: {exc}); {hint}") from None
 
 
-def open_storage(url: str) -> optuna.storages.BaseStorage | str:
-    if "://" in url:  # postgresql://..., sqlite:///..., mysql://...
+def with_driver(url: str) -> str:
+    """A plain postgresql:// URL with the PostgreSQL driver that is installed (SQLAlchemy's
+    default may not be); any other URL as it is."""
+    if not url.startswith("postgresql://"):
         return url
-    return JournalStorage(JournalFileBackend(url))
+    import importlib.util
+
+    for module, scheme in POSTGRES_DRIVERS:
+        if importlib.util.find_spec(module) is not None:
+            return scheme + url[len("postgresql"):]
+    return url  # check_storage names the missing driver
+
+
+@contextlib.contextmanager
+def quiet_heartbeat():
+    """Optuna marks its heartbeat experimental and expects it under Study.optimize; advisor asks
+    and tells, and beats the heartbeat itself (`heartbeat`): those notices say nothing to a user."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+        warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+        yield
+
+
+def open_storage(url: str) -> optuna.storages.BaseStorage:
+    """A journal file, or a database (postgresql://..., sqlite:///..., mysql://...) whose running
+    trials beat a heartbeat: one whose process died (a machine went down, kill -9) is failed by
+    Optuna after its grace period and run again (RetryHeartbeatStaleTrialCallback)."""
+    if "://" not in url:
+        return JournalStorage(JournalFileBackend(url))
+    from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
+
+    with quiet_heartbeat():
+        return RDBStorage(with_driver(url), heartbeat_interval=int(max(1, HEARTBEAT_S)), grace_period=int(STALE_AFTER_S),
+                          heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=RETRIES))
 
 
 def find_study(config: AdvisorConfig, worker: bool = False) -> Optional[optuna.Study]:
@@ -107,7 +142,22 @@ def find_study(config: AdvisorConfig, worker: bool = False) -> Optional[optuna.S
     return study
 
 
-def fail_stale_trials(study: optuna.Study, now: Optional[float] = None) -> list[int]:
+def beats(storage) -> bool:
+    """Whether the storage keeps Optuna's heartbeat of running trials (databases opened here)."""
+    return hasattr(storage, "record_heartbeat") and storage.get_heartbeat_interval() is not None
+
+
+def recover_stale_trials(study: optuna.Study) -> None:
+    """Trials of processes that died are failed and run again: by Optuna's heartbeat on a
+    database (any host, after its grace period), by advisor's check on this host (at once)."""
+    if beats(study._storage):
+        with quiet_heartbeat():
+            optuna.storages.fail_stale_trials(study)
+    if fail_stale_trials(study, only_gone=True):
+        requeue_interrupted(study)
+
+
+def fail_stale_trials(study: optuna.Study, now: Optional[float] = None, only_gone: bool = False) -> list[int]:
     """Fails the trials left RUNNING by a process that is gone, marked interrupted so they are
     run again and not counted against the budget: on this host, a process that no longer
     exists (killed with SIGKILL, say); on any host, one whose heartbeat stopped STALE_AFTER_S
@@ -115,7 +165,7 @@ def fail_stale_trials(study: optuna.Study, now: Optional[float] = None) -> list[
     now = time.time() if now is None else now
     stale = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        silent = now - float(trial.user_attrs.get(HEARTBEAT_ATTR, now)) > STALE_AFTER_S
+        silent = now - float(trial.user_attrs.get(HEARTBEAT_ATTR, now)) > STALE_AFTER_S and not only_gone
         if owner_gone(trial.user_attrs.get(WORKER_ATTR, "")) or silent:
             optuna.trial.Trial(study, trial._trial_id).set_user_attr(INTERRUPTED_ATTR, True)
             study.tell(trial.number, state=TrialState.FAIL)
@@ -274,15 +324,21 @@ def mark_interrupted(study: optuna.Study, trial: optuna.Trial) -> None:
         pass
 
 
-def counts(trial: FrozenTrial) -> bool:
-    """Whether a trial counts against the budget: finished or under way, neither interrupted
-    (it is run again) nor skipped."""
+def retried(study: optuna.Study) -> set[int]:
+    """The trials Optuna's heartbeat failed and enqueued again (each retry takes its place)."""
+    return {number for t in study.get_trials(deepcopy=False) for number in t.system_attrs.get("retry_history", [])}
+
+
+def counts(trial: FrozenTrial, retried_numbers: frozenset = frozenset()) -> bool:
+    """Whether a trial counts against the budget: finished or under way, neither interrupted nor
+    failed with its process and retried (it is run again), nor skipped."""
     return (trial.state in COUNTED_STATES and not trial.user_attrs.get(INTERRUPTED_ATTR)
-            and not trial.user_attrs.get(SKIPPED_ATTR))
+            and not trial.user_attrs.get(SKIPPED_ATTR) and trial.number not in retried_numbers)
 
 
 def counted_trials(study: optuna.Study) -> int:
-    return sum(1 for t in study.get_trials(deepcopy=False, states=COUNTED_STATES) if counts(t))
+    again = frozenset(retried(study))
+    return sum(1 for t in study.get_trials(deepcopy=False, states=COUNTED_STATES) if counts(t, again))
 
 
 def unmeasured_plan(study: optuna.Study, space: dict[str, Param], baseline: dict, canonical: Callable[[dict], dict],
@@ -305,7 +361,8 @@ def unmeasured_plan(study: optuna.Study, space: dict[str, Param], baseline: dict
 def skip_reason(study: optuna.Study, number: int, plan: dict, budget: int, canonical: Callable[[dict], dict]) -> str:
     """Why the trial just asked must not run, or "". Trials are ranked by number, so of two
     processes that asked for the last place at once, the later one yields."""
-    trials = [t for t in study.get_trials(deepcopy=False, states=COUNTED_STATES) if t.number != number and counts(t)]
+    again = frozenset(retried(study))
+    trials = [t for t in study.get_trials(deepcopy=False, states=COUNTED_STATES) if t.number != number and counts(t, again)]
     if sum(1 for t in trials if t.number < number) >= budget:
         return "over the budget: another process took the last trial"
     key = plan_identity(plan, canonical)
@@ -336,7 +393,9 @@ def run_trials(
     """
     ran = repeats = 0
     while counted_trials(study) < budget_trials and time.time() < deadline:
-        trial = study.ask()
+        recover_stale_trials(study)
+        with quiet_heartbeat():
+            trial = study.ask()
         try:  # from the moment it exists: a trial left RUNNING by an interrupt would hold a place in the budget
             plan = {**baseline, **suggest(trial, space)}
             trial.set_user_attr(PLAN_ATTR, plan)
@@ -376,9 +435,14 @@ def heartbeat(study: optuna.Study, trial: optuna.Trial):
     """Records every HEARTBEAT_S, while the trial measures, that its process is alive."""
     stop = threading.Event()
 
+    storage = study._storage
+    optuna_beat = beats(storage)
+
     def beat() -> None:
         while True:
-            study._storage.set_trial_user_attr(trial._trial_id, HEARTBEAT_ATTR, time.time())
+            storage.set_trial_user_attr(trial._trial_id, HEARTBEAT_ATTR, time.time())
+            if optuna_beat:
+                storage.record_heartbeat(trial._trial_id)
             if stop.wait(HEARTBEAT_S):
                 return
 

@@ -154,7 +154,8 @@ class SessionLog:
         self._call("the session's tags", lambda: self.tracker.log(
             self.session, params={"recipes_tried": ",".join(payload["recipes_tried"]) or "none"},
             metrics={"baseline_samples_per_s": payload["baseline"]["samples_per_s"]},
-            tags={"fingerprint": payload["fingerprint"], "bottleneck": bottleneck}))
+            tags={"fingerprint": payload["fingerprint"], "bottleneck": bottleneck,
+                  DESCRIPTION_TAG: ranking_table(payload, bottleneck)}))
 
         def baseline() -> None:
             run_id = self.tracker.start("baseline", {"kind": "baseline", "workload": self.config.name}, parent=self.session)
@@ -180,7 +181,7 @@ class SessionLog:
 
     def _recommendation(self, rec: dict, bottleneck: str) -> None:
         run_id = self.tracker.start(
-            f"#{rec['rank']} {'+'.join(rec['recipes'])}",
+            recommendation_name(rec),
             {"kind": "recommendation", "verified": str(rec["verified"]).lower(), "recipe": "+".join(rec["recipes"]),
              "bottleneck": bottleneck, "workload": self.config.name},
             parent=self.session,
@@ -269,6 +270,27 @@ def run_metrics(measurement: dict) -> dict:
         "cpu_util": measurement.get("cpu_util"),
         "other_cpu_share": measurement.get("other_cpu_share"),
     }
+
+
+def recommendation_name(rec: dict) -> str:
+    """A recommendation run's name, which the runs page shows without a click: rank, fix,
+    speedup, interval and whether it was verified."""
+    low, high = rec["interval"]
+    return (f"#{rec['rank']} {'+'.join(rec['recipes'])} {rec['speedup']:.2f}x ({low:.2f}-{high:.2f}x) "
+            f"{'verified' if rec['verified'] else 'not verified'}")
+
+
+def ranking_table(payload: dict, bottleneck: str) -> str:
+    """The session run's description: the ranking as a Markdown table, rendered on its page."""
+    lines = [f"Bottleneck: **{bottleneck}**; baseline {payload['baseline']['samples_per_s']:,.1f} {payload['unit']}.", "",
+             "| rank | fix | speedup | 95% interval | verified |", "|---:|---|---:|---|---|"]
+    for rec in payload["recommendations"]:
+        low, high = rec["interval"]
+        lines.append(f"| {rec['rank']} | {'+'.join(rec['recipes'])} | {rec['speedup']:.2f}x | {low:.2f}-{high:.2f}x | "
+                     f"{'yes' if rec['verified'] else 'no'} |")
+    if not payload["recommendations"]:
+        lines.append("| - | nothing cleared the bar | | | |")
+    return "\n".join(lines)
 
 
 def review_path(experiment_id: str) -> str:

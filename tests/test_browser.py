@@ -67,3 +67,5 @@ def test_experiment_page_lists_the_recommendation_runs(optimized):
     assert screenshot.exists() and screenshot.stat().st_size > 10_000, "Chromium wrote a screenshot of the page"
     for run in recommendations:
         assert run.info.run_name in dom, f"{run.info.run_name} is not on the experiment page"
+    top = min(recommendations, key=lambda run: run.data.metrics["rank"])
+    assert f"{top.data.metrics['speedup']:.2f}x" in dom, "the #1 speedup is readable without a click"

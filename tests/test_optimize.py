@@ -72,6 +72,9 @@ def test_mlflow_layout(optimized):
     assert rec.data.metrics["rank"] == 1 and rec.data.metrics["speedup_low"] >= 1.2
     assert rec.data.tags["verified"] == "true" and rec.data.tags["recipe"] == "dataloader"
     assert "DataLoader(" in rec.data.tags["mlflow.note.content"]
+    top = payload["recommendations"][0]
+    assert rec.info.run_name == f"#1 dataloader {top['speedup']:.2f}x ({top['interval'][0]:.2f}-{top['interval'][1]:.2f}x) verified"
+    assert f"| 1 | dataloader | {top['speedup']:.2f}x |" in session.data.tags["mlflow.note.content"], "the ranking on the session's page"
     artifacts = {a.path for a in client.list_artifacts(session.info.run_id)}
     assert {"recommendations.json", "report.md", "speedup.png", "history.png"} <= artifacts
 

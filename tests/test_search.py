@@ -191,3 +191,25 @@ def test_a_sampler_circling_a_measured_plan_is_given_an_unmeasured_one(tmp_path)
     measured = {search.plan_identity(t.plan, effective) for t in search.finished_trials(study)}
     assert len(measured) == 6, lines
     assert not any("the search stops here" in line for line in lines)
+
+
+def test_a_dead_machines_trial_is_failed_by_optunas_heartbeat_and_retried(tmp_path, monkeypatch):
+    """A database study beats Optuna's heartbeat: a running trial of a process on another
+    machine that went silent is failed after the grace period and enqueued again by Optuna's
+    retry callback; the budget counts the retry, not the dead attempt."""
+    monkeypatch.setattr(search, "HEARTBEAT_S", 1.0)
+    monkeypatch.setattr(search, "STALE_AFTER_S", 1.0)
+    storage = search.open_storage(f"sqlite:///{tmp_path / 'study.db'}")
+    assert search.beats(storage)
+    study = optuna.create_study(study_name="s", storage=storage, direction="maximize")
+    dead = study.ask({"x": optuna.distributions.IntDistribution(0, 3)})
+    dead.set_user_attr(search.WORKER_ATTR, "a-machine-that-went-down:4242")
+    storage.record_heartbeat(dead._trial_id)
+    assert search.counted_trials(study) == 1
+    time.sleep(2.5)
+    search.recover_stale_trials(study)
+    states = {t.number: t.state for t in study.trials}
+    assert states[dead.number] == optuna.trial.TrialState.FAIL
+    retry = next(t for t in study.trials if t.number != dead.number)
+    assert retry.state == optuna.trial.TrialState.WAITING and retry.params == dead.params
+    assert search.counted_trials(study) == 0, "the dead attempt no longer holds a place in the budget"

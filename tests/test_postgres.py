@@ -1,0 +1,110 @@
+"""A study shared through a real PostgreSQL server: `advisor optimize` and two `advisor worker`
+processes, one of them killed with -9 mid-trial.
+
+The server comes from Debian's `postgresql` package, started here with `initdb` and `pg_ctl` in
+a temporary folder as an unprivileged user, on 127.0.0.1. The test installs the package when
+it is missing and the machine allows it (root with apt-get), and skips with the reason otherwise."""
+
+import glob
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections import Counter
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+from advisor import search
+from advisor.config import load_config
+from advisor.session import effective
+from conftest import free_port
+from test_search import advisor, complete_trials, load_study, quick_config, wait_for
+
+pytestmark = pytest.mark.integration
+
+
+def postgres_binaries() -> Path:
+    """The folder of initdb and pg_ctl: Debian keeps them outside PATH, under /usr/lib/postgresql."""
+    found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
+    if found:
+        return Path(found[-1]).parent
+    if shutil.which("initdb") and shutil.which("pg_ctl"):
+        return Path(shutil.which("initdb")).parent
+    if os.geteuid() != 0 or not shutil.which("apt-get"):
+        pytest.skip("PostgreSQL is not installed, and installing it needs root and apt-get")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    for command in (["apt-get", "update", "-q"], ["apt-get", "install", "-y", "-q", "postgresql"]):
+        done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=900)
+        if done.returncode != 0:
+            pytest.skip(f"could not install postgresql: {done.stderr.strip().splitlines()[-1:]}")
+    return postgres_binaries()
+
+
+def as_server_user(command: list[str]) -> list[str]:
+    """PostgreSQL refuses to run as root: as root, its commands run as the `postgres` user."""
+    return ["runuser", "-u", "postgres", "--", *command] if os.geteuid() == 0 else command
+
+
+@pytest.fixture(scope="module")
+def postgres_url():
+    pytest.importorskip("psycopg", reason="the PostgreSQL driver comes with advisor[postgres]")
+    binaries = postgres_binaries()
+    folder = Path(tempfile.mkdtemp(prefix="advisor-pg-"))
+    if os.geteuid() == 0:
+        shutil.chown(folder, "postgres", "postgres")
+    data, port = folder / "data", free_port()
+    run = lambda *command: subprocess.run(as_server_user(list(command)), capture_output=True, text=True, timeout=120)  # noqa: E731
+    made = run(str(binaries / "initdb"), "-D", str(data), "-A", "trust", "-U", "advisor", "--no-sync")
+    assert made.returncode == 0, made.stderr
+    started = run(str(binaries / "pg_ctl"), "-D", str(data), "-l", str(folder / "server.log"), "-w", "-o",
+                  f"-p {port} -k {folder} -c listen_addresses=127.0.0.1 -c fsync=off", "start")
+    assert started.returncode == 0, started.stderr + (folder / "server.log").read_text()
+    try:
+        yield f"postgresql://advisor@127.0.0.1:{port}/postgres"  # a plain URL: advisor picks the installed driver
+    finally:
+        run(str(binaries / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop")
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_optimize_and_two_workers_share_a_postgresql_study(tmp_path, postgres_url):
+    """One leader and two workers on one study: a worker killed with -9 while it measures has its
+    trial failed and run again; the budget is spent exactly, on distinct plans, with no trial
+    left running."""
+    path = quick_config(tmp_path, trials=8, latency_ms=15.0)
+    config = yaml.safe_load(path.read_text())
+    config["search"]["storage"] = postgres_url
+    path.write_text(yaml.safe_dump(config))
+    config = load_config(path)
+    leader = advisor("optimize", str(path))
+    wait_for(lambda: len(complete_trials(config)) >= 1, 240, "the study to start")
+    victim, helper = advisor("worker", str(path)), advisor("worker", str(path))
+
+    def victim_measuring():
+        return [t for t in load_study(config).get_trials(states=(optuna.trial.TrialState.RUNNING,))
+                if t.user_attrs.get(search.WORKER_ATTR, "").endswith(f":{victim.pid}")]
+
+    wait_for(victim_measuring, 240, "the victim worker to take a trial")
+    killed = victim_measuring()[0]
+    os.kill(victim.pid, signal.SIGKILL)
+    victim.wait(30)
+    helper_out, helper_err = helper.communicate(timeout=400)
+    leader_out, leader_err = leader.communicate(timeout=400)
+    assert helper.returncode == 0 and leader.returncode == 0, helper_err[-2000:] + leader_err[-2000:]
+
+    trials = load_study(config).trials
+    finished = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    assert len(finished) == 8, "the budget is spent exactly"
+    assert not [t for t in trials if t.state == optuna.trial.TrialState.RUNNING], "no trial left running"
+    assert len({t.number for t in trials}) == len(trials)
+    plans = Counter(search.plan_identity(t.user_attrs[search.PLAN_ATTR], effective) for t in finished)
+    assert all(count == 1 for count in plans.values()), f"no plan measured twice: {plans}"
+    dead = next(t for t in trials if t.number == killed.number)
+    assert dead.state == optuna.trial.TrialState.FAIL
+    assert any(t.params == dead.params and t.number > dead.number for t in finished), "the killed trial ran again"
+    runners = Counter(t.user_attrs[search.WORKER_ATTR] for t in finished)
+    assert len(runners) >= 2, f"the leader and the surviving worker both ran trials: {runners}"
+    assert "worker finished: ran" in helper_out
