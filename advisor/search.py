@@ -85,12 +85,21 @@ def check_storage(config: AdvisorConfig) -> None:
         if not Path(url).parent.is_dir():
             raise UserError(f"search.storage: the folder of the journal file {url} does not exist; create it, or {hint}")
         return
+    from sqlalchemy import create_engine
     from sqlalchemy.engine import make_url
 
     try:
         make_url(url).get_dialect().import_dbapi()
     except Exception as exc:
         raise UserError(f"search.storage: cannot use {url!r} ({type(exc).__name__}: {exc}); {hint}") from None
+    engine = create_engine(url, connect_args={"connect_timeout": 10} if url.startswith("postgresql") else {})
+    try:
+        engine.connect().close()
+    except Exception as exc:  # the driver's own error, first line: refused, unknown host, bad password
+        first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise UserError(f"search.storage: cannot connect to {url!r} ({first}); start the database or fix the URL") from None
+    finally:
+        engine.dispose()
 
 
 def with_driver(url: str) -> str:
@@ -392,6 +401,7 @@ def run_trials(
     (`canonical`) to one measured or under way is run again: the budget counts distinct plans.
     """
     ran = repeats = 0
+    loop_started = time.time()
     while counted_trials(study) < budget_trials and time.time() < deadline:
         recover_stale_trials(study)
         with quiet_heartbeat():
@@ -426,7 +436,8 @@ def run_trials(
         study.tell(trial, run.samples_per_s if run.ok else 0.0)
         on_trial(trial.number, plan, run.to_dict(), feasible, started, time.time())
         ran += 1
-        progress(describe_trial(study, trial.number, plan, run, feasible, budget_trials, baseline))
+        eta = eta_seconds(loop_started, ran, counted_trials(study), budget_trials, deadline)
+        progress(describe_trial(study, trial.number, plan, run, feasible, budget_trials, baseline, eta))
     return ran
 
 
@@ -476,7 +487,8 @@ def finished_trials(study: optuna.Study) -> list[TrialResult]:
 
 
 def describe_trial(
-    study: optuna.Study, number: int, plan: dict, run: Measurement, feasible: bool, budget: int, baseline: dict
+    study: optuna.Study, number: int, plan: dict, run: Measurement, feasible: bool, budget: int, baseline: dict,
+    eta_s: Optional[float] = None,
 ) -> str:
     changes = ", ".join(f"{k}={v}" for k, v in plan.items() if v != baseline.get(k)) or "baseline"
     trials = finished_trials(study)
@@ -485,7 +497,16 @@ def describe_trial(
     outcome = rate_text(run) if feasible else f"infeasible: {run.reason or 'over the memory budget'}"
     best_text = f"best {rate_text(best.measurement)}" if best else "best -"
     best_text += f" ({best.samples_per_s / base:.2f}x)" if best and base else ""
-    return f"  trial #{number} [{len(trials)}/{budget}]  {changes}  ->  {outcome}   [{best_text}]"
+    eta = "" if not eta_s or len(trials) >= budget else f"  ~{eta_s:.0f} s left" if eta_s < 90 else f"  ~{eta_s / 60:.0f} min left"
+    return f"  trial #{number} [{len(trials)}/{budget}]  {changes}  ->  {outcome}   [{best_text}]{eta}"
+
+
+def eta_seconds(started: float, ran: int, done: int, budget: int, deadline: float) -> Optional[float]:
+    """The search's time left: this process's mean time per trial times the trials left, at most the deadline."""
+    if ran == 0:
+        return None
+    now = time.time()
+    return max(0.0, min((now - started) / ran * max(0, budget - done), deadline - now))
 
 
 def rate_text(run: Measurement) -> str:

@@ -17,7 +17,7 @@ import pytest
 from advisor import search
 from advisor.config import load_config
 from advisor.harness.lifetime import RUN_FOLDER_PREFIX
-from conftest import ROOT
+from conftest import ROOT, free_port
 from test_search import complete_trials, load_study, quick_config, wait_for
 
 pytestmark = pytest.mark.integration
@@ -201,12 +201,15 @@ def test_mlflow_going_down_mid_session_loses_no_work(tmp_path):
     assert len(payload["trials"]) == config.search.trials, "every finished measurement is in the results folder"
 
 
+CLOSED_PORT = free_port()  # nothing listens there
+
 BAD_ADDRESSES = [
     ({"tracking": {"uri": "garbage://x"}}, [], "tracking.uri: 'garbage://x' is not a tracking URI"),
     ({"tracking": {"uri": "not a uri"}}, [], "tracking.uri: 'not a uri' is not a tracking URI"),
     ({"tracking": {"uri": "http://127.0.0.1:9"}}, [], "tracking.uri: no MLflow tracking server answers"),
     ({"search": {"storage": "bogus://x"}}, [], "search.storage: cannot use 'bogus://x'"),
-    ({"search": {"storage": "postgresql://advisor@127.0.0.1/advisor"}}, [], "No module named"),
+    ({"search": {"storage": "mysql://advisor@127.0.0.1/advisor"}}, [], "No module named"),
+    ({"search": {"storage": f"postgresql://advisor@127.0.0.1:{CLOSED_PORT}/advisor"}}, [], "search.storage: cannot connect"),
     ({"search": {"storage": "no/such/folder/study.journal"}}, [], "search.storage: the folder"),
     ({}, ["--evidence", "diagnosis.json"], "--evidence: diagnosis.json is not the JSON of advisor diagnose --json"),
     ({"name": "../x"}, [], "name: expected a plain name"),
