@@ -94,6 +94,7 @@ class SessionResult:
     baseline_peak_mb: float = 0.0
     numerics_reference: str = "the baseline"  # whose results the candidates reproduce
     baseline_latency_ms: dict = field(default_factory=dict)  # inference: over the verification rounds' baseline runs
+    first_verified_s: Optional[float] = None  # from the session's start to its first verified fix
 
 
 def cpu_has_bf16() -> bool:
@@ -444,11 +445,20 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
     recommendations: list[Recommendation] = []
     baseline_breakdown = step_breakdown([facts.evidence.full])
     baseline_latency = latency_of([base_run])
+    first_verified: list[float] = []
+
+    def verdict_heard(name, plan, verdict, verify_start, verify_end) -> None:
+        if verdict["verified"] and not first_verified:  # the moment a user has advice to trust
+            first_verified.append(verify_end - started)
+            progress(f"first verified fix {verify_end - started:.0f} s after the start: {name} "
+                     f"{verdict['speedup']:.2f}x ({verdict['low']:.2f}-{verdict['high']:.2f}x)")
+        hooks.verdict(name, plan, verdict, verify_start, verify_end)
+
     if candidates:
         input_bound = bool(diagnoses) and diagnoses[0].bottleneck.startswith("input")
         recommendations, baseline_breakdown, late_rejections = verify_candidates(
             candidates, baseline, config, measure, memory_fix, progress, reference_plan=reference.plan,
-            with_ideal=input_bound and bool(facts.evidence.derived.get("ideal_samples_per_s")), on_verdict=hooks.verdict,
+            with_ideal=input_bound and bool(facts.evidence.derived.get("ideal_samples_per_s")), on_verdict=verdict_heard,
             context=facts.context, baseline_latency=baseline_latency,
         )
         rejected += late_rejections
@@ -461,6 +471,7 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
         started=started, finished=time.time(), memory_fix=memory_fix,
         baseline_peak_mb=(base_run if base_run.ok else uncapped or facts.evidence.full).peak_memory_mb,
         numerics_reference=reference_note, baseline_latency_ms=baseline_latency,
+        first_verified_s=first_verified[0] if first_verified else None,
     )
 
 
@@ -728,6 +739,7 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
         "config": str(config.path),
         "started": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(result.started)),
         "duration_s": result.finished - result.started,
+        "first_verified_s": result.first_verified_s,
         "fingerprint": print_fingerprint["digest"],
         "fingerprint_components": print_fingerprint["components"],
         "unit": kind_of(config.kind).unit(config),

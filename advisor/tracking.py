@@ -153,7 +153,8 @@ class SessionLog:
         bottleneck = payload["diagnoses"][0]["bottleneck"] if payload["diagnoses"] else "none"
         self._call("the session's tags", lambda: self.tracker.log(
             self.session, params={"recipes_tried": ",".join(payload["recipes_tried"]) or "none"},
-            metrics={"baseline_samples_per_s": payload["baseline"]["samples_per_s"]},
+            metrics={"baseline_samples_per_s": payload["baseline"]["samples_per_s"],
+                     **({"first_verified_s": payload["first_verified_s"]} if payload.get("first_verified_s") else {})},
             tags={"fingerprint": payload["fingerprint"], "bottleneck": bottleneck,
                   DESCRIPTION_TAG: ranking_table(payload, bottleneck)}))
 

@@ -25,6 +25,7 @@ def test_terminal_shows_interval_and_numerics(optimized):
     assert re.search(r"1\s+dataloader\s+\d+\.\d\dx\s+\d+\.\d\d-\d+\.\d\dx\s+yes\s+ok", result.stdout), result.stdout
     assert "trial #0 [1/3]  baseline" in result.stderr, "live progress names each trial"
     assert "best" in result.stderr and "round 5/5" in result.stderr
+    assert re.search(r"first verified fix \d+ s after the start: #\d+ \d+\.\d\dx", result.stderr), result.stderr[-3000:]
 
 
 def test_recommendations_json_contract(optimized):
@@ -32,6 +33,7 @@ def test_recommendations_json_contract(optimized):
     payload = json.loads((results_dir / "recommendations.json").read_text())
     assert payload["workload"] == "tiny" and payload["unit"] == "samples/s"
     assert payload["fingerprint"] and payload["baseline"]["samples_per_s"] > 0
+    assert 0 < payload["first_verified_s"] <= payload["duration_s"]
     assert payload["diagnoses"][0]["bottleneck"] == "input-fetch" and payload["diagnoses"][0]["evidence"]
     top = payload["recommendations"][0]
     assert top["rank"] == 1 and top["verified"] and top["recipes"] == ["dataloader"]
