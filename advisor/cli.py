@@ -125,13 +125,31 @@ def version() -> str:
 
 
 def progress_printer(args: Optional[argparse.Namespace] = None):
+    """Progress lines on stderr: with a bar where stderr is a terminal, plain lines otherwise
+    (logs), none with -q."""
     quiet = bool(getattr(args, "quiet", False))
+    terminal = sys.stderr.isatty()
 
     def progress(line: str) -> None:
         if not quiet:
-            print(line, file=sys.stderr, flush=True)
+            print(with_bar(line) if terminal else line, file=sys.stderr, flush=True)
 
     return progress
+
+
+BAR_WIDTH = 20
+
+
+def with_bar(line: str) -> str:
+    """A trial's or a verification round's line with a bar of the work done ("[7/12]", "round 3/5")."""
+    import re
+
+    found = re.search(r"\[(\d+)/(\d+)\]|round (\d+)/(\d+)", line)
+    if not found:
+        return line
+    done, total = (int(n) for n in (found.group(1, 2) if found.group(1) else found.group(3, 4)))
+    filled = round(BAR_WIDTH * min(done, total) / max(total, 1))
+    return f"{'█' * filled}{'░' * (BAR_WIDTH - filled)} {line.lstrip()}"
 
 
 def run_diagnose(args: argparse.Namespace) -> int:

@@ -182,7 +182,7 @@ class SessionLog:
 
     def _recommendation(self, rec: dict, bottleneck: str) -> None:
         run_id = self.tracker.start(
-            recommendation_name(rec),
+            recommendation_name(rec, bottleneck),
             {"kind": "recommendation", "verified": str(rec["verified"]).lower(), "recipe": "+".join(rec["recipes"]),
              "bottleneck": bottleneck, "workload": self.config.name},
             parent=self.session,
@@ -273,12 +273,12 @@ def run_metrics(measurement: dict) -> dict:
     }
 
 
-def recommendation_name(rec: dict) -> str:
-    """A recommendation run's name, which the runs page shows without a click: rank, fix,
-    speedup, interval and whether it was verified."""
+def recommendation_name(rec: dict, bottleneck: str) -> str:
+    """A recommendation run's name, which the runs page shows without a click, most telling
+    first (its column cuts long names): rank, speedup, verdict, fix, interval, bottleneck."""
     low, high = rec["interval"]
-    return (f"#{rec['rank']} {'+'.join(rec['recipes'])} {rec['speedup']:.2f}x ({low:.2f}-{high:.2f}x) "
-            f"{'verified' if rec['verified'] else 'not verified'}")
+    return (f"#{rec['rank']} {rec['speedup']:.2f}x {'verified' if rec['verified'] else 'unverified'} "
+            f"{'+'.join(rec['recipes'])} ({low:.2f}-{high:.2f}x), {bottleneck}")
 
 
 def ranking_table(payload: dict, bottleneck: str) -> str:

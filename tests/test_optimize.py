@@ -75,7 +75,8 @@ def test_mlflow_layout(optimized):
     assert rec.data.tags["verified"] == "true" and rec.data.tags["recipe"] == "dataloader"
     assert "DataLoader(" in rec.data.tags["mlflow.note.content"]
     top = payload["recommendations"][0]
-    assert rec.info.run_name == f"#1 dataloader {top['speedup']:.2f}x ({top['interval'][0]:.2f}-{top['interval'][1]:.2f}x) verified"
+    assert rec.info.run_name == (f"#1 {top['speedup']:.2f}x verified dataloader "
+                                 f"({top['interval'][0]:.2f}-{top['interval'][1]:.2f}x), input-fetch")
     assert f"| 1 | dataloader | {top['speedup']:.2f}x |" in session.data.tags["mlflow.note.content"], "the ranking on the session's page"
     artifacts = {a.path for a in client.list_artifacts(session.info.run_id)}
     assert {"recommendations.json", "report.md", "speedup.png", "history.png"} <= artifacts
@@ -102,6 +103,14 @@ def test_optimize_json_is_the_ranking(optimized):
     top = printed["recommendations"][0]
     assert top["rank"] == 1 and top["recipes"] == ["dataloader"] and top["verified"] and top["mlflow_run_id"]
     assert printed["results"] == str(optimized.results_dir) and printed["baseline"]["samples_per_s"] > 0
+
+
+def test_progress_bars_on_a_terminal():
+    from advisor.cli import with_bar
+
+    assert with_bar("  trial #3 [6/12]  x  ->  1 samples/s").startswith("█" * 10 + "░" * 10 + " trial #3 [6/12]")
+    assert with_bar("  round 5/5: baseline 1/s").startswith("█" * 20 + " round 5/5")
+    assert with_bar("diagnosing the baseline:") == "diagnosing the baseline:"
 
 
 def test_version_and_python_m():
