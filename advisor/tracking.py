@@ -94,6 +94,7 @@ class SessionLog:
         self.session: Optional[str] = None
         self.logged_trials: set[int] = set()
         self.recommendation_ids: list[str] = []
+        self.verified_at: dict[str, tuple[float, float]] = {}  # a plan's verification rounds, start and end
         self._call("the session run", self._open, tags or {})
 
     def _open(self, tags: dict) -> None:
@@ -134,6 +135,8 @@ class SessionLog:
         self._call(f"trial {number}", log)
 
     def verification(self, name: str, plan: dict, verdict: dict, started: float, finished: float) -> None:
+        self.verified_at[json.dumps(plan, sort_keys=True, default=str)] = (started, finished)
+
         def log() -> None:
             run_id = self.tracker.start(
                 f"verification {name}", {"kind": "verification", "verified": str(verdict["verified"]).lower(),
@@ -181,11 +184,12 @@ class SessionLog:
         self.close("FINISHED")
 
     def _recommendation(self, rec: dict, bottleneck: str) -> None:
+        started, finished = self.verified_at.get(json.dumps(rec["plan"], sort_keys=True, default=str), (None, None))
         run_id = self.tracker.start(
             recommendation_name(rec, bottleneck),
             {"kind": "recommendation", "verified": str(rec["verified"]).lower(), "recipe": "+".join(rec["recipes"]),
              "bottleneck": bottleneck, "workload": self.config.name},
-            parent=self.session,
+            parent=self.session, start_time=started,
             description=f"{rec['reason']}\n\n```python\n{rec['snippet']}\n```",
         )
         self.tracker.log(
@@ -195,7 +199,7 @@ class SessionLog:
                      "peak_memory_mb": rec["peak_memory_mb"], "failed_runs": rec.get("failed_runs", 0),
                      **{f"latency_{key}": value for key, value in rec.get("latency_ms", {}).items()}},
         )
-        self.tracker.finish(run_id)
+        self.tracker.finish(run_id, end_time=finished)  # its span: the rounds that verified it
         self.recommendation_ids.append(run_id)
 
     def close(self, status: str) -> None:
