@@ -50,7 +50,7 @@ def experiment_name(config: AdvisorConfig) -> str:
 
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
-OWNER_TAG = "advisor.owner"  # host:pid of the process that writes a session run
+OWNER_TAG = "advisor.owner"  # machine:pid of the process that writes a session run
 TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "file", "databricks")
 
 

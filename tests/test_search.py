@@ -13,6 +13,7 @@ import pytest
 
 from advisor import search
 from advisor.config import load_config
+from advisor.harness.lifetime import owner
 from advisor.plan import baseline_plan
 from advisor.session import measure_with
 from conftest import ROOT, TINY, merged, write_config
@@ -154,7 +155,7 @@ def test_stale_trials_are_failed_on_any_host_by_their_heartbeat(tmp_path):
     study = optuna.create_study(study_name="stale", storage=storage)
     now = time.time()
     workers = {"gone": ("elsewhere:41", now - 300), "beating": ("elsewhere:42", now - 10),
-               "mine": (f"{socket.gethostname()}:{os.getpid()}", now - 10)}
+               "mine": (owner(), now - 10)}
     trials = {}
     for name, (worker, beat) in workers.items():
         trial = study.ask({"x": optuna.distributions.IntDistribution(0, 9)})
@@ -168,6 +169,16 @@ def test_stale_trials_are_failed_on_any_host_by_their_heartbeat(tmp_path):
     search.requeue_interrupted(study)
     (waiting,) = study.get_trials(states=(optuna.trial.TrialState.WAITING,))
     assert waiting.system_attrs["fixed_params"] == states["gone"].params, "queued again with its own plan"
+
+
+def test_a_machine_is_its_hostname_and_its_boot():
+    """Two machines that share a hostname (cloned containers' hosts) do not read each other's
+    pids as their own: a process of this hostname on another boot is not "gone" here."""
+    from advisor.harness.lifetime import machine, owner_gone
+
+    assert machine().startswith(socket.gethostname())
+    assert not owner_gone(f"{socket.gethostname()}/00000000:999999"), "another machine's process, never judged from here"
+    assert owner_gone(f"{machine()}:999999") == (not os.path.exists("/proc/999999"))
 
 
 def test_a_sampler_circling_a_measured_plan_is_given_an_unmeasured_one(tmp_path):

@@ -49,20 +49,28 @@ def remove_orphaned_run_folders() -> int:
     return removed
 
 
-def owner() -> str:
-    """This process as other processes and machines see it: host:pid."""
+def machine() -> str:
+    """This machine as others see it: its hostname and its boot id (two machines, or two
+    containers' hosts, can share a hostname; they do not share a boot)."""
     import socket
 
-    return f"{socket.gethostname()}:{os.getpid()}"
+    try:
+        with open("/proc/sys/kernel/random/boot_id") as handle:
+            return f"{socket.gethostname()}/{handle.read().strip()[:8]}"
+    except OSError:
+        return socket.gethostname()
+
+
+def owner() -> str:
+    """This process as other processes and machines see it: machine:pid."""
+    return f"{machine()}:{os.getpid()}"
 
 
 def owner_gone(recorded: str) -> bool:
-    """Whether a host:pid recorded by `owner` names a process of this host that no longer runs
-    (another host's processes cannot be checked from here)."""
-    import socket
-
+    """Whether a machine:pid recorded by `owner` names a process of this machine that no longer
+    runs (another machine's processes cannot be checked from here)."""
     host, _, pid = str(recorded).rpartition(":")
-    return host == socket.gethostname() and pid.isdigit() and not pid_alive(int(pid))
+    return host == machine() and pid.isdigit() and not pid_alive(int(pid))
 
 
 def pid_alive(pid: int) -> bool:
@@ -111,8 +119,6 @@ def measurement_slot():
 
 
 def measuring_here(owners: list[str]) -> list[str]:
-    """Of the processes (host:pid) measuring trials, those on this machine other than this one, alive."""
-    import socket
-
-    host = socket.gethostname()
-    return [o for o in owners if o.rpartition(":")[0] == host and o != owner() and not owner_gone(o)]
+    """Of the processes (machine:pid) measuring trials, those on this machine other than this one, alive."""
+    here = machine()
+    return [o for o in owners if o.rpartition(":")[0] == here and o != owner() and not owner_gone(o)]
