@@ -21,6 +21,7 @@ from typing import Callable, Optional
 
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
+from advisor.search import plan_identity
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 # A tracking server that went away must cost seconds, not MLflow's default minutes of retries.
@@ -135,7 +136,7 @@ class SessionLog:
         self._call(f"trial {number}", log)
 
     def verification(self, name: str, plan: dict, verdict: dict, started: float, finished: float) -> None:
-        self.verified_at[json.dumps(plan, sort_keys=True, default=str)] = (started, finished)
+        self.verified_at[plan_identity(plan)] = (started, finished)
 
         def log() -> None:
             run_id = self.tracker.start(
@@ -184,7 +185,7 @@ class SessionLog:
         self.close("FINISHED")
 
     def _recommendation(self, rec: dict, bottleneck: str) -> None:
-        started, finished = self.verified_at.get(json.dumps(rec["plan"], sort_keys=True, default=str), (None, None))
+        started, finished = self.verified_at.get(plan_identity(rec["plan"]), (None, None))
         run_id = self.tracker.start(
             recommendation_name(rec, bottleneck),
             {"kind": "recommendation", "verified": str(rec["verified"]).lower(), "recipe": "+".join(rec["recipes"]),

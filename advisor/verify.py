@@ -129,16 +129,14 @@ def compare_frames(candidate: Optional[str], baseline: Optional[str], risk: str,
     """Compares two pipeline outputs (pickled frames): the same columns and rows, text and
     integers equal, floats within `rtol`; as sets of rows where order does not matter. Dtypes
     may differ (Arrow-backed, categorical): the values are what must match."""
-    import numpy as np
     import pandas as pd
 
     if not candidate or not baseline:
         return NumericsResult(False, risk, math.inf, rtol, 0, "no output to compare")
     mine, theirs = pd.read_pickle(candidate), pd.read_pickle(baseline)
-    if list(mine.columns) != list(theirs.columns):
-        return NumericsResult(False, risk, math.inf, rtol, 0, f"columns differ: {list(mine.columns)} vs {list(theirs.columns)}")
-    if len(mine) != len(theirs):
-        return NumericsResult(False, risk, math.inf, rtol, 0, f"{len(mine):,} rows against the baseline's {len(theirs):,}")
+    misshapen = shape_difference(mine, theirs)
+    if misshapen:
+        return NumericsResult(False, risk, math.inf, rtol, 0, misshapen)
     mine, theirs = _plain(mine), _plain(theirs)
     if not order_matters:
         exact = [c for c in mine.columns if mine[c].dtype != "float64"]
@@ -161,13 +159,18 @@ def plain_difference(mine, theirs, rtol: float, reference: str = "the baseline's
     return worst, None
 
 
-def frame_difference(mine, theirs, rtol: float, reference: str = "the baseline's") -> Optional[str]:
-    """Where two output frames (as `comparable` makes them) first disagree, row by row; None when they agree."""
+def shape_difference(mine, theirs, reference: str = "the baseline's") -> Optional[str]:
+    """Two frames whose columns or row counts differ, in words; None when they match."""
     if list(mine.columns) != list(theirs.columns):
         return f"columns differ: {list(mine.columns)} vs {list(theirs.columns)}"
     if len(mine) != len(theirs):
         return f"{len(mine):,} rows against {reference} {len(theirs):,}"
-    return plain_difference(_plain(mine.reset_index(drop=True)), _plain(theirs.reset_index(drop=True)), rtol, reference)[1]
+    return None
+
+
+def frame_difference(mine, theirs, rtol: float, reference: str = "the baseline's") -> Optional[str]:
+    """Where two output frames (as `comparable` makes them) first disagree, row by row; None when they agree."""
+    return shape_difference(mine, theirs, reference) or plain_difference(_plain(mine.reset_index(drop=True)), _plain(theirs.reset_index(drop=True)), rtol, reference)[1]
 
 
 def column_difference(mine, theirs, rtol: float, reference: str = "the baseline's") -> tuple[float, Optional[str]]:
@@ -196,7 +199,7 @@ def first_difference(candidate, baseline, rtol: float, reference: str = "the bas
     """Where two series first disagree under the pipeline's comparison rules; None when they agree."""
     import pandas as pd
 
-    if len(candidate) != len(baseline):
+    if len(candidate) != len(baseline):  # series: their lengths (a frame's columns would name `value`)
         return f"{len(candidate):,} rows against {reference} {len(baseline):,}"
     mine = _plain(pd.DataFrame({"value": candidate.reset_index(drop=True)}))["value"]
     theirs = _plain(pd.DataFrame({"value": baseline.reset_index(drop=True)}))["value"]

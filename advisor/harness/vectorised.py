@@ -19,27 +19,42 @@ from typing import Any, Callable, Optional
 import numpy as np
 import pandas as pd
 
-from advisor.vectorise import Unsupported, column_loops, function_at, rewrite, rewrite_loops
+from advisor.vectorise import Rewrite, Unsupported, column_loops, function_at, rewrite, rewrite_loops
 from advisor.verify import first_difference, frame_difference
 
 
+def where(file: str, line: int) -> str:
+    """How the plan names a function or loop: `file.py:line`."""
+    return f"{Path(file).name}:{line}"
+
+
 def locator(code) -> str:
-    return f"{Path(code.co_filename).name}:{code.co_firstlineno}"
+    return where(code.co_filename, code.co_firstlineno)
 
 
-def columns_function(function: Callable, mode: str) -> Callable:
-    """The column form of `function`, executed with the function's globals and closure."""
+def source_of(function: Callable) -> tuple[Any, str]:
+    """The AST node of the function (def or lambda) and the text of its file."""
     code = function.__code__
     source = Path(code.co_filename).read_text()
-    node = function_at(source, code.co_firstlineno)
+    return function_at(source, code.co_firstlineno), source
+
+
+def executed(text: str, name: str, like: Callable) -> Callable:
+    """The function `name` defined by `text`, run with `like`'s globals and closure (and np, pd)."""
+    code = like.__code__
+    namespace: dict[str, Any] = {"np": np, "pd": pd, **like.__globals__}
+    namespace.update({free: cell.cell_contents for free, cell in zip(code.co_freevars, like.__closure__ or ())})
+    exec(compile(text, f"<advisor: {name}>", "exec"), namespace)
+    return namespace[name]
+
+
+def columns_function(function: Callable, mode: str) -> tuple[Rewrite, Callable]:
+    """The rewrite of `function` over columns, and that rewrite as a function to call."""
+    node, source = source_of(function)
     if node is None:
-        raise Unsupported(f"no function at {locator(code)}")
+        raise Unsupported(f"no function at {locator(function.__code__)}")
     written = rewrite(node, source, mode)
-    namespace: dict[str, Any] = {"np": np, "pd": pd, **function.__globals__}
-    cells = function.__closure__ or ()
-    namespace.update({name: cell.cell_contents for name, cell in zip(code.co_freevars, cells)})
-    exec(compile(written.text, f"<advisor: {written.columns_name}>", "exec"), namespace)
-    return namespace[written.columns_name]
+    return written, executed(written.text, written.columns_name, function)
 
 
 def as_series(result: Any, like: pd.Series | pd.DataFrame, name: Optional[str]) -> pd.Series:
@@ -64,21 +79,8 @@ def with_vectorised(transform: Callable, targets: str) -> Callable:
 
 
 def transform_source(transform: Callable) -> tuple[Optional[ast.FunctionDef], str]:
-    code = transform.__code__
-    source = Path(code.co_filename).read_text()
-    node = function_at(source, code.co_firstlineno)
+    node, source = source_of(transform)
     return (node if isinstance(node, ast.FunctionDef) else None), source
-
-
-def loop_lines(transform: Callable, wanted) -> set[int]:
-    name = Path(transform.__code__.co_filename).name
-    return {int(where.rsplit(":", 1)[1]) for where in wanted if where.rsplit(":", 1)[0] == name}
-
-
-def build_transform(text: str, transform: Callable) -> Callable:
-    namespace: dict[str, Any] = {"np": np, "pd": pd, **transform.__globals__}
-    exec(compile(text, f"<advisor: {transform.__name__} with its loops over columns>", "exec"), namespace)
-    return namespace[transform.__name__]
 
 
 def transform_with_loops(transform: Callable, wanted) -> Callable:
@@ -86,8 +88,8 @@ def transform_with_loops(transform: Callable, wanted) -> Callable:
     node, source = transform_source(transform)
     if node is None:
         return transform
-    lines = loop_lines(transform, wanted) & {loop.lineno for loop in column_loops(node)}
-    return build_transform(rewrite_loops(node, source, lines), transform) if lines else transform
+    lines = {loop.lineno for loop in column_loops(node) if where(transform.__code__.co_filename, loop.lineno) in wanted}
+    return executed(rewrite_loops(node, source, lines), transform.__name__, transform) if lines else transform
 
 
 def loop_verdicts(transform: Callable, sample: pd.DataFrame, rtol: float) -> list[dict]:
@@ -101,8 +103,8 @@ def loop_verdicts(transform: Callable, sample: pd.DataFrame, rtol: float) -> lis
         return []
     found = []
     for loop in column_loops(node) if node is not None else []:
-        where = f"{Path(transform.__code__.co_filename).name}:{loop.lineno}"
-        entry = {"where": where, "file": transform.__code__.co_filename, "line": loop.lineno,
+        at = where(transform.__code__.co_filename, loop.lineno)
+        entry = {"where": at, "file": transform.__code__.co_filename, "line": loop.lineno,
                  "name": f"the {loop.iter.func.attr} loop in {node.name}", "mode": "loop"}
         try:
             text = rewrite_loops(node, source, {loop.lineno})
@@ -111,10 +113,10 @@ def loop_verdicts(transform: Callable, sample: pd.DataFrame, rtol: float) -> lis
             continue
         original = "\n".join(source.splitlines()[node.lineno - 1:node.end_lineno]) + "\n"
         entry.update(rewrite=text, diff="".join(difflib.unified_diff(
-            original.splitlines(True), text.splitlines(True), f"{where} (yours)", f"{node.name} (advisor's)")))
+            original.splitlines(True), text.splitlines(True), f"{at} (yours)", f"{node.name} (advisor's)")))
         try:
             expected = comparable(checked(transform(sample.copy())))
-            got = comparable(checked(build_transform(text, transform)(sample.copy())))
+            got = comparable(checked(executed(text, transform.__name__, transform)(sample.copy())))
         except Exception as error:
             found.append({**entry, "status": "differs", "detail": f"the rewrite raised {type(error).__name__}: {error}"})
             continue
@@ -143,7 +145,7 @@ class callbacks_vectorised:
         if code is None or locator(code) not in self.wanted:
             return None
         if (code, mode) not in self.built:
-            self.built[(code, mode)] = columns_function(function, mode)
+            self.built[(code, mode)] = columns_function(function, mode)[1]
         return self.built[(code, mode)]
 
     def answer(self, function: Any, mode: str, data, name, as_written: Callable[[], Any]):
@@ -161,13 +163,12 @@ class callbacks_vectorised:
         entry = {"where": locator(code), "file": code.co_filename, "line": code.co_firstlineno,
                  "name": code.co_name, "mode": mode}
         try:
-            source = Path(code.co_filename).read_text()
-            written = rewrite(function_at(source, code.co_firstlineno), source, mode)
+            written, form = columns_function(function, mode)
         except (Unsupported, OSError, SyntaxError) as problem:
             return {**entry, "status": "unsupported", "detail": str(problem)}
         entry.update(rewrite=written.text, diff=written.diff(locator(code)))
         try:
-            got = as_series(columns_function(function, mode)(data), data, name)
+            got = as_series(form(data), data, name)
         except Exception as error:  # the column form fails where the row-wise code did not
             return {**entry, "status": "differs", "detail": f"the rewrite raised {type(error).__name__}: {error}"}
         difference = first_difference(got, expected, self.rtol, "the row-wise code's")
