@@ -97,7 +97,8 @@ def check_storage(config: AdvisorConfig) -> None:
         engine.connect().close()
     except Exception as exc:  # the driver's own error, first line: refused, unknown host, bad password
         first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        raise UserError(f"search.storage: cannot connect to {url!r} ({first}); start the database or fix the URL") from None
+        shown = make_url(url).render_as_string(hide_password=True)  # a password never reaches a log
+        raise UserError(f"search.storage: cannot connect to {shown!r} ({first}); start the database or fix the URL") from None
     finally:
         engine.dispose()
 
