@@ -15,6 +15,10 @@ EXIT_BASELINE_FAILED = 4  # optimize: the job crashed or hung as it is, so no fi
 def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if sys.platform != "linux":
+        print(f"advisor: error: advisor runs on Linux only (it relies on the forkserver, process groups and /proc), "
+              f"and this is {sys.platform}: run it on a Linux machine, a Linux container or WSL", file=sys.stderr)
+        return 2
     if getattr(args, "slots", None) is not None:
         if args.slots < 1:
             print("advisor: error: --slots: expected a number of measurements at once >= 1, got "

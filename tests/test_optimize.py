@@ -119,6 +119,16 @@ def test_version_and_python_m():
     assert result.returncode == 0 and result.stdout.startswith("advisor "), result.stdout + result.stderr
 
 
+def test_another_os_is_told_in_one_line(tmp_path, monkeypatch, capsys):
+    from advisor.cli import main
+
+    path = write_config(tmp_path, TINY)
+    monkeypatch.setattr(sys, "platform", "darwin")
+    assert main(["diagnose", str(path)]) == 2
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and "Linux only" in said and "darwin" in said
+
+
 def test_report_without_a_session_is_a_clear_error(tmp_path):
     result = run_cli("report", str(write_config(tmp_path, TINY)))
     assert result.returncode == 2 and "run advisor optimize first" in result.stderr

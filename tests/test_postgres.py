@@ -108,3 +108,30 @@ def test_optimize_and_two_workers_share_a_postgresql_study(tmp_path, postgres_ur
     runners = Counter(t.user_attrs[search.WORKER_ATTR] for t in finished)
     assert len(runners) >= 2, f"the leader and the surviving worker both ran trials: {runners}"
     assert "worker finished: ran" in helper_out
+
+
+def test_a_trial_of_a_machine_that_went_down_is_failed_by_the_heartbeat_and_retried(postgres_url, monkeypatch):
+    """A trial whose process ran on another machine cannot be checked by pid from here: only
+    Optuna's heartbeat, kept in the database, says it stopped. Once the grace period passes, the
+    next process to look fails it and queues the same plan again (RetryHeartbeatStaleTrialCallback)."""
+    monkeypatch.setattr(search, "HEARTBEAT_S", 1.0)
+    monkeypatch.setattr(search, "STALE_AFTER_S", 2.0)
+    storage = search.open_storage(postgres_url)
+    study = optuna.create_study(study_name="went-down", storage=storage, direction="maximize")
+    with search.quiet_heartbeat():
+        trial = study.ask()
+    trial.suggest_categorical("dataloader.num_workers", [0, 2, 4])
+    gone_elsewhere = "another-machine/0badb007:4242"
+    trial.set_user_attr(search.WORKER_ATTR, gone_elsewhere)
+    storage.record_heartbeat(trial._trial_id)  # it beat once, then its machine went down
+    assert not search.owner_gone(gone_elsewhere), "this machine cannot judge another's pid"
+
+    search.recover_stale_trials(study)
+    assert study.trials[0].state == optuna.trial.TrialState.RUNNING, "within the grace period it stays running"
+    wait_for(lambda: search.recover_stale_trials(study) or study.trials[0].state == optuna.trial.TrialState.FAIL,
+             30, "the heartbeat to fail the silent trial")
+    again = [t for t in study.trials if t.number > trial.number]
+    assert [t.state for t in again] == [optuna.trial.TrialState.WAITING], "queued once, to run again"
+    assert again[0].params == trial.params
+    assert search.retried(study) == {trial.number}, "and it is not counted against the budget"
+    assert search.counted_trials(study) == 0
