@@ -1,5 +1,5 @@
 """`python -m advisor`: the same command as `advisor`."""
 
-from advisor.cli import main
+from advisor.cli import run
 
-raise SystemExit(main())
+run()

@@ -90,6 +90,7 @@ def optimize(config: ConfigLike, progress: Optional[Progress] = None, results: U
     Raises:
         UserError: bad input (the config, an address, a results folder that holds files), one line.
     """
+    started = time.time()  # the time to the first verified fix counts MLflow's start-up too
     from advisor import search, tracking
     from advisor.session import Hooks, optimize as run_session
 
@@ -103,7 +104,8 @@ def optimize(config: ConfigLike, progress: Optional[Progress] = None, results: U
     start_children(config)
     log = tracking.SessionLog(config, progress)
     try:
-        result = run_session(config, progress, evidence=evidence, hooks=Hooks(trial=log.trial, verdict=log.verification))
+        result = run_session(config, progress, evidence=evidence, hooks=Hooks(trial=log.trial, verdict=log.verification),
+                             started=started)
     except KeyboardInterrupt:
         log.close("KILLED")
         raise

@@ -393,9 +393,11 @@ def run_trials(
     progress: Progress = lambda line: None,
     on_trial: Callable[..., None] = lambda *args: None,
     canonical: Callable[[dict], dict] = lambda plan: plan,
+    stop_reason: Callable[[optuna.Study], str] = lambda study: "",
 ) -> int:
-    """Asks, measures and tells until the trial budget or the deadline is reached; `on_trial`
-    hears of each finished trial (number, plan, measurement dict, feasible, start, end).
+    """Asks, measures and tells until the trial budget or the deadline is reached, or until
+    `stop_reason` gives one; `on_trial` hears of each finished trial (number, plan, measurement
+    dict, feasible, start, end).
 
     Returns the number of trials this process ran. Several processes may run this on one
     study at once; each trial is asked once, so none is lost, and no plan equal in effect
@@ -435,10 +437,14 @@ def run_trials(
         trial.set_user_attr(MEASUREMENT_ATTR, run.to_dict())
         trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
         study.tell(trial, run.samples_per_s if run.ok else 0.0)
-        on_trial(trial.number, plan, run.to_dict(), feasible, started, time.time())
         ran += 1
         eta = eta_seconds(loop_started, ran, counted_trials(study), budget_trials, deadline)
         progress(describe_trial(study, trial.number, plan, run, feasible, budget_trials, baseline, eta))
+        on_trial(trial.number, plan, run.to_dict(), feasible, started, time.time())
+        why_stop = stop_reason(study)
+        if why_stop:
+            progress(f"  {why_stop}")
+            break
     return ran
 
 

@@ -26,7 +26,8 @@ from advisor.fingerprint import describe_changes, fingerprint
 from advisor.harness import run_measurement
 from advisor.kinds import kind_of
 from advisor.measure import Measurement
-from advisor.verify import NumericsResult, interleave, judge, paired_interval, step_breakdown
+from advisor.verify import (FIRST_LOOK, LOOK_CONFIDENCE, NumericsResult, interleave, judge, paired_interval, settled,
+                            step_breakdown)
 from recipes import RECIPES, Context, Param, Recipe, by_name
 from recipes.compile import break_even_steps
 
@@ -34,6 +35,7 @@ Progress = Callable[[str], None]
 RISK_ORDER = {"exact": 0, "tolerance": 1, "changes semantics": 2}
 ACTIONABLE = ("high", "moderate")
 MEMORY_TIE_SAVING = 0.10  # a lean fix leads an indistinguishable faster one when it saves this share
+EARLY_MARGIN = 1.2  # a trial this far over the bar is verified at once, while the search goes on
 
 
 @dataclass(frozen=True)
@@ -262,10 +264,12 @@ def optimize(
     warm_start: tuple[dict, ...] = (),
     evidence: Optional[Evidence] = None,
     hooks: Hooks = Hooks(),
+    started: Optional[float] = None,
 ) -> SessionResult:
     """Diagnoses (unless `evidence` from an earlier diagnosis is given), searches, verifies.
-    Resumes the workload's study when one exists."""
-    started = time.time()
+    Resumes the workload's study when one exists. `started`: when the user's command began
+    (the time to the first verified fix counts from it)."""
+    started = time.time() if started is None else started
     study = search.find_study(config)
     if study is not None and search.SPACE_ATTR in study.user_attrs:
         check_same_workload(config, study.user_attrs)
@@ -291,17 +295,106 @@ def optimize(
         progress(f"bottleneck: {diagnoses[0].bottleneck}; trying: {', '.join(facts.chosen) or 'nothing'}")
 
     measure = measure_with(config)
+    verified = Verified(started, progress, hooks)
     trials: list[search.TrialResult] = []
     if study is not None:
         budget = search.trial_budget(config, facts.space, effective)
+        patience = search_patience(config)
         progress(f"trials ({budget}, at most {config.search.time_budget_s:.0f} s), study in {search.storage_url(config)}:")
+
+        def trial_done(*args) -> None:
+            hooks.trial(*args)
+            if not verified.tried_early and config.search.verify_top > 0:
+                early = early_candidate(search.finished_trials(study), facts.baseline, config)
+                if early is not None:
+                    verified.tried_early = True
+                    progress(f"  trial #{early.number} clears the bar by far: verifying it now, while the search goes on")
+                    verified.add(*verify_each([early], facts.baseline, config, measure, False, progress,
+                                              verified.heard, facts.context))
+
+        def stop_reason(study) -> str:
+            return plateau(search.finished_trials(study), verified.best_trial, patience, config.search.min_speedup)
+
         search.run_trials(
             study, facts.space, facts.baseline, measure, budget,
-            time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress, hooks.trial,
-            canonical=effective,
+            time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress, trial_done,
+            canonical=effective, stop_reason=stop_reason,
         )
         trials = search.finished_trials(study)
-    return conclude(config, facts, diagnoses, trials, measure, progress, started, hooks)
+    return conclude(config, facts, diagnoses, trials, measure, progress, started, hooks, verified)
+
+
+@dataclass
+class Verified:
+    """The verdicts a session has reached so far (some during its search), and when it first
+    had a fix to trust."""
+
+    started: float
+    progress: Progress = lambda line: None
+    hooks: Hooks = Hooks()
+    recommendations: list = field(default_factory=list)
+    rejections: list = field(default_factory=list)
+    baseline_runs: list = field(default_factory=list)
+    trial_numbers: set = field(default_factory=set)
+    tried_early: bool = False
+    first_s: Optional[float] = None
+
+    def heard(self, name: str, plan: dict, verdict: dict, start: float, end: float) -> None:
+        if verdict["verified"] and self.first_s is None:  # the moment a user has advice to trust
+            self.first_s = end - self.started
+            self.progress(f"first verified fix {self.first_s:.0f} s after the start: {name} "
+                          f"{verdict['speedup']:.2f}x ({verdict['low']:.2f}-{verdict['high']:.2f}x)")
+        self.hooks.verdict(name, plan, verdict, start, end)
+
+    def add(self, recommendations: list, baseline_runs: list, rejections: list, judged: list) -> None:
+        self.recommendations += recommendations
+        self.baseline_runs += baseline_runs
+        self.rejections += rejections
+        self.trial_numbers |= {t.number for t in judged}
+
+    @property
+    def best_trial(self) -> Optional[int]:
+        """The trial of the fastest verified fix, if any."""
+        good = [r for r in self.recommendations if r.verified]
+        return max(good, key=lambda r: r.speedup).trial if good else None
+
+
+def search_patience(config: AdvisorConfig) -> int:
+    """Trials in a row without a faster plan after which a search with a verified fix stops."""
+    if config.search.patience is not None:
+        return config.search.patience
+    return max(3, config.search.trials // 4)
+
+
+def early_candidate(trials: list[search.TrialResult], baseline: dict, config: AdvisorConfig) -> Optional[search.TrialResult]:
+    """The fastest trial so far whose speed in its trial clears the bar by EARLY_MARGIN and whose
+    numerics match the baseline trial's: worth verifying at once. None while there is none, or
+    when the baseline's trial did not run as it is (memory, SLO: those sessions verify at the end)."""
+    base = next((t for t in trials if t.number == 0), None)
+    if base is None or not base.measurement.ok or not base.feasible:
+        return None
+    bar = base.samples_per_s * config.search.min_speedup * EARLY_MARGIN
+    fast = [t for t in trials if t.samples_per_s >= bar]
+    candidates, _ = gate_candidates(fast, base.measurement, baseline, config, memory_fix=False)
+    return candidates[0] if candidates else None
+
+
+def plateau(trials: list[search.TrialResult], verified_trial: Optional[int], patience: int, min_speedup: float) -> str:
+    """Why the search may stop now, or "": a fix is verified and the last `patience` trials
+    found no plan faster than the best so far by `min_speedup` (none plausibly beats it); a
+    pure function."""
+    if verified_trial is None or patience <= 0:
+        return ""
+    best, since = 0.0, 0
+    for trial in sorted(trials, key=lambda t: t.number):
+        if trial.feasible and trial.samples_per_s >= best * min_speedup:
+            best, since = max(best, trial.samples_per_s), 0
+        else:
+            since += 1
+    if since < patience:
+        return ""
+    return (f"the search stops: a fix is verified and the last {since} trials found no plan "
+            f"{min_speedup:.2f}x faster than the best so far (search.patience: {patience})")
 
 
 def warn_if_sharing_the_machine(study, progress: Progress) -> None:
@@ -427,8 +520,12 @@ def check_same_workload(config: AdvisorConfig, attrs: dict) -> None:
                         f"({'; '.join(changes)}): run with --fresh to start over, or advisor retune for a deliberate change")
 
 
-def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks: Hooks = Hooks()) -> SessionResult:
-    """From the trials to ranked, verified recommendations."""
+def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks: Hooks = Hooks(),
+             verified: Optional[Verified] = None) -> SessionResult:
+    """From the trials to ranked, verified recommendations. `verified` holds the verdicts the
+    search already reached: those candidates are not measured again, nor those whose trial was
+    not clearly faster than a fix already verified (they cannot plausibly beat it)."""
+    verified = verified or Verified(started, progress, hooks)
     baseline, max_memory = facts.baseline, config.constraints.max_memory_mb
     base_trial = next((t for t in trials if t.number == 0), None)
     base_run = base_trial.measurement if base_trial else facts.evidence.full
@@ -442,26 +539,21 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
         progress(f"the baseline does not fit ({base_run.reason or f'peak {base_run.peak_memory_mb:,.0f} MB'}); "
                  f"numerics are compared with {reference_note}")
     candidates, rejected = gate_candidates(trials, reference, baseline, config, memory_fix)
-    recommendations: list[Recommendation] = []
-    baseline_breakdown = step_breakdown([facts.evidence.full])
+    rejected = [r for r in rejected if r.trial not in verified.trial_numbers]
+    candidates = still_to_verify(candidates, trials, verified, config.search.min_speedup, config.search.verify_top)
     baseline_latency = latency_of([base_run])
-    first_verified: list[float] = []
-
-    def verdict_heard(name, plan, verdict, verify_start, verify_end) -> None:
-        if verdict["verified"] and not first_verified:  # the moment a user has advice to trust
-            first_verified.append(verify_end - started)
-            progress(f"first verified fix {verify_end - started:.0f} s after the start: {name} "
-                     f"{verdict['speedup']:.2f}x ({verdict['low']:.2f}-{verdict['high']:.2f}x)")
-        hooks.verdict(name, plan, verdict, verify_start, verify_end)
-
     if candidates:
         input_bound = bool(diagnoses) and diagnoses[0].bottleneck.startswith("input")
-        recommendations, baseline_breakdown, late_rejections = verify_candidates(
-            candidates, baseline, config, measure, memory_fix, progress, reference_plan=reference.plan,
-            with_ideal=input_bound and bool(facts.evidence.derived.get("ideal_samples_per_s")), on_verdict=verdict_heard,
-            context=facts.context, baseline_latency=baseline_latency,
-        )
-        rejected += late_rejections
+        verified.add(*verify_each(
+            candidates, baseline, config, measure, memory_fix, progress, verified.heard, facts.context,
+            reference_plan=reference.plan, with_ideal=input_bound and bool(facts.evidence.derived.get("ideal_samples_per_s")),
+        ))
+    recommendations = finish_ranking(verified.recommendations, baseline, measure, config.search.pairs, progress)
+    rejected = rejected + verified.rejections
+    baseline_breakdown = step_breakdown(verified.baseline_runs or [facts.evidence.full])
+    if verified.baseline_runs:
+        baseline_latency = latency_of(verified.baseline_runs)
+    first_verified = verified.first_s
     return SessionResult(
         config=config, evidence=facts.evidence, diagnoses=diagnoses, context=facts.context,
         chosen=facts.chosen, skipped=facts.skipped, baseline=baseline,
@@ -471,7 +563,7 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
         started=started, finished=time.time(), memory_fix=memory_fix,
         baseline_peak_mb=(base_run if base_run.ok else uncapped or facts.evidence.full).peak_memory_mb,
         numerics_reference=reference_note, baseline_latency_ms=baseline_latency,
-        first_verified_s=first_verified[0] if first_verified else None,
+        first_verified_s=first_verified,
     )
 
 
@@ -550,7 +642,21 @@ def gate_candidates(
         if memory_fix and budget is not None and trial.measurement.peak_memory_mb > MEMORY_FIX_HEADROOM * budget:
             continue
         candidates.append(trial)
-    return candidates[: config.search.verify_top], rejected
+    return candidates, rejected
+
+
+def still_to_verify(candidates: list[search.TrialResult], trials: list[search.TrialResult], verified: Verified,
+                    min_speedup: float, verify_top: int) -> list[search.TrialResult]:
+    """The candidates left to verify: not judged already, and, once a fix is verified, only
+    those whose trial beat it by the bar, its trial or its verification runs, whichever was
+    faster (the others cannot plausibly beat it); `verify_top` in the session, all told."""
+    fresh = [t for t in candidates if t.number not in verified.trial_numbers]
+    best = verified.best_trial
+    if best is not None:
+        rates = [t.samples_per_s for t in trials if t.number == best]
+        rates += [r.samples_per_s for r in verified.recommendations if r.trial == best]
+        fresh = [t for t in fresh if t.samples_per_s >= max(rates) * min_speedup]
+    return fresh[: max(0, verify_top - len(verified.trial_numbers))]
 
 
 def verify_candidates(
@@ -564,16 +670,36 @@ def verify_candidates(
     with_ideal: bool = False,
     on_verdict: Callable[..., None] = lambda *args: None,
     context: Optional[Context] = None,
-    baseline_latency: Optional[dict] = None,  # filled with the baseline's latency in these rounds (services)
 ) -> tuple[list[Recommendation], dict, list[Rejection]]:
+    """Verifies the candidates (`verify_each`), then ranks them (`finish_ranking`)."""
+    recommendations, baseline_runs, rejections, _ = verify_each(
+        candidates, baseline, config, measure, memory_fix, progress, on_verdict, context, reference_plan, with_ideal)
+    ranked = finish_ranking(recommendations, baseline, measure, config.search.pairs, progress)
+    return ranked, step_breakdown(baseline_runs), rejections
+
+
+def verify_each(
+    candidates: list[search.TrialResult],
+    baseline: dict,
+    config: AdvisorConfig,
+    measure: Callable[[dict], Measurement],
+    memory_fix: bool,
+    progress: Progress,
+    on_verdict: Callable[..., None] = lambda *args: None,
+    context: Optional[Context] = None,
+    reference_plan: Optional[dict] = None,
+    with_ideal: bool = False,
+) -> tuple[list[Recommendation], list[Measurement], list[Rejection], list[search.TrialResult]]:
     """Re-measures the candidates interleaved with the reference (the baseline, run as the user
-    runs it: without the memory budget the candidates must keep); then, when the winner combines
-    recipes, measures it again beside itself without each one, to give each recipe's share.
+    runs it: without the memory budget the candidates must keep): FIRST_LOOK rounds when every
+    speed verdict is then settled, else `search.pairs` (each look at LOOK_CONFIDENCE).
     `with_ideal` adds the baseline fed one reused batch to every round: the ideal an input fix
-    can reach, measured beside it, so the share of the gap a fix recovers compares like with like."""
+    can reach, measured beside it, so the share of the gap a fix recovers compares like with like.
+
+    Returns the recommendations (unranked), the reference's runs, the rejections and the
+    candidates judged."""
     plans = {f"#{t.number}": t for t in candidates}
     reference_plan = reference_plan or baseline
-    baseline_latency = {} if baseline_latency is None else baseline_latency
     arms = {name: t.plan for name, t in plans.items()}
     ideal_plan = dict(reference_plan)  # told apart by identity: the same plan, another mode
     if with_ideal:
@@ -585,11 +711,17 @@ def verify_candidates(
             return run_measurement(config, plan, "synthetic", config.measure.steps, config.measure.timeout_s)
         return capped(plan)
 
+    min_speedup, pairs = config.search.min_speedup, config.search.pairs
+
+    def enough(rounds) -> bool:  # memory fixes are judged on every run: they take all rounds
+        return (len(rounds.baseline) == FIRST_LOOK and not memory_fix
+                and all(settled(rounds.ratios(name), min_speedup, rounds.failures(name)) for name in plans))
+
     progress(f"verifying {len(plans)} candidate(s), interleaved with the baseline{' and the ideal' if with_ideal else ''}, "
-             f"{config.search.pairs} rounds:")
+             f"{FIRST_LOOK} rounds, {pairs} unless every verdict is clear by then:")
     verify_started = time.time()
-    rounds = interleave(reference_plan, arms, measure, config.search.pairs, progress,
-                        measure_reference=measure_with(config, capped=False))
+    rounds = interleave(reference_plan, arms, measure, pairs, progress,
+                        measure_reference=measure_with(config, capped=False), enough=enough)
     verify_finished = time.time()
     ideal_ratios = rounds.ratios("ideal") if with_ideal else []
     ideal_speedup = paired_interval(ideal_ratios)[0] if ideal_ratios else None
@@ -600,9 +732,9 @@ def verify_candidates(
         recipes = active_recipes(trial.plan, baseline)
         numerics = worst_numerics(runs, rounds.baseline, combined_risk(recipes), config)
         verdict = judge(
-            name, rounds.ratios(name), config.search.min_speedup, numerics, memory_fix,
+            name, rounds.ratios(name), min_speedup, numerics, memory_fix,
             [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
-            failures=rounds.failures(name), pairs=config.search.pairs,
+            failures=rounds.failures(name), pairs=len(rounds.baseline), confidence=LOOK_CONFIDENCE,
         )
         on_verdict(name, trial.plan, verdict.to_dict(), verify_started, verify_finished)
         if numerics is not None and not numerics.passed:
@@ -623,13 +755,19 @@ def verify_candidates(
                 latency_ms=latency_of(runs),
             )
         )
+    return recommendations, rounds.baseline, rejections, list(plans.values())
+
+
+def finish_ranking(recommendations: list[Recommendation], baseline: dict, measure, pairs: int,
+                   progress: Progress) -> list[Recommendation]:
+    """Ranks the recommendations; when the winner combines recipes, measures it again beside
+    itself without each one, to give each recipe's share."""
     ranked = [dataclasses.replace(r, rank=index) for index, r in enumerate(rank(recommendations), start=1)]
-    baseline_latency.update(latency_of(rounds.baseline))
     if ranked and len(ranked[0].recipes) > 1:
         ranked[0] = dataclasses.replace(
-            ranked[0], contributions=leave_one_out(ranked[0], baseline, measure, config.search.pairs, progress)
+            ranked[0], contributions=leave_one_out(ranked[0], baseline, measure, pairs, progress)
         )
-    return ranked, step_breakdown(rounds.baseline), rejections
+    return ranked
 
 
 def leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, progress: Progress) -> dict:

@@ -19,6 +19,8 @@ from typing import Callable, Optional, Sequence
 from advisor.measure import Measurement
 
 EXACT_RTOL = 1e-3  # an "exact" recipe reorders float sums at most (threads, workers)
+FIRST_LOOK = 3  # rounds after which a verification may stop, when every verdict is already settled
+LOOK_CONFIDENCE = 0.975  # each of the two looks (FIRST_LOOK rounds, then all): together at least 95%
 
 
 @dataclass(frozen=True)
@@ -254,6 +256,7 @@ def judge(
     max_memory_mb: Optional[float] = None,
     failures: Sequence[str] = (),
     pairs: Optional[int] = None,
+    confidence: float = 0.95,
 ) -> Verdict:
     """The verdict on one candidate from its paired ratios; a pure function.
 
@@ -261,7 +264,7 @@ def judge(
     any one makes it flaky, never verified. `pairs` is how many successful pairs a verdict
     needs (default: as many as there are ratios); fewer, when the baseline failed, verify nothing.
     """
-    speedup, low, high = paired_interval(ratios) if ratios else (0.0, 0.0, 0.0)
+    speedup, low, high = paired_interval(ratios, confidence) if ratios else (0.0, 0.0, 0.0)
     peak = max(peaks_mb, default=0.0)
     runs = len(ratios) + len(failures) if pairs is None else pairs
     if failures:
@@ -287,6 +290,23 @@ def judge(
     else:
         verified, reason = False, f"95% interval {low:.2f}x-{high:.2f}x does not clear {min_speedup:.2f}x"
     return Verdict(name, tuple(ratios), speedup, low, high, verified, reason, numerics, peak, tuple(failures))
+
+
+def settled(ratios: Sequence[float], min_speedup: float, failures: Sequence[str] = (),
+            confidence: float = LOOK_CONFIDENCE) -> bool:
+    """Whether more rounds could not change a speed verdict: a failed run (flaky, whatever comes
+    next), or an interval wholly above or wholly below `min_speedup`.
+
+    A verification may stop at FIRST_LOOK rounds when every verdict is settled, and otherwise
+    runs all its rounds. Two looks at the same candidate would let chance verify it twice as
+    often, so each look uses LOOK_CONFIDENCE (97.5%): the two together cover at least 95%
+    (`python -m experiments.calibrate --coverage` measures it)."""
+    if failures:
+        return True
+    if len(ratios) < 2:
+        return False
+    _, low, high = paired_interval(ratios, confidence)
+    return low >= min_speedup or high < min_speedup
 
 
 @dataclass(frozen=True)
@@ -324,12 +344,14 @@ def interleave(
     rounds_before: int = 0,
     rounds_total: Optional[int] = None,
     measure_reference: Optional[Callable[[dict], Measurement]] = None,
+    enough: Callable[["Rounds"], bool] = lambda rounds: False,
 ) -> Rounds:
     """Runs `pairs` rounds; in each, the reference plan (named `reference` in the progress lines)
     and every candidate, order rotated per round. `first_reference_run`, a run of the reference
     made just before, stands in for the first round's (it leads that round's order anyway).
     `measure_reference` measures the reference where it differs from the candidates' `measure`
-    (the job as the user runs it today, without the memory budget the candidates must keep)."""
+    (the job as the user runs it today, without the memory budget the candidates must keep).
+    `enough`, asked after each round with the rounds so far, stops them early when it says so."""
     names = [reference, *candidates]
     plans = {reference: baseline_plan, **candidates}
     runs: dict[str, list[Measurement]] = {name: [] for name in names}
@@ -342,7 +364,13 @@ def interleave(
             runs[name].append(first_reference_run if given else how(plans[name]))
         label = f"{round_index + 1}/{rounds_total or rounds_before + pairs}"
         progress(f"  round {label}: " + ", ".join(_round_summary(runs, name) for name in names))
-    return Rounds(runs.pop(reference), runs)
+        if enough(_rounds(runs, reference)):
+            break
+    return _rounds(runs, reference)
+
+
+def _rounds(runs: dict[str, list[Measurement]], reference: str) -> Rounds:
+    return Rounds(list(runs[reference]), {name: list(r) for name, r in runs.items() if name != reference})
 
 
 def _round_summary(runs: dict[str, list[Measurement]], name: str) -> str:

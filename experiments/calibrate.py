@@ -22,7 +22,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from advisor.verify import Verdict, interleave, judge, paired_interval
+from advisor.verify import FIRST_LOOK, LOOK_CONFIDENCE, Verdict, interleave, judge, paired_interval, settled
 
 TRUE_SPEEDUP = 1.5
 NOISE_SD = 0.1  # per-pair log-ratio spread; single pairs on the 2-core machine span 1.3x-2.6x at worst
@@ -92,6 +92,45 @@ def coverage_table(sets: int, seed: int = 0) -> list[Coverage]:
     return [coverage(level, n, noise, sets, seed) for level in LEVELS for n in PAIRS for noise in NOISES]
 
 
+@dataclass(frozen=True)
+class Sequential:
+    noise: str
+    truth: float
+    covered: float  # share of final intervals that contain the truth
+    verified: float  # share called verified: at a truth equal to the bar, a false claim
+    stopped_early: float  # share settled after FIRST_LOOK rounds
+
+    def line(self) -> str:
+        return (f"sequential {FIRST_LOOK} or 5 rounds, {self.noise}, truth {self.truth}x, bar {BAR}x: "
+                f"covered {self.covered:.3f}, verified {self.verified:.3f}, stopped at {FIRST_LOOK}: {self.stopped_early:.3f}")
+
+
+BAR = 1.05
+
+
+def sequential_coverage(noise: str, truth: float, sets: int, pairs: int = 5, seed: int = 0) -> Sequential:
+    """Simulates the verifier's own stopping rule (`advisor.session.verify_each`): FIRST_LOOK
+    rounds, stopped there when the verdict is settled, else `pairs`; each look's interval at
+    LOOK_CONFIDENCE. Coverage must stay at least 95% and false claims at most 2.5%."""
+    rng = random.Random(f"sequential-{seed}-{noise}-{truth}")
+    draw = NOISES[noise]
+    covered = verified = early = 0
+    for _ in range(sets):
+        ratios = [truth * math.exp(draw(rng)) for _ in range(FIRST_LOOK)]
+        if settled(ratios, BAR):
+            early += 1
+        else:
+            ratios += [truth * math.exp(draw(rng)) for _ in range(pairs - FIRST_LOOK)]
+        _, low, high = paired_interval(ratios, LOOK_CONFIDENCE)
+        covered += low <= truth <= high
+        verified += low >= BAR
+    return Sequential(noise, truth, covered / sets, verified / sets, early / sets)
+
+
+def sequential_table(sets: int, seed: int = 0) -> list[Sequential]:
+    return [sequential_coverage(noise, truth, sets, seed=seed) for truth in (BAR, 1.1, TRUE_SPEEDUP) for noise in NOISES]
+
+
 def within_bounds(result: Coverage) -> bool:
     """93.5-96.5% at a nominal 95%; at least 98.5% at 99%."""
     if result.level == 0.95:
@@ -130,6 +169,8 @@ def main() -> None:
         for result in results:
             print(result.line() + ("" if within_bounds(result) else "  OUT OF BOUNDS"))
         print(f"{sum(map(within_bounds, results))} of {len(results)} cases within bounds")
+        for result in sequential_table(args.sets):
+            print(result.line())
         return
     from advisor.config import load_config
 

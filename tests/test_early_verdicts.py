@@ -1,0 +1,64 @@
+"""A search that has advice early: a trial far over the bar is verified at once, the search
+stops once a verified fix is not beaten for a while, and the end verifies only what could beat
+it. The pieces are pure functions of trials and verdicts, tested here on made-up numbers."""
+
+from advisor.config import load_config
+from advisor.measure import Measurement
+from advisor.search import TrialResult
+from advisor.session import Recommendation, Verified, early_candidate, plateau, still_to_verify
+from conftest import TINY, write_config
+
+BASELINE = {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": False}
+
+
+def run(rate: float, losses=(1.0, 0.9, 0.8), ok: bool = True) -> Measurement:
+    return Measurement("full", {}, "ok" if ok else "failed", samples_per_s=rate, losses=losses,
+                       parameters=((1.0, 2.0),))
+
+
+def trial(number: int, workers: int, rate: float, feasible: bool = True, **changes) -> TrialResult:
+    return TrialResult(number, {**BASELINE, "dataloader.num_workers": workers, **changes}, run(rate), feasible)
+
+
+def verified_at(number: int, rate: float, ok: bool = True) -> Verified:
+    done = Verified(started=0.0)
+    done.recommendations.append(Recommendation(
+        rank=0, recipes=("dataloader",), plan={}, changes={}, speedup=2.0, interval=(1.5, 2.5), verified=ok,
+        reason="", numerics={}, peak_memory_mb=0.0, snippet="", trial=number, samples_per_s=rate))
+    done.trial_numbers.add(number)
+    return done
+
+
+def test_a_trial_far_over_the_bar_is_verified_at_once(tmp_path):
+    config = load_config(write_config(tmp_path, TINY))  # min_speedup 1.05: the early bar is 1.26x the baseline
+    trials = [trial(0, 0, 100.0), trial(1, 1, 120.0)]
+    assert early_candidate(trials, BASELINE, config) is None, "over the bar, but not by far"
+    trials.append(trial(2, 2, 300.0))
+    trials.append(TrialResult(3, {**BASELINE, "dataloader.num_workers": 3}, run(400.0, losses=(2.0, 2.0, 2.0)), True))
+    assert early_candidate(trials, BASELINE, config).number == 2, "the fastest whose losses match the baseline's"
+    assert early_candidate(trials[1:], BASELINE, config) is None, "no baseline trial: nothing to judge against"
+    failed_base = [TrialResult(0, BASELINE, run(0.0, ok=False), False), *trials[1:]]
+    assert early_candidate(failed_base, BASELINE, config) is None, "a baseline that failed: verified at the end"
+
+
+def test_the_search_stops_when_a_verified_fix_is_not_beaten_for_a_while():
+    trials = [trial(0, 0, 100.0), trial(1, 2, 250.0), trial(2, 4, 300.0), trial(3, 8, 290.0), trial(4, 6, 310.0)]
+    assert plateau(trials, None, 2, 1.05) == "", "nothing verified: the search goes on"
+    assert plateau(trials, 1, 3, 1.05) == "", "two trials since the best: not yet"
+    said = plateau(trials, 1, 2, 1.05)
+    assert said.startswith("the search stops") and "last 2 trials" in said, "310 is not 1.05x over 300"
+    assert plateau(trials + [trial(5, 7, 400.0)], 1, 2, 1.05) == "", "a clearly faster plan restarts the count"
+    assert plateau(trials + [trial(5, 7, 900.0, feasible=False)], 1, 3, 1.05).startswith("the search stops"), \
+        "an infeasible plan beats nothing"
+    assert plateau(trials, 1, 0, 1.05) == "", "patience 0: never stop early"
+
+
+def test_the_end_verifies_only_what_could_beat_a_fix_already_verified():
+    trials = [trial(0, 0, 100.0), trial(1, 2, 200.0), trial(2, 4, 215.0), trial(3, 3, 260.0), trial(4, 5, 205.0)]
+    candidates = sorted(trials[1:], key=lambda t: -t.samples_per_s)
+    left = still_to_verify(candidates, trials, verified_at(1, 210.0), 1.05, 3)
+    assert [t.number for t in left] == [3], "#2 and #4 are within the bar of #1's verified 210/s; #1 is judged"
+    left = still_to_verify(candidates, trials, verified_at(1, 210.0, ok=False), 1.05, 3)
+    assert [t.number for t in left] == [3, 2], "the early check verified nothing: the next two, three in all"
+    assert [t.number for t in still_to_verify(candidates, trials, Verified(0.0), 1.05, 3)] == [3, 2, 4]
+    assert still_to_verify(candidates, trials, Verified(0.0), 1.05, 0) == [], "verify_top 0: trials only"
