@@ -46,6 +46,8 @@ HEARTBEAT_ATTR = "heartbeat"  # when the running trial's process last said it wa
 HEARTBEAT_S = float(os.environ.get("ADVISOR_HEARTBEAT_S") or 30.0)
 STALE_AFTER_S = 4 * HEARTBEAT_S  # a running trial silent this long belongs to a process that is gone, on any host
 RETRIES = 2  # times a trial whose process died is run again (databases: Optuna's RetryHeartbeatStaleTrialCallback)
+PRUNE_SHARE = 0.5  # a trial running under half the best trial's rate ...
+PRUNE_AFTER_PERCENT = 30  # ... once this share of its timed window has run is stopped: clearly losing
 POSTGRES_DRIVERS = (("psycopg", "postgresql+psycopg"), ("psycopg2", "postgresql+psycopg2"), ("pg8000", "postgresql+pg8000"))
 
 Progress = Callable[[str], None]
@@ -64,6 +66,47 @@ class TrialResult:
     @property
     def samples_per_s(self) -> float:
         return self.measurement.samples_per_s if self.feasible else 0.0
+
+
+class BehindTheBest(optuna.pruners.BasePruner):
+    """Prunes a trial whose running rate (reported at each percent of its timed window) is,
+    past PRUNE_AFTER_PERCENT, under PRUNE_SHARE of the best feasible finished trial's rate:
+    so far behind that its last steps cannot plausibly make it the winner."""
+
+    def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
+        percent = trial.last_step
+        if percent is None or percent < PRUNE_AFTER_PERCENT:
+            return False
+        best = best_rate(study)
+        return best is not None and trial.intermediate_values[percent] < PRUNE_SHARE * best
+
+
+def best_rate(study: optuna.Study) -> Optional[float]:
+    values = [t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+              if is_feasible_trial(t) and t.value is not None]
+    return max(values, default=None)
+
+
+def watcher(trial: optuna.Trial) -> Callable[[dict], str]:
+    """Reports a run's progress to its trial as intermediate values (samples/s at each percent
+    of the timed window), and says why to stop it when the study's pruner prunes it."""
+
+    reported = [-1]
+
+    def watch(progress: dict) -> str:
+        if not progress.get("seconds") or not progress.get("of"):
+            return ""
+        percent, rate = int(100 * progress["steps"] / progress["of"]), progress["samples"] / progress["seconds"]
+        if percent <= reported[0]:
+            return ""
+        reported[0] = percent
+        trial.report(rate, percent)
+        if not trial.should_prune():
+            return ""
+        return (f"{rate:,.0f} samples/s after {percent}% of its steps, under {PRUNE_SHARE:.0%} "
+                f"of the best trial's {best_rate(trial.study):,.0f}")
+
+    return watch
 
 
 def storage_url(config: AdvisorConfig) -> str:
@@ -358,7 +401,8 @@ def unmeasured_plan(study: optuna.Study, space: dict[str, Param], baseline: dict
     import random
 
     done = {plan_identity(t.user_attrs.get(PLAN_ATTR) or {}, canonical)
-            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING, TrialState.WAITING))
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING,
+                                                              TrialState.PRUNED, TrialState.WAITING))
             if counts(t) or t.state == TrialState.WAITING}
     rng = random.Random(seed)
     for _ in range(draws):
@@ -377,7 +421,7 @@ def skip_reason(study: optuna.Study, number: int, plan: dict, budget: int, canon
         return "over the budget: another process took the last trial"
     key = plan_identity(plan, canonical)
     if any(plan_identity(t.user_attrs.get(PLAN_ATTR) or {}, canonical) == key
-           for t in trials if t.state in (TrialState.COMPLETE, TrialState.RUNNING)):
+           for t in trials if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.PRUNED)):
         return "a plan equal in effect was measured already, or is being measured"
     return ""
 
@@ -394,17 +438,21 @@ def run_trials(
     on_trial: Callable[..., None] = lambda *args: None,
     canonical: Callable[[dict], dict] = lambda plan: plan,
     stop_reason: Callable[[optuna.Study], str] = lambda study: "",
+    prune: bool = False,
 ) -> int:
     """Asks, measures and tells until the trial budget or the deadline is reached, or until
     `stop_reason` gives one; `on_trial` hears of each finished trial (number, plan, measurement
-    dict, feasible, start, end).
+    dict, feasible, start, end). With `prune`, `measure` takes a `watch` (`watcher`): a trial
+    clearly losing midway is stopped and told PRUNED (`BehindTheBest`); it counts as a trial.
 
     Returns the number of trials this process ran. Several processes may run this on one
     study at once; each trial is asked once, so none is lost, and no plan equal in effect
     (`canonical`) to one measured or under way is run again: the budget counts distinct plans.
     """
     ran = repeats = 0
-    loop_started = time.time()
+    trial_seconds = 0.0  # time spent in trials (not in a verification `on_trial` ran between them)
+    if prune:
+        study.pruner = BehindTheBest()
     while counted_trials(study) < budget_trials and time.time() < deadline:
         recover_stale_trials(study)
         with quiet_heartbeat():
@@ -429,16 +477,20 @@ def run_trials(
             repeats = 0
             started = time.time()
             with heartbeat(study, trial):
-                run = measure(plan)
+                run = measure(plan, watch=watcher(trial)) if prune else measure(plan)
         except KeyboardInterrupt:
             mark_interrupted(study, trial)
             raise
         feasible = is_feasible(run, max_memory_mb)
         trial.set_user_attr(MEASUREMENT_ATTR, run.to_dict())
-        trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
-        study.tell(trial, run.samples_per_s if run.ok else 0.0)
+        if pruned(run):
+            study.tell(trial, state=TrialState.PRUNED)
+        else:
+            trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
+            study.tell(trial, run.samples_per_s if run.ok else 0.0)
         ran += 1
-        eta = eta_seconds(loop_started, ran, counted_trials(study), budget_trials, deadline)
+        trial_seconds += time.time() - started
+        eta = eta_seconds(trial_seconds, ran, counted_trials(study), budget_trials, deadline)
         progress(describe_trial(study, trial.number, plan, run, feasible, budget_trials, baseline, eta))
         on_trial(trial.number, plan, run.to_dict(), feasible, started, time.time())
         why_stop = stop_reason(study)
@@ -473,6 +525,12 @@ def heartbeat(study: optuna.Study, trial: optuna.Trial):
         thread.join()
 
 
+def pruned(run: Measurement) -> bool:
+    from advisor.harness.runner import PRUNED
+
+    return not run.ok and run.reason.startswith(PRUNED)
+
+
 def is_feasible(run: Measurement, max_memory_mb: Optional[float]) -> bool:
     return run.ok and (max_memory_mb is None or run.peak_memory_mb <= max_memory_mb)
 
@@ -501,19 +559,19 @@ def describe_trial(
     trials = finished_trials(study)
     best = max((t for t in trials if t.feasible), key=lambda t: t.samples_per_s, default=None)
     base = next((t.samples_per_s for t in trials if t.number == 0), 0.0)
-    outcome = rate_text(run) if feasible else f"infeasible: {run.reason or 'over the memory budget'}"
+    outcome = (run.reason if pruned(run) else rate_text(run) if feasible
+               else f"infeasible: {run.reason or 'over the memory budget'}")
     best_text = f"best {rate_text(best.measurement)}" if best else "best -"
     best_text += f" ({best.samples_per_s / base:.2f}x)" if best and base else ""
-    eta = "" if not eta_s or len(trials) >= budget else f"  ~{eta_s:.0f} s left" if eta_s < 90 else f"  ~{eta_s / 60:.0f} min left"
-    return f"  trial #{number} [{len(trials)}/{budget}]  {changes}  ->  {outcome}   [{best_text}]{eta}"
+    eta = "" if not eta_s or counted_trials(study) >= budget else f"  ~{eta_s:.0f} s left" if eta_s < 90 else f"  ~{eta_s / 60:.0f} min left"
+    return f"  trial #{number} [{counted_trials(study)}/{budget}]  {changes}  ->  {outcome}   [{best_text}]{eta}"
 
 
-def eta_seconds(started: float, ran: int, done: int, budget: int, deadline: float) -> Optional[float]:
+def eta_seconds(trial_seconds: float, ran: int, done: int, budget: int, deadline: float) -> Optional[float]:
     """The search's time left: this process's mean time per trial times the trials left, at most the deadline."""
     if ran == 0:
         return None
-    now = time.time()
-    return max(0.0, min((now - started) / ran * max(0, budget - done), deadline - now))
+    return max(0.0, min(trial_seconds / ran * max(0, budget - done), deadline - time.time()))
 
 
 def rate_text(run: Measurement) -> str:

@@ -318,7 +318,7 @@ def optimize(
         search.run_trials(
             study, facts.space, facts.baseline, measure, budget,
             time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress, trial_done,
-            canonical=effective, stop_reason=stop_reason,
+            canonical=effective, stop_reason=stop_reason, prune=prunes(config),
         )
         trials = search.finished_trials(study)
     return conclude(config, facts, diagnoses, trials, measure, progress, started, hooks, verified)
@@ -357,6 +357,10 @@ class Verified:
         """The trial of the fastest verified fix, if any."""
         good = [r for r in self.recommendations if r.verified]
         return max(good, key=lambda r: r.speedup).trial if good else None
+
+
+def prunes(config: AdvisorConfig) -> bool:
+    return config.search.prune and kind_of(config.kind).prunable
 
 
 def search_patience(config: AdvisorConfig) -> int:
@@ -422,6 +426,7 @@ def join_study(config: AdvisorConfig, progress: Progress = lambda line: None) ->
     return search.run_trials(
         study, facts.space, facts.baseline, measure_with(config), search.trial_budget(config, facts.space, effective),
         time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress, canonical=effective,
+        prune=prunes(config),
     )
 
 

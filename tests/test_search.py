@@ -224,3 +224,41 @@ def test_a_dead_machines_trial_is_failed_by_optunas_heartbeat_and_retried(tmp_pa
     retry = next(t for t in study.trials if t.number != dead.number)
     assert retry.state == optuna.trial.TrialState.WAITING and retry.params == dead.params
     assert search.counted_trials(study) == 0, "the dead attempt no longer holds a place in the budget"
+
+
+def test_behind_the_best_prunes_only_a_clear_loser_past_a_third_of_its_window():
+    study = optuna.create_study(direction="maximize", pruner=search.BehindTheBest())
+    alone = study.ask()
+    alone.report(10.0, 90)
+    assert not alone.should_prune(), "no finished trial to be behind"
+    best = study.ask()
+    best.set_user_attr(search.MEASUREMENT_ATTR, {})
+    best.set_constraint(search.CONSTRAINT, 0.0)
+    study.tell(best, 100.0)
+    slow = study.ask()
+    slow.report(40.0, 20)
+    assert not slow.should_prune(), "too early to tell"
+    slow.report(45.0, 35)
+    assert slow.should_prune(), "under half the best past 30% of its window"
+    close = study.ask()
+    close.report(60.0, 50)
+    assert not close.should_prune(), "behind, but not clearly"
+
+
+def test_a_clearly_losing_trial_is_stopped_midway_and_counted(tmp_path):
+    """Real child runs: the baseline loads with 2 DataLoader workers; the plan without them pays
+    each sample's storage latency in the loop, is reported midway and pruned."""
+    path = quick_config(tmp_path, 2, measure={"steps": 60}, workload={
+        "dataset": "broken:trouble_dataset", "dataset_args": {"latency_ms": 4.0}, "dataloader": {"num_workers": 2}})
+    config = load_config(path)
+    space = {"dataloader.num_workers": IntRange(0, 2)}
+    study = search.create_study(config, space, {"dataloader.num_workers": 2}, {}, first=[{"dataloader.num_workers": 0}])
+    lines = []
+    search.run_trials(study, space, baseline_plan(config), measure_with(config), 2, time.time() + 120, None,
+                      progress=lines.append, prune=True)
+    slow = load_study(config).trials[1]
+    assert slow.state == optuna.trial.TrialState.PRUNED, lines
+    assert slow.intermediate_values and max(slow.intermediate_values) >= search.PRUNE_AFTER_PERCENT
+    assert max(slow.intermediate_values) < 100, "stopped before its window ended"
+    assert "pruned: " in lines[-1] and "under 50% of the best trial's" in lines[-1], lines[-1]
+    assert search.counted_trials(study) == 2 and [t.number for t in search.finished_trials(study)] == [0]

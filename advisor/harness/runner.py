@@ -6,13 +6,15 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from advisor.errors import UserError
 from advisor.harness import cgroups, launch, lifetime
 from advisor.measure import Measurement, ResourceSampler, TreeMemory, default_memory_limit_mb, kill_tree
 
 STDERR_TAIL_CHARS = 4000
+WATCH_EVERY_S = 0.1  # how often a watched run's progress is read
+PRUNED = "pruned"  # the reason's first word for a run stopped by its watcher
 
 
 class WorkloadInvalid(UserError):
@@ -28,11 +30,14 @@ def run_measurement(
     memory_limit_mb: Optional[float] = None,
     output_path: Optional[Path] = None,
     fresh: bool = False,
+    watch: Optional[Callable[[dict], str]] = None,
 ) -> Measurement:
     """Runs one measurement of `config` (or the config file at that path) in a fresh child
     process. `memory_limit_mb`, the user's budget, is a
     hard limit: the child's tree is killed when it passes it (without one, at 90% of the
     machine's memory), and the child's data segment may not grow by more (`RLIMIT_DATA`).
+    `watch` hears the timed window's progress as it goes ({"steps", "of", "samples", "seconds"});
+    when it gives a reason, the run is stopped there and reported as pruned, with that reason.
 
     Raises:
         WorkloadInvalid: the workload does not satisfy the contract (bad callable, wrong dataset).
@@ -45,12 +50,13 @@ def run_measurement(
         spec_path.write_text(json.dumps({"config": str(config_path), "config_pickle": config_pickle, "plan": plan, "mode": mode, "steps": steps,
                                           "output": str(output_path) if output_path else None,
                                           "memory_limit_mb": limit_mb, "cgroup": str(group) if group else None,
-                                          "scratch": folder}))
+                                          "scratch": folder,
+                                          "progress": str(Path(folder) / "progress.json") if watch else None}))
         started = time.perf_counter()
         child = launch.start(str(spec_path), str(result_path), str(log_path), fresh=fresh)
         try:  # in a cgroup the kernel enforces the budget; the sampler only guards the machine
             with ResourceSampler(child.pid, None if group else limit_mb, budget=group is None and memory_limit_mb is not None) as sampler:
-                timed_out = _wait(child, timeout_s)
+                timed_out, pruned = _wait(child, timeout_s, watch, Path(folder) / "progress.json")
         finally:  # an interrupt, too, must not leave the child and its workers running
             kill_tree(child.pid)
             child.join()
@@ -71,6 +77,8 @@ def run_measurement(
     common = {"wall_s": wall_s, "peak_memory_mb": memory["peak_mb"], "memory_source": memory["method"], "memory": memory}
     if timed_out:
         return Measurement.failed(mode, plan, f"hung: no result within the {timeout_s:.0f} s time limit", **common)
+    if pruned:
+        return Measurement.failed(mode, plan, f"{PRUNED}: {pruned}", **common)
     if sampler.killed_reason:
         return Measurement.failed(mode, plan, sampler.killed_reason, **common)
     if cgroup_killed:
@@ -106,13 +114,21 @@ def _config_for_child(config, folder: Path) -> tuple[Path, Optional[str]]:
     return config.path, str(pickle_path)
 
 
-def _wait(child, timeout_s: float) -> bool:
-    """Waits for the child; True when it had to be killed at the time limit."""
-    child.join(timeout_s)
+def _wait(child, timeout_s: float, watch: Optional[Callable[[dict], str]] = None,
+          progress: Optional[Path] = None) -> tuple[bool, str]:
+    """Waits for the child: (whether it was killed at the time limit, why `watch` pruned it or "")."""
+    deadline = time.monotonic() + timeout_s
+    while watch is not None and child.exitcode is None and time.monotonic() < deadline:
+        child.join(WATCH_EVERY_S)
+        reason = watch(json.loads(progress.read_text())) if child.exitcode is None and progress.exists() else ""
+        if reason:
+            kill_tree(child.pid)
+            return False, reason
+    child.join(max(0.0, deadline - time.monotonic()))
     if child.exitcode is not None:
-        return False
+        return False, ""
     kill_tree(child.pid)
-    return True
+    return True, ""
 
 
 def _death_reason(returncode: int, log_tail: str) -> str:

@@ -11,6 +11,7 @@ Modes (the differential runs, after DS-Analyzer):
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import time
@@ -33,12 +34,16 @@ from advisor.measure import (
 )
 from recipes import amp, checkpointing, compile, threads
 
+PROGRESS_EVERY_S = 0.2  # how often the timed window reports its running rate to the parent
+
 CACHED_BATCHES = 8  # batches held in memory by the cached run; enough to cycle through
 PROFILE_WARMUP_STEPS = 2
 
 
-def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, mode: str, steps: int) -> dict:
-    """Runs the loop and returns the measurement fields the child can see from inside."""
+def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, mode: str, steps: int,
+        progress: Optional[str] = None) -> dict:
+    """Runs the loop and returns the measurement fields the child can see from inside; with
+    `progress`, a file where the timed steps report their running rate (the parent may prune)."""
     device, default_threads = prepare_process(config, plan)
     setup_start = time.perf_counter()
     job = build_job()
@@ -73,7 +78,7 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
         return {**common, "operators": profile_steps(step, batches, device, plan, steps)}
 
     fields = timed_steps(step, batches, device, plan, steady_steps(steps, plan) if mode == "full" else steps,
-                         checksum=(steps, model))
+                         checksum=(steps, model), progress=progress)
     fields.update(common, sample_probe=probe)
     if device.type == "cuda":
         fields.update(peak_memory_mb=torch.cuda.max_memory_allocated() / 2**20, memory_source="cuda max allocated")
@@ -149,15 +154,17 @@ def steady_steps(steps: int, plan: dict) -> int:
 
 
 def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: dict, steps: int,
-                checksum: tuple[int, Any] = (0, None)) -> dict:
+                checksum: tuple[int, Any] = (0, None), progress: Optional[str] = None) -> dict:
     """Times each step, split into the wait for the batch, the host-to-device copy and the rest.
     `checksum` (steps, model): the model's parameter checksums after that many timed steps, a
-    point every plan reaches whatever its window, for the numerics gate of exact recipes."""
+    point every plan reaches whatever its window, for the numerics gate of exact recipes.
+    `progress`: a file rewritten every PROGRESS_EVERY_S with the steps, samples and seconds so far."""
     step_s, wait_s, transfer_s, losses = [], [], [], []
     checksums: list = []
     samples = 0
     cpu_start, window_start, wall_start = cpu_seconds(), time.time(), time.perf_counter()
     busy_start = machine_busy_seconds()
+    reported = wall_start
     for _ in range(steps):
         t0 = time.perf_counter()
         batch = next(batches)
@@ -172,6 +179,9 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
         wait_s.append(t1 - t0)
         transfer_s.append(t2 - t1)
         samples += batch_length(batch)
+        if progress and t3 - reported >= PROGRESS_EVERY_S:
+            reported = t3
+            report_progress(progress, len(losses), steps, samples, t3 - wall_start)
         if len(losses) == checksum[0] and checksum[1] is not None:
             checksums = parameter_checksums(checksum[1])  # outside the step's timing, inside the window
     wall = time.perf_counter() - wall_start
@@ -188,6 +198,14 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
         memory_end=memory_end.to_dict(),
     )
     return fields
+
+
+def report_progress(path: str, done: int, steps: int, samples: int, seconds: float) -> None:
+    """The timed window so far, for the parent to read at any moment: written whole, then renamed."""
+    partial = f"{path}.partial"
+    with open(partial, "w") as handle:
+        json.dump({"steps": done, "of": steps, "samples": samples, "seconds": seconds}, handle)
+    os.replace(partial, path)
 
 
 def parameter_checksums(model: torch.nn.Module) -> list[list[float]]:

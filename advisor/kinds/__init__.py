@@ -35,6 +35,7 @@ class Kind(Protocol):
     strict_recipes: bool  # a recipe listed by name that cannot run is an error, not a skip
     memory_fixes: tuple[str, ...]  # what a memory diagnosis suggests
     per: str  # what one timed unit is called, for one-off costs paid back "after N steps"
+    prunable: bool  # its measure takes a `watch` that hears the timed window's running rate
 
     def unit(self, config: "AdvisorConfig") -> str:
         """The unit of a run's objective value (`samples_per_s`): samples/s, rows/s, 1000 / p95 ms."""

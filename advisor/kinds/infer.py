@@ -32,6 +32,7 @@ class InferKind:
     strict_recipes = False
     memory_fixes = ("quantize_dynamic", "amp", "inference_mode")
     per = "request"
+    prunable = False
 
     def unit(self, config: AdvisorConfig) -> str:
         return "/s (1000 / p95 ms)" if config.objective == "p95" else "requests/s"

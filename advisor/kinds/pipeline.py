@@ -25,6 +25,7 @@ class PipelineKind:
     strict_recipes = True
     memory_fixes = ("chunked", "dask", "columns", "dtypes")
     per = "run"
+    prunable = False
 
     def unit(self, config: AdvisorConfig) -> str:
         return "rows/s"

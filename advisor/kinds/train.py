@@ -29,6 +29,7 @@ class TrainKind:
     strict_recipes = False
     memory_fixes = ("checkpointing", "amp")
     per = "step"
+    prunable = True
 
     def unit(self, config: AdvisorConfig) -> str:
         return "samples/s"
@@ -36,7 +37,7 @@ class TrainKind:
     def run(self, config: AdvisorConfig, spec: dict) -> dict:
         from advisor.harness import train
 
-        return train.run(config, self.job_builder(config), spec["plan"], spec["mode"], spec["steps"])
+        return train.run(config, self.job_builder(config), spec["plan"], spec["mode"], spec["steps"], spec.get("progress"))
 
     def job_builder(self, config: AdvisorConfig) -> Callable[[], Any]:
         from advisor.workload import load_train_job
@@ -93,8 +94,8 @@ class TrainKind:
 
         limit = config.constraints.max_memory_mb if capped else None
 
-        def measure(plan: dict):
-            return run_measurement(config, plan, "full", config.measure.steps, config.measure.timeout_s, limit)
+        def measure(plan: dict, watch=None):
+            return run_measurement(config, plan, "full", config.measure.steps, config.measure.timeout_s, limit, watch=watch)
 
         return measure
 
