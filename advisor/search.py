@@ -438,12 +438,12 @@ def run_trials(
     on_trial: Callable[..., None] = lambda *args: None,
     canonical: Callable[[dict], dict] = lambda plan: plan,
     stop_reason: Callable[[optuna.Study], str] = lambda study: "",
-    prune: bool = False,
+    prune: Callable[[dict], bool] = lambda plan: False,
 ) -> int:
     """Asks, measures and tells until the trial budget or the deadline is reached, or until
     `stop_reason` gives one; `on_trial` hears of each finished trial (number, plan, measurement
-    dict, feasible, start, end). With `prune`, `measure` takes a `watch` (`watcher`): a trial
-    clearly losing midway is stopped and told PRUNED (`BehindTheBest`); it counts as a trial.
+    dict, feasible, start, end). For a plan `prune` accepts, `measure` takes a `watch` (`watcher`):
+    a trial clearly losing midway is stopped and told PRUNED (`BehindTheBest`); it counts as a trial.
 
     Returns the number of trials this process ran. Several processes may run this on one
     study at once; each trial is asked once, so none is lost, and no plan equal in effect
@@ -451,8 +451,7 @@ def run_trials(
     """
     ran = repeats = 0
     trial_seconds = 0.0  # time spent in trials (not in a verification `on_trial` ran between them)
-    if prune:
-        study.pruner = BehindTheBest()
+    study.pruner = BehindTheBest()
     while counted_trials(study) < budget_trials and time.time() < deadline:
         recover_stale_trials(study)
         with quiet_heartbeat():
@@ -477,7 +476,7 @@ def run_trials(
             repeats = 0
             started = time.time()
             with heartbeat(study, trial):
-                run = measure(plan, watch=watcher(trial)) if prune else measure(plan)
+                run = measure(plan, watch=watcher(trial)) if prune(plan) else measure(plan)
         except KeyboardInterrupt:
             mark_interrupted(study, trial)
             raise

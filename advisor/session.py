@@ -308,7 +308,7 @@ def optimize(
                 early = early_candidate(search.finished_trials(study), facts.baseline, config)
                 if early is not None:
                     verified.tried_early = True
-                    progress(f"  trial #{early.number} clears the bar by far: verifying it now, while the search goes on")
+                    progress(f"  trial #{early.number} clears the bar by far: verifying it now, then the search goes on")
                     verified.add(*verify_each([early], facts.baseline, config, measure, False, progress,
                                               verified.heard, facts.context))
 
@@ -318,7 +318,7 @@ def optimize(
         search.run_trials(
             study, facts.space, facts.baseline, measure, budget,
             time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress, trial_done,
-            canonical=effective, stop_reason=stop_reason, prune=prunes(config),
+            canonical=effective, stop_reason=stop_reason, prune=prunable(config, facts.baseline),
         )
         trials = search.finished_trials(study)
     return conclude(config, facts, diagnoses, trials, measure, progress, started, hooks, verified)
@@ -359,8 +359,14 @@ class Verified:
         return max(good, key=lambda r: r.speedup).trial if good else None
 
 
-def prunes(config: AdvisorConfig) -> bool:
-    return config.search.prune and kind_of(config.kind).prunable
+def prunable(config: AdvisorConfig, baseline: dict) -> Callable[[dict], bool]:
+    """Which plans may be stopped midway: none where the config or the kind says so; never one
+    that compiles, whose cost lands unevenly in its first timed steps (recompiles, compile
+    workers still busy), so that its running rate says little midway (measured:
+    `python -m experiments.pruning` pruned the overhead job's winning compile plan)."""
+    if not (config.search.prune and kind_of(config.kind).prunable):
+        return lambda plan: False
+    return lambda plan: "compile" not in names(active_recipes(plan, baseline))
 
 
 def search_patience(config: AdvisorConfig) -> int:
@@ -426,7 +432,7 @@ def join_study(config: AdvisorConfig, progress: Progress = lambda line: None) ->
     return search.run_trials(
         study, facts.space, facts.baseline, measure_with(config), search.trial_budget(config, facts.space, effective),
         time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress, canonical=effective,
-        prune=prunes(config),
+        prune=prunable(config, facts.baseline),
     )
 
 

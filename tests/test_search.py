@@ -255,7 +255,7 @@ def test_a_clearly_losing_trial_is_stopped_midway_and_counted(tmp_path):
     study = search.create_study(config, space, {"dataloader.num_workers": 2}, {}, first=[{"dataloader.num_workers": 0}])
     lines = []
     search.run_trials(study, space, baseline_plan(config), measure_with(config), 2, time.time() + 120, None,
-                      progress=lines.append, prune=True)
+                      progress=lines.append, prune=lambda plan: True)
     slow = load_study(config).trials[1]
     assert slow.state == optuna.trial.TrialState.PRUNED, lines
     assert slow.intermediate_values and max(slow.intermediate_values) >= search.PRUNE_AFTER_PERCENT

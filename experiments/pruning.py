@@ -1,0 +1,97 @@
+"""Pruning on against pruning off: the same plans, in the same order, measured twice.
+
+    python -m experiments.pruning [NAME ...] [--plans 12] [--seed 0]
+
+For each reference training workload (configs/<name>.yaml, default: quickstart, fetch_stall,
+prep_stall, overhead, compute_bound), the baseline is diagnosed once and its search space drawn: the baseline,
+then `--plans` distinct plans at random (seeded). Both passes run exactly that list through
+`search.run_trials`, so the only difference is the pruner (`search.BehindTheBest`). One line per
+reference: trial seconds off and on, the share saved, the trials pruned, and whether the winner
+of the unpruned pass was still measured whole, and won, with pruning on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+from pathlib import Path
+
+import optuna
+
+from advisor import search
+from advisor.config import load_config
+from advisor.evidence import collect_evidence
+from advisor.session import effective, measure_with, plan_session, prunable
+
+ROOT = Path(__file__).resolve().parent.parent
+REFERENCES = ("quickstart", "fetch_stall", "prep_stall", "overhead", "compute_bound")
+
+
+def plans_to_measure(space: dict, baseline: dict, count: int, seed: int) -> list[dict]:
+    """The baseline's settings, then `count` distinct plans drawn at random (fewer if the space is smaller)."""
+    rng = random.Random(seed)
+    plans = [{key: baseline[key] for key in space}]
+    everything = search.unique(search.every_plan(space) if search.space_size(space) <= search.ENUMERABLE else
+                               [{k: rng.choice(search.values_of(p)) for k, p in space.items()} for _ in range(50 * count)],
+                               lambda params: effective({**baseline, **params}))
+    rng.shuffle(everything)
+    seen = {search.plan_identity({**baseline, **plans[0]}, effective)}
+    for params in everything:
+        key = search.plan_identity({**baseline, **params}, effective)
+        if key not in seen and len(plans) <= count:
+            seen.add(key)
+            plans.append(params)
+    return plans
+
+
+def one_pass(config, space: dict, baseline: dict, plans: list[dict], prune) -> list[optuna.trial.FrozenTrial]:
+    study = optuna.create_study(direction="maximize")
+    for params in plans:
+        study.enqueue_trial(params)
+    search.run_trials(study, space, baseline, measure_with(config), len(plans), math.inf,
+                      config.constraints.max_memory_mb, progress=print, canonical=effective, prune=prune)
+    return study.trials
+
+
+def seconds(trials) -> float:
+    return sum((t.datetime_complete - t.datetime_start).total_seconds() for t in trials
+               if t.datetime_complete and t.datetime_start and not t.user_attrs.get(search.SKIPPED_ATTR))
+
+
+def winner(trials) -> tuple[str, float]:
+    done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and search.is_feasible_trial(t)]
+    best = max(done, key=lambda t: t.value)
+    return search.plan_identity(best.params), best.value
+
+
+def compare(name: str, plans: int, seed: int) -> str:
+    config = load_config(ROOT / "configs" / f"{name}.yaml")
+    facts = plan_session(config, collect_evidence(config))
+    chosen = plans_to_measure(facts.space, facts.baseline, plans, seed)
+    print(f"{name}: {len(chosen)} plans of {', '.join(facts.chosen)}")
+    off = one_pass(config, facts.space, facts.baseline, chosen, prune=lambda plan: False)
+    on = one_pass(config, facts.space, facts.baseline, chosen, prune=prunable(config, facts.baseline))
+    pruned = [t for t in on if t.state == optuna.trial.TrialState.PRUNED]
+    best_off, rate_off = winner(off)
+    best_on, rate_on = winner(on)
+    kept = not any(search.plan_identity(t.params) == best_off for t in pruned)
+    saved = 1 - seconds(on) / seconds(off)
+    return (f"| {name} | {len(chosen)} | {seconds(off):.1f} | {seconds(on):.1f} | {saved:.0%} | {len(pruned)} | "
+            f"{'yes' if kept else 'NO'} | {'yes' if best_on == best_off else f'no ({rate_on / rate_off:.2f}x of it)'} |")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", default=list(REFERENCES))
+    parser.add_argument("--plans", type=int, default=12)
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    rows = [compare(name, args.plans, args.seed) for name in args.names]
+    print("\n| reference | plans | trial s, off | trial s, on | saved | pruned | off's winner measured whole | same winner |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()
