@@ -2,6 +2,10 @@
 
 evidence -> diagnoses -> candidate recipes -> trials (Optuna) -> numerics gate -> interleaved
 verification (with each recipe's share by leaving it out) -> ranked recommendations.
+
+A trial far over the bar is verified as soon as it is measured (`early_candidate`), so a user
+has advice to trust early; once a fix is verified the search stops when it goes unbeaten
+(`plateau`), and the end verifies only what could beat it (`still_to_verify`).
 """
 
 from __future__ import annotations
@@ -668,25 +672,6 @@ def still_to_verify(candidates: list[search.TrialResult], trials: list[search.Tr
         rates += [r.samples_per_s for r in verified.recommendations if r.trial == best]
         fresh = [t for t in fresh if t.samples_per_s >= max(rates) * min_speedup]
     return fresh[: max(0, verify_top - len(verified.trial_numbers))]
-
-
-def verify_candidates(
-    candidates: list[search.TrialResult],
-    baseline: dict,
-    config: AdvisorConfig,
-    measure: Callable[[dict], Measurement],
-    memory_fix: bool,
-    progress: Progress,
-    reference_plan: Optional[dict] = None,
-    with_ideal: bool = False,
-    on_verdict: Callable[..., None] = lambda *args: None,
-    context: Optional[Context] = None,
-) -> tuple[list[Recommendation], dict, list[Rejection]]:
-    """Verifies the candidates (`verify_each`), then ranks them (`finish_ranking`)."""
-    recommendations, baseline_runs, rejections, _ = verify_each(
-        candidates, baseline, config, measure, memory_fix, progress, on_verdict, context, reference_plan, with_ideal)
-    ranked = finish_ranking(recommendations, baseline, measure, config.search.pairs, progress)
-    return ranked, step_breakdown(baseline_runs), rejections
 
 
 def verify_each(

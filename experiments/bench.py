@@ -167,9 +167,16 @@ def bench_workload(name: str, rounds: int, folder: Path, progress: Progress) -> 
     }
     input_bound = any(d.bottleneck in INPUT_BOUND and d.severity in ("high", "moderate") for d in result.diagnoses)
     arm_runs = measure_arms(chosen, config, measure, rounds, input_bound, progress, name)
-    return summarize(name, config, result, chosen, arm_runs, top, {
+    summary = summarize(name, config, result, chosen, arm_runs, top, {
         "advisor": (budget, advisor_s), "random": (len(random_trials), random_s), "oracle": (len(grid_trials), grid_s),
     })
+    summary["repeated_plans"] = {"advisor": repeated_plans(result.trials), "random": repeated_plans(random_trials)}
+    return summary
+
+
+def repeated_plans(trials: list[search.TrialResult]) -> int:
+    """Trials of one study that measured a plan equal in effect to an earlier trial's."""
+    return len(trials) - len({search.plan_identity(t.plan, effective) for t in trials})
 
 
 def measure_arms(chosen: dict, config, measure, rounds: int, ideal: bool, progress: Progress,
@@ -304,6 +311,9 @@ def markdown(rows: list[dict], calibration: dict, header: str) -> str:
     for claim in calibration.get("claims", []):
         lines.append(f"| reproduction, {claim['workload']}: claimed {claim['claimed']:.2f}x, "
                      f"{claim.get('source', 're-measured')} {claim['measured']:.2f}x | error {claim['error']:+.1%} |")
+    repeats = {arm: sum(row.get("repeated_plans", {}).get(arm, 0) for row in rows) for arm in ("advisor", "random")}
+    lines.append(f"| trials that measured a plan equal in effect to one measured before, in one study | "
+                 f"advisor {repeats['advisor']}, random search {repeats['random']} |")
     if calibration.get("claims"):
         errors = [abs(c["error"]) for c in calibration["claims"]]
         lines.append(f"| reproduction, mean absolute error over {len(errors)} claim(s) | {sum(errors) / len(errors):.1%} |")

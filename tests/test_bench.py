@@ -90,3 +90,12 @@ def test_table_and_csv_carry_every_arm(tmp_path):
     (written,) = list(csv.DictReader((tmp_path / "bench.csv").open()))
     assert written["advisor_speedup"] == "3.0000" and written["blog_problem"] == "results changed"
     assert written["advisor_vs_oracle_low"] == "0.9000" and written["best_other"] == "random"
+
+
+def test_repeated_plans_count_trials_equal_in_effect():
+    from experiments.bench import repeated_plans
+
+    same_in_effect = {**BASELINE, "dataloader.prefetch_factor": 8}  # prefetch does nothing without workers
+    trials = [TrialResult(0, BASELINE, run(100.0), True), TrialResult(1, same_in_effect, run(101.0), True),
+              TrialResult(2, {**BASELINE, "dataloader.num_workers": 2}, run(200.0), True)]
+    assert repeated_plans(trials) == 1 and repeated_plans(trials[::2]) == 0
