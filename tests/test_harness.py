@@ -11,7 +11,7 @@ from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.plan import baseline_plan, with_changes
 from advisor.measure import MEMORY_METHOD
-from conftest import run_cli
+from conftest import ROOT, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -185,3 +185,23 @@ def test_one_slot_makes_processes_take_turns_and_a_killed_holder_frees_it(monkey
     after.start()
     after.join(10)
     assert after.exitcode == 0 and _events(log)[-2:] == ["in", "out"], _events(log)
+
+
+def test_persistent_workers_see_the_same_batches_in_every_epoch(tiny_config):
+    """A window three epochs long (16 samples, batches of 8, 6 steps): the loader's workers draw
+    their seed once per iterator, which persistent workers keep across epochs. The order of the
+    samples must not depend on it, or the numerics gate rejects an exact fix."""
+    from advisor.session import compare_outputs
+
+    shards = ROOT / "experiments" / "workloads" / "shards.py"
+    config = load_config(tiny_config(workload={
+        "model": f"{shards}:build_model", "dataset": f"{shards}:build_dataset",
+        "dataset_args": {"n": 16, "latency_ms": 0.0, "open_ms": 0.0}}))
+    base_plan = baseline_plan(config)
+    plans = [base_plan, with_changes(base_plan, dataloader__num_workers=1),
+             with_changes(base_plan, dataloader__num_workers=1, dataloader__persistent_workers=True)]
+    base, fresh_workers, persistent = (run_measurement(config.path, plan, "full", 6, 60) for plan in plans)
+    assert len(base.losses) == 6 and len(set(base.losses)) > 2
+    for run in (fresh_workers, persistent):
+        assert run.losses == base.losses
+        assert compare_outputs(run, base, "exact", config).passed

@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterator, Optional
 
 import psutil
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, RandomSampler
 
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
@@ -399,8 +399,12 @@ def make_loader(job: TrainJob, plan: dict) -> DataLoader:
         options["worker_init_fn"] = die_with_parent  # a worker never outlives the run, even after SIGKILL
     if job.sampler is not None:
         options["sampler"] = job.sampler
-    else:
-        options.update(shuffle=job.shuffle, generator=torch.Generator().manual_seed(0))
+    elif job.shuffle:
+        # The order's own generator: the loader draws its workers' seed from `generator` once per
+        # iterator, which persistent workers keep across epochs; drawn from one generator, every
+        # epoch after the first would be shuffled differently with persistent workers than without.
+        options.update(sampler=RandomSampler(job.dataset, generator=torch.Generator().manual_seed(0)),
+                       generator=torch.Generator().manual_seed(1))
     if job.collate is not None:
         options["collate_fn"] = job.collate
     return DataLoader(
