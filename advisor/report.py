@@ -226,6 +226,9 @@ def render_recommendations(payload: dict) -> str:
         lines[-1:-1] = [f"the baseline does not fit the {payload['max_memory_mb']:,.0f} MB budget (peak "
                         f"{base['peak_memory_mb']:,.0f} MB): fixes that fit are ranked by speed, their results checked "
                         f"against {payload.get('numerics_reference', 'the baseline')}"]
+    if payload.get("pruned"):
+        lines[-1:-1] = [f"{len(payload['pruned'])} of {len(payload['pruned']) + len(payload.get('trials', []))} trials "
+                        f"pruned midway, clearly losing (trial {', '.join('#' + str(p['number']) for p in payload['pruned'])})"]
     recs = payload["recommendations"]
     if not any(rec["verified"] for rec in recs):
         lines.append(f"nothing clears the bar: no fix was verified at >= {payload['min_speedup']:.2f}x with unchanged results")

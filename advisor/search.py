@@ -542,6 +542,12 @@ def infeasible_reason(run: Measurement, max_memory_mb: Optional[float]) -> str:
     return ""
 
 
+def pruned_trials(study: optuna.Study) -> tuple[tuple[int, dict, str], ...]:
+    """The trials stopped midway, clearly losing: (number, plan, why)."""
+    return tuple((t.number, t.user_attrs.get(PLAN_ATTR, {}), t.user_attrs.get(MEASUREMENT_ATTR, {}).get("reason", ""))
+                 for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
+
+
 def finished_trials(study: optuna.Study) -> list[TrialResult]:
     results = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):

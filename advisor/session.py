@@ -101,6 +101,7 @@ class SessionResult:
     numerics_reference: str = "the baseline"  # whose results the candidates reproduce
     baseline_latency_ms: dict = field(default_factory=dict)  # inference: over the verification rounds' baseline runs
     first_verified_s: Optional[float] = None  # from the session's start to its first verified fix
+    pruned: tuple = ()  # the trials stopped midway, clearly losing: (number, plan, reason)
 
 
 def cpu_has_bf16() -> bool:
@@ -325,7 +326,8 @@ def optimize(
             canonical=effective, stop_reason=stop_reason, prune=prunable(config, facts.baseline),
         )
         trials = search.finished_trials(study)
-    return conclude(config, facts, diagnoses, trials, measure, progress, started, hooks, verified)
+    result = conclude(config, facts, diagnoses, trials, measure, progress, started, hooks, verified)
+    return dataclasses.replace(result, pruned=search.pruned_trials(study) if study is not None else ())
 
 
 @dataclass
@@ -904,4 +906,5 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
             {"number": t.number, "plan": t.plan, "feasible": t.feasible, "measurement": t.measurement.to_dict()}
             for t in result.trials
         ],
+        "pruned": [{"number": number, "plan": plan, "reason": reason} for number, plan, reason in result.pruned],
     }

@@ -158,6 +158,7 @@ class SessionLog:
         self._call("the session's tags", lambda: self.tracker.log(
             self.session, params={"recipes_tried": ",".join(payload["recipes_tried"]) or "none"},
             metrics={"baseline_samples_per_s": payload["baseline"]["samples_per_s"],
+                     "pruned_trials": len(payload.get("pruned", [])),
                      **({"first_verified_s": payload["first_verified_s"]} if payload.get("first_verified_s") else {})},
             tags={"fingerprint": payload["fingerprint"], "bottleneck": bottleneck,
                   DESCRIPTION_TAG: ranking_table(payload, bottleneck)}))

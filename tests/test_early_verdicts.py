@@ -62,3 +62,12 @@ def test_the_end_verifies_only_what_could_beat_a_fix_already_verified():
     assert [t.number for t in left] == [3, 2], "the early check verified nothing: the next two, three in all"
     assert [t.number for t in still_to_verify(candidates, trials, Verified(0.0), 1.05, 3)] == [3, 2, 4]
     assert still_to_verify(candidates, trials, Verified(0.0), 1.05, 0) == [], "verify_top 0: trials only"
+
+
+def test_the_report_counts_pruned_trials():
+    from advisor.report import render_recommendations
+
+    payload = {"baseline": {"samples_per_s": 100.0}, "unit": "samples/s", "recommendations": [], "min_speedup": 1.05,
+               "trials": [{"number": 0}, {"number": 2}], "pruned": [{"number": 1, "plan": {}, "reason": "pruned: slow"}]}
+    assert "1 of 3 trials pruned midway, clearly losing (trial #1)" in render_recommendations(payload)
+    assert "pruned" not in render_recommendations({**payload, "pruned": []})
