@@ -67,7 +67,7 @@ def test_the_end_verifies_only_what_could_beat_a_fix_already_verified():
 def test_the_report_counts_pruned_trials():
     from advisor.report import render_recommendations
 
-    payload = {"baseline": {"samples_per_s": 100.0}, "unit": "samples/s", "recommendations": [], "min_speedup": 1.05,
+    payload = {"baseline": {"samples_per_s": 100.0}, "unit": "samples/s", "recommendations": [], "rejected": [], "min_speedup": 1.05,
                "trials": [{"number": 0}, {"number": 2}], "pruned": [{"number": 1, "plan": {}, "reason": "pruned: slow"}]}
     assert "1 of 3 trials pruned midway, clearly losing (trial #1)" in render_recommendations(payload)
     assert "pruned" not in render_recommendations({**payload, "pruned": []})
