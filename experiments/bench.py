@@ -53,7 +53,7 @@ from experiments.reproduce import plain_speedup
 from recipes import by_name
 
 ROOT = Path(__file__).resolve().parent.parent
-TRAIN = ("quickstart", "fetch_stall", "prep_stall", "compute_bound", "memory_budget", "overhead")
+TRAIN = ("quickstart", "fetch_stall", "prep_stall", "compute_bound", "memory_budget", "overhead", "shard_open")
 PIPELINES = ("parse_bound", "rowwise", "over_budget")
 SERVICES = ("serve_encoder", "serve_cold", "serve_batching")  # judged on p95: every ratio is a ratio of p95s
 QUICK = ("quickstart", "prep_stall")
