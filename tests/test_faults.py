@@ -18,7 +18,7 @@ from advisor import search
 from advisor.config import load_config
 from advisor.harness.lifetime import RUN_FOLDER_PREFIX
 from conftest import ROOT, free_port
-from test_search import complete_trials, load_study, quick_config, wait_for
+from test_search import measured_trials, load_study, quick_config, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -82,14 +82,14 @@ def optimize_until_measuring(tmp_path, finished: int):
     path = quick_config(tmp_path, trials=6, latency_ms=10.0)
     config = load_config(path)
     process = start_advisor("optimize", str(path), tmpdir=tmpdir)
-    wait_for(lambda: len(complete_trials(config)) >= finished and measuring_with_workers(process.pid), 240,
+    wait_for(lambda: len(measured_trials(config)) >= finished and measuring_with_workers(process.pid), 240,
              f"{finished} finished trials and the next measuring with workers")
     return process, config, path, tmpdir, descendants(process.pid)
 
 
 def test_kill_9_leaves_no_process_and_the_rerun_finishes_the_budget_exactly(tmp_path):
     first, config, path, tmpdir, tree = optimize_until_measuring(tmp_path, 3)
-    before = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in complete_trials(config)}
+    before = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in measured_trials(config)}
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
     assert gone_within(tree, 5.0) == [], "every process advisor started died with it"
@@ -100,11 +100,11 @@ def test_kill_9_leaves_no_process_and_the_rerun_finishes_the_budget_exactly(tmp_
     _, stderr = second.communicate(timeout=600)
     assert second.returncode == 0, stderr[-3000:]
     study = load_study(config)
-    after = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in complete_trials(config)}
+    after = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in measured_trials(config)}
     assert all(after[number] == measured for number, measured in before.items()), "finished trials kept as they were"
     stale = study.trials[running[0].number]
     assert stale.state == optuna.trial.TrialState.FAIL and stale.user_attrs[search.INTERRUPTED_ATTR]
-    assert any(t.params == stale.params and t.number > stale.number for t in complete_trials(config)), "retried"
+    assert any(t.params == stale.params and t.number > stale.number for t in measured_trials(config)), "retried"
     assert len(after) == config.search.trials, "the budget is honoured exactly"
     assert not list(tmpdir.glob(f"{RUN_FOLDER_PREFIX}*")), "no run folder left behind"
 
@@ -248,7 +248,7 @@ def test_two_processes_racing_on_a_new_study(tmp_path):
     from advisor.session import plan_key
 
     study = load_study(config)
-    finished = complete_trials(config)
+    finished = measured_trials(config)
     assert study.trials[0].state == optuna.trial.TrialState.COMPLETE
     assert study.trials[0].user_attrs[search.PLAN_ATTR] == study.user_attrs["baseline"], "trial 0 is the baseline"
     assert len(finished) == config.search.trials, "the budget, exactly"

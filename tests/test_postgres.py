@@ -22,7 +22,7 @@ from advisor import search
 from advisor.config import load_config
 from advisor.session import effective
 from conftest import free_port
-from test_search import advisor, complete_trials, load_study, quick_config, wait_for
+from test_search import MEASURED, advisor, load_study, measured_trials, quick_config, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -80,7 +80,7 @@ def test_optimize_and_two_workers_share_a_postgresql_study(tmp_path, postgres_ur
     path.write_text(yaml.safe_dump(config))
     config = load_config(path)
     leader = advisor("optimize", str(path))
-    wait_for(lambda: len(complete_trials(config)) >= 1, 240, "the study to start")
+    wait_for(lambda: len(measured_trials(config)) >= 1, 240, "the study to start")
     victim, helper = advisor("worker", str(path)), advisor("worker", str(path))
 
     def victim_measuring():
@@ -96,7 +96,7 @@ def test_optimize_and_two_workers_share_a_postgresql_study(tmp_path, postgres_ur
     assert helper.returncode == 0 and leader.returncode == 0, helper_err[-2000:] + leader_err[-2000:]
 
     trials = load_study(config).trials
-    finished = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    finished = [t for t in trials if t.state in MEASURED]
     assert len(finished) == 8, "the budget is spent exactly"
     assert not [t for t in trials if t.state == optuna.trial.TrialState.RUNNING], "no trial left running"
     assert len({t.number for t in trials}) == len(trials)

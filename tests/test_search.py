@@ -22,6 +22,9 @@ from recipes import IntRange
 pytestmark = pytest.mark.integration
 
 
+MEASURED = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED)
+
+
 def load_study(config):
     return optuna.load_study(study_name=config.name, storage=search.open_storage(search.storage_url(config)))
 
@@ -75,12 +78,13 @@ def wait_for(predicate, timeout, what):
     raise AssertionError(f"timed out waiting for {what}")
 
 
-def complete_trials(config):
+def measured_trials(config):
+    """The trials that took their place in the budget and measured: finished, or pruned midway."""
     try:
         study = load_study(config)
     except KeyError:
         return []
-    return study.get_trials(states=(optuna.trial.TrialState.COMPLETE,))
+    return study.get_trials(states=MEASURED)
 
 
 def test_interrupt_then_resume_redoes_no_finished_trial(tmp_path):
@@ -100,7 +104,7 @@ def test_interrupt_then_resume_redoes_no_finished_trial(tmp_path):
     stderr = log.read_text()
     assert first.returncode == 130, stderr
     assert "run the same command again to resume" in stderr
-    before = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in complete_trials(config)}
+    before = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in measured_trials(config)}
     interrupted = [t for t in load_study(config).trials  # cut short with a plan (one stopped before it had one is only failed)
                    if t.user_attrs.get(search.INTERRUPTED_ATTR) and search.PLAN_ATTR in t.user_attrs]
 
@@ -108,12 +112,12 @@ def test_interrupt_then_resume_redoes_no_finished_trial(tmp_path):
     stdout, stderr = second.communicate(timeout=400)
     assert second.returncode == 0, stderr
     assert "resuming study" in stderr and "diagnosing" not in stderr
-    after = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in complete_trials(config)}
+    after = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in measured_trials(config)}
     assert all(after[number] == measured for number, measured in before.items()), "finished trials kept as they were"
     counted = [t for t in load_study(config).trials if not t.user_attrs.get(search.INTERRUPTED_ATTR)]
     assert len(after) == len(counted) == 5, "the budget counts each trial once"
     for trial in interrupted:  # an interrupted trial is run again, with its own parameters
-        assert any(t.params == trial.params and t.number > trial.number for t in complete_trials(config))
+        assert any(t.params == trial.params and t.number > trial.number for t in measured_trials(config))
 
 
 def test_two_workers_share_one_study(tmp_path):
@@ -121,15 +125,15 @@ def test_two_workers_share_one_study(tmp_path):
     path = quick_config(tmp_path, trials=8, latency_ms=15.0)
     config = load_config(path)
     leader = advisor("optimize", str(path))
-    wait_for(lambda: len(complete_trials(config)) >= 1, 240, "the study to start")
+    wait_for(lambda: len(measured_trials(config)) >= 1, 240, "the study to start")
     helper = advisor("worker", str(path))
     helper_out, helper_err = helper.communicate(timeout=400)
     leader_out, leader_err = leader.communicate(timeout=400)
     assert helper.returncode == 0 and leader.returncode == 0, helper_err + leader_err
     trials = load_study(config).trials
-    finished = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE]
+    finished = [t for t in trials if t.state in MEASURED]
     assert len(finished) == 8, "the budget is shared exactly"
-    assert all(t.state == optuna.trial.TrialState.COMPLETE or t.user_attrs.get(search.SKIPPED_ATTR) for t in trials), \
+    assert all(t.state in MEASURED or t.user_attrs.get(search.SKIPPED_ATTR) for t in trials), \
         "no trial lost or left running (a trial not run says why)"
     runners = Counter(t.user_attrs[search.WORKER_ATTR] for t in finished)
     assert len(runners) == 2, f"both processes ran trials: {runners}"
