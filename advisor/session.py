@@ -768,11 +768,21 @@ def finish_ranking(recommendations: list[Recommendation], baseline: dict, measur
     return ranked
 
 
+def without_recipe(plan: dict, baseline: dict, recipe: str) -> dict:
+    """The plan with one recipe's keys as the baseline has them; a key the baseline lacks (a
+    service's inter-op threads, on a training job) is left out."""
+    changed = dict(plan)
+    for key in by_name(recipe).keys:
+        if key in baseline:
+            changed[key] = baseline[key]
+        else:
+            changed.pop(key, None)
+    return changed
+
+
 def leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, progress: Progress) -> dict:
     """Each recipe's factor: the plan against itself without that recipe, paired round by round."""
-    without = {
-        recipe: {**top.plan, **{key: baseline[key] for key in by_name(recipe).keys}} for recipe in top.recipes
-    }
+    without = {recipe: without_recipe(top.plan, baseline, recipe) for recipe in top.recipes}
     progress(f"measuring each recipe's share of #1 by leaving it out, {pairs} rounds:")
     rounds = interleave(top.plan, {f"without {recipe}": plan for recipe, plan in without.items()}, measure, pairs,
                         progress, reference="#1")

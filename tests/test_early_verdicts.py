@@ -71,3 +71,14 @@ def test_the_report_counts_pruned_trials():
                "trials": [{"number": 0}, {"number": 2}], "pruned": [{"number": 1, "plan": {}, "reason": "pruned: slow"}]}
     assert "1 of 3 trials pruned midway, clearly losing (trial #1)" in render_recommendations(payload)
     assert "pruned" not in render_recommendations({**payload, "pruned": []})
+
+
+def test_leaving_a_recipe_out_restores_only_the_keys_the_baseline_has():
+    """The threads recipe also has a service's inter-op key, which a training baseline lacks:
+    leaving threads out of a training winner must not look it up (it crashed the session)."""
+    from advisor.session import without_recipe
+
+    baseline = {"dataloader.num_workers": 0, "threads.intra_op": None}
+    winner = {"dataloader.num_workers": 2, "threads.intra_op": 1}
+    assert without_recipe(winner, baseline, "threads") == {"dataloader.num_workers": 2, "threads.intra_op": None}
+    assert without_recipe(winner, baseline, "dataloader")["dataloader.num_workers"] == 0
