@@ -91,15 +91,16 @@ def watcher(trial: optuna.Trial) -> Callable[[dict], str]:
     """Reports a run's progress to its trial as intermediate values (samples/s at each percent
     of the timed window), and says why to stop it when the study's pruner prunes it."""
 
-    reported = [-1]
+    reported = -1
 
     def watch(progress: dict) -> str:
+        nonlocal reported
         if not progress.get("seconds") or not progress.get("of"):
             return ""
         percent, rate = int(100 * progress["steps"] / progress["of"]), progress["samples"] / progress["seconds"]
-        if percent <= reported[0]:
+        if percent <= reported:
             return ""
-        reported[0] = percent
+        reported = percent
         trial.report(rate, percent)
         if not trial.should_prune():
             return ""
@@ -568,8 +569,9 @@ def describe_trial(
                else f"infeasible: {run.reason or 'over the memory budget'}")
     best_text = f"best {rate_text(best.measurement)}" if best else "best -"
     best_text += f" ({best.samples_per_s / base:.2f}x)" if best and base else ""
-    eta = "" if not eta_s or counted_trials(study) >= budget else f"  ~{eta_s:.0f} s left" if eta_s < 90 else f"  ~{eta_s / 60:.0f} min left"
-    return f"  trial #{number} [{counted_trials(study)}/{budget}]  {changes}  ->  {outcome}   [{best_text}]{eta}"
+    done = counted_trials(study)
+    eta = "" if not eta_s or done >= budget else f"  ~{eta_s:.0f} s left" if eta_s < 90 else f"  ~{eta_s / 60:.0f} min left"
+    return f"  trial #{number} [{done}/{budget}]  {changes}  ->  {outcome}   [{best_text}]{eta}"
 
 
 def eta_seconds(trial_seconds: float, ran: int, done: int, budget: int, deadline: float) -> Optional[float]:

@@ -39,7 +39,7 @@ Progress = Callable[[str], None]
 RISK_ORDER = {"exact": 0, "tolerance": 1, "changes semantics": 2}
 ACTIONABLE = ("high", "moderate")
 MEMORY_TIE_SAVING = 0.10  # a lean fix leads an indistinguishable faster one when it saves this share
-EARLY_MARGIN = 1.2  # a trial this far over the bar is verified at once, while the search goes on
+EARLY_MARGIN = 1.2  # a trial this far over the bar is verified at once, then the search goes on
 
 
 @dataclass(frozen=True)
@@ -102,6 +102,11 @@ class SessionResult:
     baseline_latency_ms: dict = field(default_factory=dict)  # inference: over the verification rounds' baseline runs
     first_verified_s: Optional[float] = None  # from the session's start to its first verified fix
     pruned: tuple = ()  # the trials stopped midway, clearly losing: (number, plan, reason)
+
+    @property
+    def trials_run(self) -> int:
+        """The trials measured, those stopped midway too: the budget random search is given."""
+        return len(self.trials) + len(self.pruned)
 
 
 def cpu_has_bf16() -> bool:
@@ -309,10 +314,9 @@ def optimize(
 
         def trial_done(*args) -> None:
             hooks.trial(*args)
-            if not verified.tried_early and config.search.verify_top > 0:
+            if not verified.trial_numbers and config.search.verify_top > 0:  # one early verification at most
                 early = early_candidate(search.finished_trials(study), facts.baseline, config)
                 if early is not None:
-                    verified.tried_early = True
                     progress(f"  trial #{early.number} clears the bar by far: verifying it now, then the search goes on")
                     verified.add(*verify_each([early], facts.baseline, config, measure, False, progress,
                                               verified.heard, facts.context))
@@ -341,8 +345,6 @@ class Verified:
     recommendations: list = field(default_factory=list)
     rejections: list = field(default_factory=list)
     baseline_runs: list = field(default_factory=list)
-    trial_numbers: set = field(default_factory=set)
-    tried_early: bool = False
     first_s: Optional[float] = None
 
     def heard(self, name: str, plan: dict, verdict: dict, start: float, end: float) -> None:
@@ -352,11 +354,15 @@ class Verified:
                           f"{verdict['speedup']:.2f}x ({verdict['low']:.2f}-{verdict['high']:.2f}x)")
         self.hooks.verdict(name, plan, verdict, start, end)
 
-    def add(self, recommendations: list, baseline_runs: list, rejections: list, judged: list) -> None:
+    def add(self, recommendations: list, baseline_runs: list, rejections: list) -> None:
         self.recommendations += recommendations
         self.baseline_runs += baseline_runs
         self.rejections += rejections
-        self.trial_numbers |= {t.number for t in judged}
+
+    @property
+    def trial_numbers(self) -> set[int]:
+        """The trials judged so far: each became a recommendation or a rejection."""
+        return {r.trial for r in self.recommendations} | {r.trial for r in self.rejections}
 
     @property
     def best_trial(self) -> Optional[int]:
@@ -570,7 +576,6 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
     baseline_breakdown = step_breakdown(verified.baseline_runs or [facts.evidence.full])
     if verified.baseline_runs:
         baseline_latency = latency_of(verified.baseline_runs)
-    first_verified = verified.first_s
     return SessionResult(
         config=config, evidence=facts.evidence, diagnoses=diagnoses, context=facts.context,
         chosen=facts.chosen, skipped=facts.skipped, baseline=baseline,
@@ -580,7 +585,7 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
         started=started, finished=time.time(), memory_fix=memory_fix,
         baseline_peak_mb=(base_run if base_run.ok else uncapped or facts.evidence.full).peak_memory_mb,
         numerics_reference=reference_note, baseline_latency_ms=baseline_latency,
-        first_verified_s=first_verified,
+        first_verified_s=verified.first_s,
     )
 
 
@@ -687,15 +692,14 @@ def verify_each(
     context: Optional[Context] = None,
     reference_plan: Optional[dict] = None,
     with_ideal: bool = False,
-) -> tuple[list[Recommendation], list[Measurement], list[Rejection], list[search.TrialResult]]:
+) -> tuple[list[Recommendation], list[Measurement], list[Rejection]]:
     """Re-measures the candidates interleaved with the reference (the baseline, run as the user
     runs it: without the memory budget the candidates must keep): FIRST_LOOK rounds when every
     speed verdict is then settled, else `search.pairs` (each look at LOOK_CONFIDENCE).
     `with_ideal` adds the baseline fed one reused batch to every round: the ideal an input fix
     can reach, measured beside it, so the share of the gap a fix recovers compares like with like.
 
-    Returns the recommendations (unranked), the reference's runs, the rejections and the
-    candidates judged."""
+    Returns the recommendations (unranked), the reference's runs and the rejections."""
     plans = {f"#{t.number}": t for t in candidates}
     reference_plan = reference_plan or baseline
     arms = {name: t.plan for name, t in plans.items()}
@@ -753,7 +757,7 @@ def verify_each(
                 latency_ms=latency_of(runs),
             )
         )
-    return recommendations, rounds.baseline, rejections, list(plans.values())
+    return recommendations, rounds.baseline, rejections
 
 
 def finish_ranking(recommendations: list[Recommendation], baseline: dict, measure, pairs: int,

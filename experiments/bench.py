@@ -147,7 +147,7 @@ def bench_workload(name: str, rounds: int, folder: Path, progress: Progress) -> 
     top = next((r for r in result.recommendations if r.verified), None)
     baseline = result.baseline
     space = search_space([by_name(n) for n in result.chosen], result.context)
-    budget = len(result.trials) + len(result.pruned)  # the trials advisor ran, those it stopped midway too
+    budget = result.trials_run
 
     random_trials, random_s, grid_trials, grid_s = [], 0.0, [], 0.0
     if space:

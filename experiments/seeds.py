@@ -51,7 +51,7 @@ def main() -> None:
         top = next((r for r in result.recommendations if r.verified), None)
         baseline = result.baseline
         space = search_space([by_name(n) for n in result.chosen], result.context)
-        budget = len(result.trials) + len(result.pruned)  # the trials advisor ran, those it stopped midway too
+        budget = result.trials_run
         print(f"seed {seed}: random search, {budget} trials", flush=True)
         study = search.random_study({key: baseline[key] for key in space}, seed=seed)
         trials, _ = run_search(study, space, baseline, measure_with(config), budget, config, lambda line: None)

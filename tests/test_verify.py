@@ -183,7 +183,7 @@ def test_planted_flaky_plan_is_reported_flaky_not_verified(tmp_path):
     baseline = baseline_plan(config)
     workers = {**baseline, "dataloader.num_workers": 1}
     trial = TrialResult(1, workers, run_measurement(config.path, workers, "full", 4, 60), True)
-    recommendations, _, _, _ = verify_each([trial], baseline, config, measure_with(config), False, lambda line: None)
+    recommendations, _, _ = verify_each([trial], baseline, config, measure_with(config), False, lambda line: None)
     (flaky,) = recommendations
     assert 0 < flaky.failed_runs < config.search.pairs  # failed in some runs, not all
     assert not flaky.verified

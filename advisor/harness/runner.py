@@ -43,7 +43,8 @@ def run_measurement(
         WorkloadInvalid: the workload does not satisfy the contract (bad callable, wrong dataset).
     """
     with lifetime.measurement_slot(), tempfile.TemporaryDirectory(prefix=lifetime.run_folder_prefix()) as folder:
-        spec_path, result_path, log_path = (Path(folder) / name for name in ("spec.json", "result.json", "child.log"))
+        spec_path, result_path, log_path, progress_path = (
+            Path(folder) / name for name in ("spec.json", "result.json", "child.log", "progress.json"))
         limit_mb = memory_limit_mb or default_memory_limit_mb()
         group = cgroups.child_group(memory_limit_mb) if memory_limit_mb is not None else None
         config_path, config_pickle = _config_for_child(config, Path(folder))
@@ -51,12 +52,12 @@ def run_measurement(
                                           "output": str(output_path) if output_path else None,
                                           "memory_limit_mb": limit_mb, "cgroup": str(group) if group else None,
                                           "scratch": folder,
-                                          "progress": str(Path(folder) / "progress.json") if watch else None}))
+                                          "progress": str(progress_path) if watch else None}))
         started = time.perf_counter()
         child = launch.start(str(spec_path), str(result_path), str(log_path), fresh=fresh)
         try:  # in a cgroup the kernel enforces the budget; the sampler only guards the machine
             with ResourceSampler(child.pid, None if group else limit_mb, budget=group is None and memory_limit_mb is not None) as sampler:
-                timed_out, pruned = _wait(child, timeout_s, watch, Path(folder) / "progress.json")
+                timed_out, pruned = _wait(child, timeout_s, watch, progress_path)
         finally:  # an interrupt, too, must not leave the child and its workers running
             kill_tree(child.pid)
             child.join()
