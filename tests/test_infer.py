@@ -176,7 +176,12 @@ def test_batching_raises_throughput_within_the_slo_the_baseline_breaks(tmp_path)
     verified on throughput with every round inside the SLO."""
     from advisor.api import optimize
 
-    done = optimize(reduced_service("serve_batching_slo"), root=tmp_path)
+    service = reduced_service("serve_batching_slo")
+    # Throughput under open load is capped by the arrival rate, so the win is at most the rate over
+    # the baseline's capacity: at 900/s that was 1.23x on a CI machine whose 5-round interval
+    # (1.02x-1.48x) missed 1.05x. At 1800/s batching keeps up and the baseline cannot (2.6-2.8x here).
+    service["load"] = {**service["load"], "rate_per_s": 1800}
+    done = optimize(service, root=tmp_path)
     base = next(t for t in done.session.trials if t.number == 0).measurement
     assert not base.ok and base.reason.startswith("over the p95 SLO"), base.reason
     assert done.payload["numerics_reference"] == "the baseline run once without the p95 SLO"
