@@ -1,6 +1,6 @@
 """advisor against what users do today, side by side, in one run: the benchmark suite.
 
-    python -m experiments.bench [NAME ...] [--quick] [--rounds 5] [--aa-repeats 20] [--out bench-results]
+    python -m experiments.bench [NAME ...] [--quick] [--rounds 5] [--aa-repeats 20] [--out bench-results] [--resume]
 
 For each reference workload (configs/<name>.yaml), five ways to pick a plan:
 
@@ -22,6 +22,9 @@ against that independent re-measurement.
 
 `--quick` benches quickstart and prep_stall (about 10 minutes on 2 cores); the full run, every
 reference, takes hours (the memory_budget and over_budget grids hold 260 and 504 plans).
+Each workload's row is written to <out>/bench.json as it finishes; `--resume` keeps the rows a
+cut-off run wrote there (same workloads, same --rounds) and benches only the rest, so the full run
+may span sittings: each row carries when it finished, and the header says the run was resumed.
 Writes <out>/bench.md, bench.csv, bench.json and bench.png.
 """
 
@@ -171,7 +174,17 @@ def bench_workload(name: str, rounds: int, folder: Path, progress: Progress) -> 
         "advisor": (budget, advisor_s), "random": (len(random_trials), random_s), "oracle": (len(grid_trials), grid_s),
     })
     summary["repeated_plans"] = {"advisor": repeated_plans(result.trials), "random": repeated_plans(random_trials)}
+    summary.update(rounds=rounds, finished=time.strftime("%Y-%m-%d %H:%M"))
     return summary
+
+
+def finished_rows(path: Path, names: list[str], rounds: int) -> dict[str, dict]:
+    """The rows a cut-off run already wrote to bench.json, by workload: those of `names` measured
+    with the same number of rounds."""
+    if not path.exists():
+        return {}
+    rows = json.loads(path.read_text()).get("rows", [])
+    return {row["workload"]: row for row in rows if row["workload"] in names and row.get("rounds") == rounds}
 
 
 def repeated_plans(trials: list[search.TrialResult]) -> int:
@@ -427,6 +440,8 @@ def main() -> None:
     parser.add_argument("--aa-repeats", type=int, default=20, help="A/A verifications (0 skips them)")
     parser.add_argument("--aa-config", default=AA_CONFIG, help=f"the reference the A/A runs on (default {AA_CONFIG})")
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results", help="where the table and plot go")
+    parser.add_argument("--resume", action="store_true",
+                        help="keep the rows a cut-off run left in <out>/bench.json and bench only the rest")
     args = parser.parse_args()
     known = TRAIN + PIPELINES + SERVICES
     names = args.names or list(QUICK if args.quick else known)
@@ -445,13 +460,19 @@ def main() -> None:
         elapsed = time.time() - started
         print(f"[{int(elapsed // 60):02d}:{int(elapsed % 60):02d}] {line}", flush=True)
 
+    kept = finished_rows(args.out / "bench.json", names, args.rounds) if args.resume else {}
+    if kept:
+        progress(f"resumed: kept {', '.join(kept)} from {args.out / 'bench.json'}")
     rows = []
     for name in names:
-        rows.append(bench_workload(name, args.rounds, studies, progress))
+        rows.append(kept.get(name) or bench_workload(name, args.rounds, studies, progress))
         (args.out / "bench.json").write_text(json.dumps({"rows": rows}, indent=2, default=str))  # kept if cut off later
     calibration = calibrate(rows, args.aa_config, args.aa_repeats, studies, progress, args.rounds)
+    finished = sorted(row.get("finished", "?") for row in rows)
     header = (f"Benchmark suite{' (--quick)' if args.quick else ''}, {time.strftime('%Y-%m-%d')}, "
-              f"{(time.time() - started) / 60:.0f} min in all. Machine: {machine()}.")
+              + (f"resumed ({len(kept)} of {len(rows)} rows kept; rows finished {finished[0]} to {finished[-1]}), "
+                 "this sitting " if kept else "")
+              + f"{(time.time() - started) / 60:.0f} min in all. Machine: {machine()}.")
     (args.out / "bench.json").write_text(json.dumps({"header": header, "rows": rows, "calibration": calibration},
                                                     indent=2, default=str))
     (args.out / "bench.md").write_text(markdown(rows, calibration, header))

@@ -99,3 +99,17 @@ def test_repeated_plans_count_trials_equal_in_effect():
     trials = [TrialResult(0, BASELINE, run(100.0), True), TrialResult(1, same_in_effect, run(101.0), True),
               TrialResult(2, {**BASELINE, "dataloader.num_workers": 2}, run(200.0), True)]
     assert repeated_plans(trials) == 1 and repeated_plans(trials[::2]) == 0
+
+
+def test_resume_keeps_only_rows_of_the_asked_workloads_and_rounds(tmp_path):
+    import json
+
+    from experiments.bench import finished_rows
+
+    path = tmp_path / "bench.json"
+    assert finished_rows(path, ["quickstart"], 5) == {}, "nothing written yet: nothing kept"
+    rows = [{"workload": "quickstart", "rounds": 5}, {"workload": "prep_stall", "rounds": 3},
+            {"workload": "overhead", "rounds": 5}]
+    path.write_text(json.dumps({"rows": rows}))
+    kept = finished_rows(path, ["quickstart", "prep_stall", "shard_open"], 5)
+    assert list(kept) == ["quickstart"], "another --rounds, or a workload not asked for, is benched again"
