@@ -55,12 +55,13 @@ def test_the_search_stops_when_a_verified_fix_is_not_beaten_for_a_while():
 def test_the_end_verifies_only_what_could_beat_a_fix_already_verified():
     trials = [trial(0, 0, 100.0), trial(1, 2, 200.0), trial(2, 4, 215.0), trial(3, 3, 260.0), trial(4, 5, 205.0)]
     candidates = sorted(trials[1:], key=lambda t: -t.samples_per_s)
-    left = still_to_verify(candidates, trials, verified_at(1, 210.0), 1.05, 3)
-    assert [t.number for t in left] == [3], "#2 and #4 are within the bar of #1's verified 210/s; #1 is judged"
-    left = still_to_verify(candidates, trials, verified_at(1, 210.0, ok=False), 1.05, 3)
+    left = still_to_verify(candidates, trials, verified_at(1, 210.0), 3)
+    assert [t.number for t in left] == [3], "#2 and #4 are within 1.2x of #1's verified 210/s; #1 is judged"
+    assert still_to_verify(candidates, trials, verified_at(1, 220.0), 3) == [], "260/s is under 1.2x of 220/s"
+    left = still_to_verify(candidates, trials, verified_at(1, 210.0, ok=False), 3)
     assert [t.number for t in left] == [3, 2], "the early check verified nothing: the next two, three in all"
-    assert [t.number for t in still_to_verify(candidates, trials, Verified(0.0), 1.05, 3)] == [3, 2, 4]
-    assert still_to_verify(candidates, trials, Verified(0.0), 1.05, 0) == [], "verify_top 0: trials only"
+    assert [t.number for t in still_to_verify(candidates, trials, Verified(0.0), 3)] == [3, 2, 4]
+    assert still_to_verify(candidates, trials, Verified(0.0), 0) == [], "verify_top 0: trials only"
 
 
 def test_the_report_counts_pruned_trials():
