@@ -326,7 +326,7 @@ def optimize(
                                               verified.heard, facts.context))
 
         def stop_reason(study) -> str:
-            return plateau(search.finished_trials(study), verified.best_trial, patience, config.search.min_speedup)
+            return plateau(search.finished_trials(study), verified.best_trial, patience, EARLY_MARGIN)
 
         search.run_trials(
             study, facts.space, facts.baseline, measure, budget,
@@ -405,22 +405,22 @@ def early_candidate(trials: list[search.TrialResult], baseline: dict, config: Ad
     return candidates[0] if candidates else None
 
 
-def plateau(trials: list[search.TrialResult], verified_trial: Optional[int], patience: int, min_speedup: float) -> str:
+def plateau(trials: list[search.TrialResult], verified_trial: Optional[int], patience: int, margin: float) -> str:
     """Why the search may stop now, or "": a fix is verified and the last `patience` trials
-    found no plan faster than the best so far by `min_speedup` (none plausibly beats it); a
-    pure function."""
+    found no plan faster than the best so far by `margin` (the session's EARLY_MARGIN: a
+    smaller gain between two single trials is within their noise); a pure function."""
     if verified_trial is None or patience <= 0:
         return ""
     best, since = 0.0, 0
     for trial in sorted(trials, key=lambda t: t.number):
-        if trial.feasible and trial.samples_per_s >= best * min_speedup:
+        if trial.feasible and trial.samples_per_s >= best * margin:
             best, since = max(best, trial.samples_per_s), 0
         else:
             since += 1
     if since < patience:
         return ""
     return (f"the search stops: a fix is verified and the last {since} trials found no plan "
-            f"{min_speedup:.2f}x faster than the best so far (search.patience: {patience})")
+            f"{margin:.2f}x faster than the best so far (search.patience: {patience})")
 
 
 def warn_if_sharing_the_machine(study, progress: Progress) -> None:
