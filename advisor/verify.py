@@ -241,9 +241,39 @@ def paired_interval(ratios: Sequence[float], confidence: float = 0.95) -> tuple[
 
 @functools.lru_cache(maxsize=None)
 def t_quantile(probability: float, dof: int) -> float:
-    from scipy.stats import t as student_t
+    """Student's t quantile for a whole number of degrees of freedom, by bisection on its exact
+    distribution function (importing scipy.stats for it cost a second at the first verdict)."""
+    if not 0.0 < probability < 1.0 or dof < 1:
+        raise ValueError(f"t_quantile needs 0 < probability < 1 and dof >= 1, got {probability}, {dof}")
+    if probability < 0.5:
+        return -t_quantile(1.0 - probability, dof)
+    low, high = 0.0, 1.0
+    while t_cdf(high, dof) < probability:
+        high *= 2.0
+    for _ in range(200):
+        middle = (low + high) / 2
+        if middle in (low, high):
+            break
+        low, high = (middle, high) if t_cdf(middle, dof) < probability else (low, middle)
+    return (low + high) / 2
 
-    return float(student_t.ppf(probability, dof))
+
+def t_cdf(value: float, dof: int) -> float:
+    """P(T <= value) for Student's t with `dof` (a whole number) degrees of freedom: the finite
+    series in the angle atan(value / sqrt(dof)) (Abramowitz and Stegun, 26.7.3 and 26.7.4)."""
+    theta = math.atan(value / math.sqrt(dof))
+    cos2, term, total = math.cos(theta) ** 2, 1.0, 1.0
+    if dof % 2 == 0:  # sin(theta) (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ... up to cos^(dof-2))
+        for k in range(1, dof // 2):
+            term *= cos2 * (2 * k - 1) / (2 * k)
+            total += term
+        within = math.sin(theta) * total
+    else:  # 2/pi (theta + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ... up to cos^(dof-3)))
+        for k in range(1, (dof - 1) // 2):
+            term *= cos2 * (2 * k) / (2 * k + 1)
+            total += term
+        within = 2 / math.pi * (theta + (math.sin(theta) * math.cos(theta) * total if dof > 1 else 0.0))
+    return 0.5 + within / 2  # `within` is P(|T| <= |value|), signed with value
 
 
 def judge(

@@ -24,6 +24,17 @@ def test_interval_brackets_the_geometric_mean():
     assert low < low10 and high10 < high
 
 
+def test_t_quantiles_match_the_tables_and_scipy():
+    from advisor.verify import t_quantile
+
+    assert t_quantile(0.975, 1) == pytest.approx(12.706, abs=1e-3) and t_quantile(0.975, 4) == pytest.approx(2.776, abs=1e-3)
+    assert t_quantile(0.995, 30) == pytest.approx(2.750, abs=1e-3) and t_quantile(0.025, 4) == -t_quantile(0.975, 4)
+    scipy_t = pytest.importorskip("scipy.stats").t
+    for dof in range(1, 40):
+        for probability in (0.6, 0.95, 0.975, 0.9875, 0.995):
+            assert t_quantile(probability, dof) == pytest.approx(scipy_t.ppf(probability, dof), rel=1e-9), (probability, dof)
+
+
 def test_interval_widens_with_noise():
     _, tight_low, tight_high = paired_interval([2.0, 2.01, 1.99, 2.0, 2.0])
     _, loose_low, loose_high = paired_interval([1.2, 2.8, 1.6, 2.4, 2.0])
