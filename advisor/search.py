@@ -352,6 +352,41 @@ def requeue_interrupted(study: optuna.Study) -> None:
         study.set_user_attr(REQUEUED_ATTR, sorted(done | {t.number for t in interrupted}))
 
 
+def taken_plans(study: optuna.Study, baseline: dict, canonical: Callable[[dict], dict]) -> set[str]:
+    """The identities of the plans measured, being measured or queued in the study."""
+    def plan(t: FrozenTrial) -> dict:
+        return t.user_attrs.get(PLAN_ATTR) or {**baseline, **t.system_attrs.get("fixed_params", {})}
+
+    return {plan_identity(plan(t), canonical)
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING,
+                                                              TrialState.PRUNED, TrialState.WAITING))
+            if counts(t) or t.state == TrialState.WAITING}
+
+
+def neighbours(params: dict, space: dict[str, Param]) -> list[dict]:
+    """The plans one step from `params`: one knob moved to an adjacent value (an integer by one,
+    or by a factor of two on a log range), or a choice swapped for another of its options."""
+    steps = []
+    for key, param in space.items():
+        value = params[key]
+        if isinstance(param, IntRange):
+            moves = (value // 2, value * 2) if param.log else (value - 1, value + 1)
+            moves = [v for v in moves if param.low <= v <= param.high and v != value]
+        else:
+            moves = [option for option in param.options if option != value]
+        steps += [{**params, key: move} for move in moves]
+    return steps
+
+
+def unmeasured_neighbour(study: optuna.Study, space: dict[str, Param], baseline: dict, params: dict,
+                         canonical: Callable[[dict], dict]) -> Optional[dict]:
+    """The first plan one step from `params` that does something new: none measured, being
+    measured or queued does the same."""
+    done = taken_plans(study, baseline, canonical) | {plan_identity({**baseline, **params}, canonical)}
+    return next((step for step in neighbours(params, space)
+                 if plan_identity({**baseline, **step}, canonical) not in done), None)
+
+
 def suggest(trial: optuna.Trial, space: dict[str, Param]) -> dict:
     params = {}
     for key, param in space.items():
@@ -401,10 +436,7 @@ def unmeasured_plan(study: optuna.Study, space: dict[str, Param], baseline: dict
     None when `draws` draws find none (the space is nearly spent)."""
     import random
 
-    done = {plan_identity(t.user_attrs.get(PLAN_ATTR) or {}, canonical)
-            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING,
-                                                              TrialState.PRUNED, TrialState.WAITING))
-            if counts(t) or t.state == TrialState.WAITING}
+    done = taken_plans(study, baseline, canonical)
     rng = random.Random(seed)
     for _ in range(draws):
         params = {key: rng.choice(values_of(param)) for key, param in space.items()}

@@ -5,7 +5,8 @@ verification (with each recipe's share by leaving it out) -> ranked recommendati
 
 A trial far over the bar is verified as soon as it is measured (`early_candidate`), so a user
 has advice to trust early; once a fix is verified the search stops when it goes unbeaten
-(`plateau`), and the end verifies only what could beat it (`still_to_verify`).
+(`plateau`) and every plan one step from the best is measured (`search.unmeasured_neighbour`),
+and the end verifies only what could beat it (`still_to_verify`).
 """
 
 from __future__ import annotations
@@ -325,8 +326,17 @@ def optimize(
                     verified.add(*verify_each([early], facts.baseline, config, measure, False, progress,
                                               verified.heard, facts.context))
 
-        def stop_reason(study) -> str:
-            return plateau(search.finished_trials(study), verified.best_trial, patience, EARLY_MARGIN)
+        def stop_reason(study) -> str:  # at a plateau, first the best plan's untried neighbours, then stop
+            finished = search.finished_trials(study)
+            why = plateau(finished, verified.best_trial, patience, EARLY_MARGIN)
+            if not why:
+                return ""
+            step = search.unmeasured_neighbour(study, facts.space, facts.baseline, best_params(finished, facts.space),
+                                               effective)
+            if step is None:
+                return f"{why}, and every plan one step from the best is measured"
+            study.enqueue_trial(step, skip_if_exists=True)
+            return ""
 
         search.run_trials(
             study, facts.space, facts.baseline, measure, budget,
@@ -383,6 +393,12 @@ def prunable(config: AdvisorConfig, baseline: dict) -> Callable[[dict], bool]:
     if not (config.search.prune and kind_of(config.kind).prunable):
         return lambda plan: False
     return lambda plan: "compile" not in names(active_recipes(plan, baseline))
+
+
+def best_params(trials: list[search.TrialResult], space: dict) -> dict:
+    """The searched knobs of the fastest feasible trial."""
+    best = max((t for t in trials if t.feasible), key=lambda t: t.samples_per_s)
+    return {key: best.plan[key] for key in space}
 
 
 def search_patience(config: AdvisorConfig) -> int:

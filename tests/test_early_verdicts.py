@@ -82,3 +82,30 @@ def test_leaving_a_recipe_out_restores_only_the_keys_the_baseline_has():
     winner = {"dataloader.num_workers": 2, "threads.intra_op": 1}
     assert without_recipe(winner, baseline, "threads") == {"dataloader.num_workers": 2, "threads.intra_op": None}
     assert without_recipe(winner, baseline, "dataloader")["dataloader.num_workers"] == 0
+
+
+def test_a_plateau_first_measures_the_best_plans_neighbours():
+    """The best plan's one-step moves, each knob to the next value, and only those not measured
+    or queued (in effect: prefetch does nothing without workers)."""
+    import optuna
+
+    from advisor import search
+    from advisor.session import effective
+    from recipes import Choice, IntRange
+
+    space = {"dataloader.num_workers": IntRange(0, 8), "dataloader.prefetch_factor": Choice((2, 4, 8)),
+             "dataloader.persistent_workers": Choice((False, True))}
+    best = {"dataloader.num_workers": 8, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": True}
+    steps = search.neighbours(best, space)
+    assert [s for s in steps if s != best] == steps and len(steps) == 4, steps  # 7 workers; prefetch 4, 8; not persistent
+    assert {"dataloader.num_workers": 8, "dataloader.prefetch_factor": 4, "dataloader.persistent_workers": True} in steps
+    assert search.neighbours({"b": 64}, {"b": IntRange(16, 64, log=True)}) == [{"b": 32}], "a log range moves by 2x"
+
+    study = optuna.create_study(direction="maximize")
+    study.enqueue_trial({**best, "dataloader.num_workers": 7})
+    first = search.unmeasured_neighbour(study, space, BASELINE, best, effective)
+    assert first == {**best, "dataloader.prefetch_factor": 4}, "7 workers is queued already"
+    idle = {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": False}
+    study.enqueue_trial({**idle, "dataloader.num_workers": 1})
+    assert search.unmeasured_neighbour(study, space, BASELINE, idle, effective) is None, \
+        "without workers prefetch and persistence do nothing: no new plan one step away"
