@@ -326,15 +326,20 @@ def optimize(
                     verified.add(*verify_each([early], facts.baseline, config, measure, False, progress,
                                               verified.heard, facts.context))
 
+        around: list[search.TrialResult] = []  # the best trial when the plateau was reached
+
         def stop_reason(study) -> str:  # at a plateau, first the best plan's untried neighbours, then stop
             finished = search.finished_trials(study)
             why = plateau(finished, verified.best_trial, patience, EARLY_MARGIN)
             if not why:
                 return ""
-            step = search.unmeasured_neighbour(study, facts.space, facts.baseline, best_params(finished, facts.space),
-                                               effective)
+            best = max((t for t in finished if t.feasible), key=lambda t: t.samples_per_s)
+            if not around or best.samples_per_s >= around[-1].samples_per_s * EARLY_MARGIN:
+                around.append(best)  # one round of neighbours per plateau, not a walk along the noise
+            params = {key: around[-1].plan[key] for key in facts.space}
+            step = search.unmeasured_neighbour(study, facts.space, facts.baseline, params, effective)
             if step is None:
-                return f"{why}, and every plan one step from the best is measured"
+                return f"{why}, and every plan one step from the best (trial #{around[-1].number}) is measured"
             study.enqueue_trial(step, skip_if_exists=True)
             return ""
 
@@ -393,12 +398,6 @@ def prunable(config: AdvisorConfig, baseline: dict) -> Callable[[dict], bool]:
     if not (config.search.prune and kind_of(config.kind).prunable):
         return lambda plan: False
     return lambda plan: "compile" not in names(active_recipes(plan, baseline))
-
-
-def best_params(trials: list[search.TrialResult], space: dict) -> dict:
-    """The searched knobs of the fastest feasible trial."""
-    best = max((t for t in trials if t.feasible), key=lambda t: t.samples_per_s)
-    return {key: best.plan[key] for key in space}
 
 
 def search_patience(config: AdvisorConfig) -> int:
