@@ -326,20 +326,19 @@ def optimize(
                     verified.add(*verify_each([early], facts.baseline, config, measure, False, progress,
                                               verified.heard, facts.context))
 
-        around: list[search.TrialResult] = []  # the best trial when the plateau was reached
+        around: Optional[search.TrialResult] = None  # whose neighbours the plateau measures
 
         def stop_reason(study) -> str:  # at a plateau, first the best plan's untried neighbours, then stop
+            nonlocal around
             finished = search.finished_trials(study)
             why = plateau(finished, verified.best_trial, patience, EARLY_MARGIN)
             if not why:
                 return ""
-            best = max((t for t in finished if t.feasible), key=lambda t: t.samples_per_s)
-            if not around or best.samples_per_s >= around[-1].samples_per_s * EARLY_MARGIN:
-                around.append(best)  # one round of neighbours per plateau, not a walk along the noise
-            params = {key: around[-1].plan[key] for key in facts.space}
-            step = search.unmeasured_neighbour(study, facts.space, facts.baseline, params, effective)
+            around = neighbourhood_of(finished, around)
+            step = search.unmeasured_neighbour(study, facts.space, facts.baseline,
+                                               {key: around.plan[key] for key in facts.space}, effective)
             if step is None:
-                return f"{why}, and every plan one step from the best (trial #{around[-1].number}) is measured"
+                return f"{why}, and every plan one step from the best (trial #{around.number}) is measured"
             study.enqueue_trial(step, skip_if_exists=True)
             return ""
 
@@ -436,6 +435,14 @@ def plateau(trials: list[search.TrialResult], verified_trial: Optional[int], pat
         return ""
     return (f"the search stops: a fix is verified and the last {since} trials found no plan "
             f"{margin:.2f}x faster than the best so far (search.patience: {patience})")
+
+
+def neighbourhood_of(trials: list[search.TrialResult], around: Optional[search.TrialResult]) -> search.TrialResult:
+    """The trial whose one-step neighbours a plateau measures before the search stops: the best
+    when the plateau is first reached, and another only once a trial beats it by EARLY_MARGIN
+    (one round per plateau: moving to every new best would walk along the noise)."""
+    best = max((t for t in trials if t.feasible), key=lambda t: t.samples_per_s)
+    return best if around is None or best.samples_per_s >= around.samples_per_s * EARLY_MARGIN else around
 
 
 def warn_if_sharing_the_machine(study, progress: Progress) -> None:

@@ -109,3 +109,15 @@ def test_a_plateau_first_measures_the_best_plans_neighbours():
     study.enqueue_trial({**idle, "dataloader.num_workers": 1})
     assert search.unmeasured_neighbour(study, space, BASELINE, idle, effective) is None, \
         "without workers prefetch and persistence do nothing: no new plan one step away"
+
+
+def test_the_neighbours_measured_are_those_of_the_best_at_the_plateau():
+    from advisor.session import neighbourhood_of
+
+    trials = [trial(0, 0, 100.0), trial(1, 2, 200.0), trial(2, 4, 230.0)]
+    first = neighbourhood_of(trials, None)
+    assert first.number == 2
+    noisy = trials + [trial(3, 5, 260.0)]
+    assert neighbourhood_of(noisy, first).number == 2, "1.13x over it: within a trial's noise, the round stays"
+    assert neighbourhood_of(noisy + [trial(4, 8, 300.0)], first).number == 4, "1.3x: a new plateau, a new round"
+    assert neighbourhood_of(trials + [trial(5, 8, 900.0, feasible=False)], first).number == 2, "infeasible plans never lead"
