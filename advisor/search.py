@@ -581,11 +581,15 @@ def pruned_trials(study: optuna.Study) -> tuple[tuple[int, dict, str], ...]:
                  for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
 
 
-def finished_trials(study: optuna.Study) -> list[TrialResult]:
+def finished_trials(study: optuna.Study, pruned: bool = False) -> list[TrialResult]:
+    """The trials measured whole; with `pruned`, those stopped midway too (never feasible: they
+    count as trials that found nothing faster)."""
     results = []
-    for trial in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+    states = (TrialState.COMPLETE, TrialState.PRUNED) if pruned else (TrialState.COMPLETE,)
+    for trial in study.get_trials(deepcopy=False, states=states):
         run = Measurement.from_dict(trial.user_attrs[MEASUREMENT_ATTR])
-        results.append(TrialResult(trial.number, trial.user_attrs[PLAN_ATTR], run, is_feasible_trial(trial)))
+        feasible = trial.state == TrialState.COMPLETE and is_feasible_trial(trial)
+        results.append(TrialResult(trial.number, trial.user_attrs[PLAN_ATTR], run, feasible))
     return results
 
 

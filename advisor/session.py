@@ -330,7 +330,7 @@ def optimize(
 
         def stop_reason(study) -> str:  # at a plateau, first the best plan's untried neighbours, then stop
             nonlocal around
-            finished = search.finished_trials(study)
+            finished = search.finished_trials(study, pruned=True)  # a pruned trial found nothing faster either
             why = plateau(finished, verified.best_trial, patience, EARLY_MARGIN)
             if not why:
                 return ""

@@ -121,3 +121,28 @@ def test_the_neighbours_measured_are_those_of_the_best_at_the_plateau():
     assert neighbourhood_of(noisy, first).number == 2, "1.13x over it: within a trial's noise, the round stays"
     assert neighbourhood_of(noisy + [trial(4, 8, 300.0)], first).number == 4, "1.3x: a new plateau, a new round"
     assert neighbourhood_of(trials + [trial(5, 8, 900.0, feasible=False)], first).number == 2, "infeasible plans never lead"
+
+
+def test_a_pruned_trial_counts_towards_the_plateau():
+    """On shard_open a seed's search never reached its plateau: 5 of its 12 trials were pruned,
+    and only whole trials were counted."""
+    import optuna
+
+    from advisor import search
+    from advisor.session import plateau
+
+    study = optuna.create_study(direction="maximize")
+    for number, (workers, rate, state) in enumerate([(0, 100.0, "COMPLETE"), (2, 300.0, "COMPLETE"),
+                                                     (1, 40.0, "PRUNED"), (3, 45.0, "PRUNED")]):
+        trial = study.ask()
+        trial.set_user_attr(search.PLAN_ATTR, {**BASELINE, "dataloader.num_workers": workers})
+        trial.set_user_attr(search.MEASUREMENT_ATTR, run(rate, ok=state == "COMPLETE").to_dict())
+        if state == "PRUNED":
+            study.tell(trial, state=optuna.trial.TrialState.PRUNED)
+        else:
+            trial.set_constraint(search.CONSTRAINT, 0.0)
+            study.tell(trial, rate)
+    assert len(search.finished_trials(study)) == 2
+    with_pruned = search.finished_trials(study, pruned=True)
+    assert [t.feasible for t in with_pruned] == [True, True, False, False]
+    assert plateau(with_pruned, 1, 2, 1.2).startswith("the search stops") and plateau(search.finished_trials(study), 1, 2, 1.2) == ""
