@@ -21,7 +21,7 @@ Calibration: the verifier on the default plan against itself (A/A), and each ver
 against that independent re-measurement.
 
 `--quick` benches quickstart and prep_stall (about 10 minutes on 2 cores); the full run, every
-reference, takes hours (the memory_budget and over_budget grids hold 260 and 504 plans).
+reference, takes hours (the memory_budget and over_budget grids hold 1,040 and 504 plans).
 Each workload's row is written to <out>/bench.json as it finishes; `--resume` keeps the rows a
 cut-off run wrote there (same workloads, same --rounds) and benches only the rest, so the full run
 may span sittings: each row carries when it finished, and the header says the run was resumed.
