@@ -132,8 +132,7 @@ def test_a_pruned_trial_counts_towards_the_plateau():
     from advisor.session import plateau
 
     study = optuna.create_study(direction="maximize")
-    for number, (workers, rate, state) in enumerate([(0, 100.0, "COMPLETE"), (2, 300.0, "COMPLETE"),
-                                                     (1, 40.0, "PRUNED"), (3, 45.0, "PRUNED")]):
+    for workers, rate, state in [(0, 100.0, "COMPLETE"), (2, 300.0, "COMPLETE"), (1, 40.0, "PRUNED"), (3, 45.0, "PRUNED")]:
         trial = study.ask()
         trial.set_user_attr(search.PLAN_ATTR, {**BASELINE, "dataloader.num_workers": workers})
         trial.set_user_attr(search.MEASUREMENT_ATTR, run(rate, ok=state == "COMPLETE").to_dict())
