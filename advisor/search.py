@@ -41,7 +41,7 @@ CONSTRAINT = "infeasible"  # Optuna constraint: > 0 means infeasible, and TPE le
 INTERRUPTED_ATTR = "interrupted"
 REQUEUED_ATTR = "requeued_trials"
 SPACE_ATTR = "space"
-WORKER_ATTR = "worker"  # host:pid of the process that ran the trial
+WORKER_ATTR = "worker"  # machine:pid of the process that ran the trial (lifetime.owner)
 HEARTBEAT_ATTR = "heartbeat"  # when the running trial's process last said it was alive
 HEARTBEAT_S = float(os.environ.get("ADVISOR_HEARTBEAT_S") or 30.0)
 STALE_AFTER_S = 4 * HEARTBEAT_S  # a running trial silent this long belongs to a process that is gone, on any host
@@ -204,11 +204,31 @@ def beats(storage) -> bool:
 def recover_stale_trials(study: optuna.Study) -> None:
     """Trials of processes that died are failed and run again: by Optuna's heartbeat on a
     database (any host, after its grace period), by advisor's check on this host (at once)."""
-    if beats(study._storage):
+    optuna_beats = beats(study._storage)
+    if optuna_beats:
         with quiet_heartbeat():
             optuna.storages.fail_stale_trials(study)
-    if fail_stale_trials(study, only_gone=True):
+    if fail_stale_trials(study, only_gone=optuna_beats):  # a journal: advisor's own heartbeat judges other hosts
         requeue_interrupted(study)
+
+
+def running_trials(study: optuna.Study) -> list[FrozenTrial]:
+    return study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))
+
+
+def wait_for_trials_under_way(study: optuna.Study, deadline: float, progress: Progress, poll_s: float = 1.0) -> None:
+    """Waits, until the deadline, for the trials other processes are measuring now to finish,
+    so that no finished measurement is left out of the conclusion. A trial whose process died
+    is failed meanwhile (at once on this machine, after the heartbeat's grace period from
+    another) and queued again, taking its place back in the budget."""
+    waiting = {t.number for t in running_trials(study)}
+    if waiting:
+        owners = sorted({t.user_attrs.get(WORKER_ATTR, "?") for t in running_trials(study)})
+        progress(f"  waiting for {len(waiting)} trial{'s' * (len(waiting) > 1)} under way in other processes "
+                 f"({', '.join(owners)})")
+    while waiting & {t.number for t in running_trials(study)} and time.time() < deadline:
+        time.sleep(poll_s)
+        recover_stale_trials(study)
 
 
 def fail_stale_trials(study: optuna.Study, now: Optional[float] = None, only_gone: bool = False) -> list[int]:
@@ -481,12 +501,19 @@ def run_trials(
     Returns the number of trials this process ran. Several processes may run this on one
     study at once; each trial is asked once, so none is lost, and no plan equal in effect
     (`canonical`) to one measured or under way is run again: the budget counts distinct plans.
+    Before it returns, it waits for the trials other processes are measuring, so the caller
+    concludes on every finished measurement, and runs again any whose process died.
     """
     ran = repeats = 0
     trial_seconds = 0.0  # time spent in trials (not in a verification `on_trial` ran between them)
     study.pruner = BehindTheBest()
-    while counted_trials(study) < budget_trials and time.time() < deadline:
+    while time.time() < deadline:
         recover_stale_trials(study)
+        if counted_trials(study) >= budget_trials:
+            if not running_trials(study):
+                break
+            wait_for_trials_under_way(study, deadline, progress)  # one may die and be queued again
+            continue
         with quiet_heartbeat():
             trial = study.ask()
         try:  # from the moment it exists: a trial left RUNNING by an interrupt would hold a place in the budget
@@ -528,6 +555,7 @@ def run_trials(
         why_stop = stop_reason(study)
         if why_stop:
             progress(f"  {why_stop}")
+            wait_for_trials_under_way(study, deadline, progress)
             break
     return ran
 

@@ -10,6 +10,7 @@ import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from collections import Counter
 from pathlib import Path
@@ -20,9 +21,10 @@ import yaml
 
 from advisor import search
 from advisor.config import load_config
+from advisor.harness.lifetime import machine
 from advisor.session import effective
-from conftest import free_port
-from test_search import MEASURED, advisor, load_study, measured_trials, quick_config, wait_for
+from conftest import ROOT, free_port
+from test_search import MEASURED, load_study, measured_trials, quick_config, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -70,22 +72,45 @@ def postgres_url():
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def as_another_machine(command: list[str]) -> list[str] | None:
+    """The command in a pid namespace of its own, so that its pids mean nothing here, as on a
+    second machine: only Optuna's heartbeat can tell that it died. None where the kernel does
+    not allow it (no root and no user namespaces). `--kill-child`: killing unshare kills it."""
+    isolate = ["unshare", "--pid", "--fork", "--mount-proc", "--kill-child"]
+    if os.geteuid() != 0:
+        isolate.insert(1, "--map-root-user")
+    if not shutil.which("unshare") or subprocess.run([*isolate, "true"], capture_output=True).returncode != 0:
+        return None
+    return [*isolate, *command]
+
+
 def test_optimize_and_two_workers_share_a_postgresql_study(tmp_path, postgres_url):
     """One leader and two workers on one study: a worker killed with -9 while it measures has its
     trial failed and run again; the budget is spent exactly, on distinct plans, with no trial
-    left running."""
+    left running. Where the kernel allows, the killed worker runs as a second machine would (its
+    own pid namespace and temp folder), so its trial is failed by Optuna's heartbeat, not by
+    advisor's check of a pid on this machine."""
     path = quick_config(tmp_path, trials=8, latency_ms=15.0)
     config = yaml.safe_load(path.read_text())
     config["search"]["storage"] = postgres_url
     path.write_text(yaml.safe_dump(config))
     config = load_config(path)
-    leader = advisor("optimize", str(path))
+    env = {**os.environ, "ADVISOR_HEARTBEAT_S": "2"}  # Optuna's grace period: 4 heartbeats, 8 s
+    run = lambda command, **extra: subprocess.Popen(  # noqa: E731
+        command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**env, **extra})
+    worker = [sys.executable, "-m", "advisor.cli", "worker", str(path)]
+    leader = run([sys.executable, "-m", "advisor.cli", "optimize", str(path)])
     wait_for(lambda: len(measured_trials(config)) >= 1, 240, "the study to start")
-    victim, helper = advisor("worker", str(path)), advisor("worker", str(path))
+    elsewhere = as_another_machine(worker)
+    (tmp_path / "elsewhere-tmp").mkdir()
+    victim = run(elsewhere, TMPDIR=str(tmp_path / "elsewhere-tmp")) if elsewhere else run(worker)
+    helper = run(worker)
 
     def victim_measuring():
-        return [t for t in load_study(config).get_trials(states=(optuna.trial.TrialState.RUNNING,))
-                if t.user_attrs.get(search.WORKER_ATTR, "").endswith(f":{victim.pid}")]
+        ran_by = lambda t: t.user_attrs.get(search.WORKER_ATTR, "")  # noqa: E731
+        mine = (lambda t: ran_by(t).rpartition(":")[0] not in ("", machine())) if elsewhere else \
+            (lambda t: ran_by(t).endswith(f":{victim.pid}"))
+        return [t for t in load_study(config).get_trials(states=(optuna.trial.TrialState.RUNNING,)) if mine(t)]
 
     wait_for(victim_measuring, 240, "the victim worker to take a trial")
     killed = victim_measuring()[0]
@@ -105,6 +130,11 @@ def test_optimize_and_two_workers_share_a_postgresql_study(tmp_path, postgres_ur
     dead = next(t for t in trials if t.number == killed.number)
     assert dead.state == optuna.trial.TrialState.FAIL
     assert any(t.params == dead.params and t.number > dead.number for t in finished), "the killed trial ran again"
+    if elsewhere:
+        assert not dead.user_attrs.get(search.INTERRUPTED_ATTR), "no pid check could judge another machine's trial"
+        assert dead.number in search.retried(load_study(config)), "Optuna's heartbeat failed it and queued it again"
+    else:
+        assert dead.user_attrs.get(search.INTERRUPTED_ATTR), "advisor's pid check failed it"
     runners = Counter(t.user_attrs[search.WORKER_ATTR] for t in finished)
     assert len(runners) >= 2, f"the leader and the surviving worker both ran trials: {runners}"
     assert "worker finished: ran" in helper_out

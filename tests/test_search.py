@@ -5,6 +5,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 
@@ -14,6 +15,7 @@ import pytest
 from advisor import search
 from advisor.config import load_config
 from advisor.harness.lifetime import owner
+from advisor.measure import Measurement
 from advisor.plan import baseline_plan
 from advisor.session import measure_with
 from conftest import ROOT, TINY, merged, write_config
@@ -175,14 +177,18 @@ def test_stale_trials_are_failed_on_any_host_by_their_heartbeat(tmp_path):
     assert waiting.system_attrs["fixed_params"] == states["gone"].params, "queued again with its own plan"
 
 
-def test_a_machine_is_its_hostname_and_its_boot():
-    """Two machines that share a hostname (cloned containers' hosts) do not read each other's
-    pids as their own: a process of this hostname on another boot is not "gone" here."""
+def test_a_machine_is_its_hostname_its_boot_and_its_pid_namespace():
+    """Two machines that share a hostname (cloned containers' hosts), or two containers of one host
+    that share its hostname and boot, do not read each other's pids as their own: a process of
+    this hostname on another boot, or in another pid namespace, is not "gone" here."""
     from advisor.harness.lifetime import machine, owner_gone
 
-    assert machine().startswith(socket.gethostname())
-    assert not owner_gone(f"{socket.gethostname()}/00000000:999999"), "another machine's process, never judged from here"
-    assert owner_gone(f"{machine()}:999999") == (not os.path.exists("/proc/999999"))
+    here = machine()
+    host, boot, namespace = here.split("/")
+    assert host == socket.gethostname() and namespace.isdigit()
+    assert not owner_gone(f"{host}/00000000/{namespace}:999999"), "another machine's process, never judged from here"
+    assert not owner_gone(f"{host}/{boot}/1:999999"), "another container's process, never judged from here"
+    assert owner_gone(f"{here}:999999") == (not os.path.exists("/proc/999999"))
 
 
 def test_a_sampler_circling_a_measured_plan_is_given_an_unmeasured_one(tmp_path):
@@ -228,6 +234,34 @@ def test_a_dead_machines_trial_is_failed_by_optunas_heartbeat_and_retried(tmp_pa
     retry = next(t for t in study.trials if t.number != dead.number)
     assert retry.state == optuna.trial.TrialState.WAITING and retry.params == dead.params
     assert search.counted_trials(study) == 0, "the dead attempt no longer holds a place in the budget"
+
+
+def test_a_spent_budget_waits_for_trials_under_way_and_runs_again_one_whose_process_died(tmp_path):
+    """The budget's last place is held by another process's trial: run_trials does not return
+    while it runs (its result would be left out of the conclusion); when that process dies the
+    trial is failed, queued again and measured here, so the budget is spent on finished trials."""
+    storage = search.open_storage(str(tmp_path / "study.journal"))
+    study = optuna.create_study(study_name="wait", storage=storage, direction="maximize")
+    space = {"x": IntRange(0, 3)}
+    measure = lambda plan: Measurement(mode="full", plan=plan, status="ok", samples_per_s=10.0)  # noqa: E731
+    done = study.ask({"x": optuna.distributions.IntDistribution(0, 3)})
+    done.set_user_attr(search.PLAN_ATTR, {"x": done.params["x"]})
+    done.set_user_attr(search.MEASUREMENT_ATTR, measure({"x": done.params["x"]}).to_dict())
+    study.tell(done, 10.0)
+    elsewhere = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    other = study.ask({"x": optuna.distributions.IntDistribution(0, 3)})
+    other.set_user_attr(search.PLAN_ATTR, {"x": other.params["x"]})
+    other.set_user_attr(search.WORKER_ATTR, f"{owner().rpartition(':')[0]}:{elsewhere.pid}")
+    other.set_user_attr(search.HEARTBEAT_ATTR, time.time())
+    killer = threading.Timer(2.0, lambda: (elsewhere.kill(), elsewhere.wait()))  # killed and reaped: gone
+    killer.start()
+    lines, started = [], time.time()
+    ran = search.run_trials(study, space, {"x": 0}, measure, 2, time.time() + 60, None, lines.append)
+    assert time.time() - started >= 2.0, "it waited for the trial under way"
+    assert any("waiting for 1 trial under way" in line for line in lines), lines
+    assert ran == 1 and study.trials[other.number].state == optuna.trial.TrialState.FAIL
+    assert search.counted_trials(study) == 2 and not search.running_trials(study)
+    assert study.trials[-1].params == other.params, "the dead process's plan was measured again here"
 
 
 def test_behind_the_best_prunes_only_a_clear_loser_past_a_third_of_its_window():

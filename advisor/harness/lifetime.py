@@ -50,15 +50,19 @@ def remove_orphaned_run_folders() -> int:
 
 
 def machine() -> str:
-    """This machine as others see it: its hostname and its boot id (two machines, or two
-    containers' hosts, can share a hostname; they do not share a boot)."""
+    """This machine as others see it, for judging a pid: its hostname, its boot id and its pid
+    namespace. Two machines, or two containers' hosts, can share a hostname but not a boot; two
+    containers on one host can share both, but not a pid namespace, and a pid means nothing
+    outside its own namespace."""
     import socket
 
-    try:
+    parts = [socket.gethostname()]
+    with contextlib.suppress(OSError):
         with open("/proc/sys/kernel/random/boot_id") as handle:
-            return f"{socket.gethostname()}/{handle.read().strip()[:8]}"
-    except OSError:
-        return socket.gethostname()
+            parts.append(handle.read().strip()[:8])
+    with contextlib.suppress(OSError):
+        parts.append(os.readlink("/proc/self/ns/pid").strip("pid:[]"))  # "pid:[4026531836]"
+    return "/".join(parts)
 
 
 def owner() -> str:
