@@ -16,7 +16,7 @@ import pytest
 
 from advisor import search
 from advisor.config import load_config
-from advisor.harness.lifetime import RUN_FOLDER_PREFIX
+from advisor.harness.lifetime import RUN_FOLDER_PREFIX, pid_namespace
 from conftest import ROOT, free_port
 from test_search import measured_trials, load_study, quick_config, wait_for
 
@@ -135,15 +135,17 @@ def test_a_stop_signal_is_a_clean_interrupt(tmp_path, signum):
 def test_run_folders_of_dead_processes_are_removed_at_the_next_start(tmp_path):
     tmpdir = tmp_path / "tmp"
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
-    leaked = tmpdir / f"{RUN_FOLDER_PREFIX}{dead.stdout.strip()}-abc"
-    mine = tmpdir / f"{RUN_FOLDER_PREFIX}{os.getpid()}-def"  # a live owner's folder stays
-    for folder in (leaked, mine):
+    namespace = pid_namespace()
+    leaked = tmpdir / f"{RUN_FOLDER_PREFIX}{dead.stdout.strip()}.{namespace}-abc"
+    mine = tmpdir / f"{RUN_FOLDER_PREFIX}{os.getpid()}.{namespace}-def"  # a live owner's folder stays
+    container = tmpdir / f"{RUN_FOLDER_PREFIX}{dead.stdout.strip()}.1-ghi"  # another pid namespace's: not judged here
+    for folder in (leaked, mine, container):
         (folder / "child.log").parent.mkdir(parents=True)
         (folder / "child.log").write_text("...")
     result = start_advisor("report", str(tmp_path / "missing.yaml"), tmpdir=tmpdir)
     _, stderr = result.communicate(timeout=60)
     assert result.returncode == 2, stderr
-    assert not leaked.exists() and mine.exists()
+    assert not leaked.exists() and mine.exists() and container.exists()
 
 
 def test_an_edited_workload_does_not_reuse_the_old_study(tmp_path):

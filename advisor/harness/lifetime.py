@@ -34,16 +34,27 @@ def die_with_parent(*_: object) -> None:
         os._exit(1)
 
 
+def pid_namespace() -> str:
+    """The kernel's number for this process's pid namespace ("" where /proc does not say): a pid
+    names a process only inside its namespace (a container has its own)."""
+    try:
+        return os.readlink("/proc/self/ns/pid").strip("pid:[]")  # "pid:[4026531836]"
+    except OSError:
+        return ""
+
+
 def run_folder_prefix() -> str:
-    return f"{RUN_FOLDER_PREFIX}{os.getpid()}-"
+    return f"{RUN_FOLDER_PREFIX}{os.getpid()}.{pid_namespace()}-"
 
 
 def remove_orphaned_run_folders() -> int:
-    """Removes run folders left by advisor processes that were killed; returns how many."""
+    """Removes run folders left by advisor processes that were killed; returns how many. Only
+    those of this pid namespace are judged: a container sharing this temp folder has pids of
+    its own, which mean other processes here."""
     removed = 0
     for path in glob.glob(os.path.join(tempfile.gettempdir(), f"{RUN_FOLDER_PREFIX}*-*")):
-        owner = os.path.basename(path)[len(RUN_FOLDER_PREFIX):].split("-", 1)[0]
-        if owner.isdigit() and not pid_alive(int(owner)):
+        pid, _, namespace = os.path.basename(path)[len(RUN_FOLDER_PREFIX):].split("-", 1)[0].partition(".")
+        if pid.isdigit() and namespace == pid_namespace() and not pid_alive(int(pid)):
             shutil.rmtree(path, ignore_errors=True)
             removed += 1
     return removed
@@ -60,9 +71,7 @@ def machine() -> str:
     with contextlib.suppress(OSError):
         with open("/proc/sys/kernel/random/boot_id") as handle:
             parts.append(handle.read().strip()[:8])
-    with contextlib.suppress(OSError):
-        parts.append(os.readlink("/proc/self/ns/pid").strip("pid:[]"))  # "pid:[4026531836]"
-    return "/".join(parts)
+    return "/".join(parts + [pid_namespace()])
 
 
 def owner() -> str:
