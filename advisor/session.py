@@ -46,6 +46,10 @@ MEMORY_TIE_SAVING = 0.10  # a lean fix leads an indistinguishable faster one whe
 # compared with by this margin to count as clearly faster: over the bar, it is verified at once
 # (the search goes on); over a verified fix, it is worth verifying too.
 EARLY_MARGIN = 1.2
+# A candidate that clears EARLY_MARGIN over the verified fix in its trial is run once more beside
+# that fix before its verification (about 10 s of rounds): the trial was picked for running high,
+# the pair is a fresh draw. Under this ratio it most likely ranks under the fix, and is not verified.
+CONFIRM_MARGIN = 1.1
 
 
 @dataclass(frozen=True)
@@ -591,6 +595,8 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
     candidates, rejected = gate_candidates(trials, reference, baseline, config, memory_fix)
     rejected = [r for r in rejected if r.trial not in verified.trial_numbers]
     candidates = still_to_verify(candidates, trials, verified, config.search.verify_top)
+    candidates, screened = confirm_beside_fix(candidates, verified, trials, measure, baseline, progress)
+    rejected += screened
     baseline_latency = latency_of([base_run])
     if candidates:
         input_bound = bool(diagnoses) and diagnoses[0].bottleneck.startswith("input")
@@ -707,6 +713,33 @@ def still_to_verify(candidates: list[search.TrialResult], trials: list[search.Tr
         rates += [r.samples_per_s for r in verified.recommendations if r.trial == best]
         fresh = [t for t in fresh if t.samples_per_s >= max(rates) * EARLY_MARGIN]
     return fresh[: max(0, verify_top - len(verified.trial_numbers))]
+
+
+def confirm_beside_fix(candidates: list[search.TrialResult], verified: Verified, trials: list[search.TrialResult],
+                       measure: Callable[[dict], Measurement], baseline: dict,
+                       progress: Progress) -> tuple[list[search.TrialResult], list[Rejection]]:
+    """Once a fix is verified, each candidate still to verify is run again right after that fix,
+    and kept only where it beats it by CONFIRM_MARGIN there: a cheap second draw before the
+    costly one. Those set aside are returned as rejections that say why."""
+    best = verified.best_trial
+    fix = next((t for t in trials if t.number == best), None)
+    if fix is None or not candidates:
+        return candidates, []
+    kept, screened = [], []
+    for trial in candidates:
+        fix_run, run = measure(fix.plan), measure(trial.plan)
+        ratio = run.samples_per_s / fix_run.samples_per_s if run.ok and fix_run.ok and fix_run.samples_per_s > 0 else (
+            math.inf if run.ok else 0.0)
+        in_trial = trial.samples_per_s / fix.samples_per_s if fix.samples_per_s > 0 else math.inf
+        if ratio >= CONFIRM_MARGIN:
+            kept.append(trial)
+            continue
+        why = (f"not verified: {in_trial:.2f}x the verified fix (trial #{fix.number}) in its trial, "
+               f"{ratio:.2f}x run again beside it (under {CONFIRM_MARGIN}x: most likely no faster)")
+        progress(f"  trial #{trial.number}: {why}")
+        recipes = active_recipes(trial.plan, baseline)
+        screened.append(Rejection(changes_of(trial.plan, baseline), names(recipes), why, trial.number))
+    return kept, screened
 
 
 def verify_each(

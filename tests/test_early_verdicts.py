@@ -5,7 +5,7 @@ it. The pieces are pure functions of trials and verdicts, tested here on made-up
 from advisor.config import load_config
 from advisor.measure import Measurement
 from advisor.search import TrialResult
-from advisor.session import Recommendation, Verified, early_candidate, plateau, still_to_verify
+from advisor.session import Recommendation, Verified, confirm_beside_fix, early_candidate, plateau, still_to_verify
 from conftest import TINY, write_config
 
 BASELINE = {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": False}
@@ -62,6 +62,28 @@ def test_the_end_verifies_only_what_could_beat_a_fix_already_verified():
     assert [t.number for t in left] == [3, 2], "the early check verified nothing: the next two, three in all"
     assert [t.number for t in still_to_verify(candidates, trials, Verified(0.0), 3)] == [3, 2, 4]
     assert still_to_verify(candidates, trials, Verified(0.0), 0) == [], "verify_top 0: trials only"
+
+
+def test_a_candidate_is_run_again_beside_the_verified_fix_before_its_verification():
+    """#3 beat the fix by 1.3x in its trial; run again right after the fix it is 1.04x, so it
+    is not verified (a rejection says why); #4 keeps its lead beside the fix and goes on."""
+    trials = [trial(0, 0, 100.0), trial(1, 2, 200.0), trial(3, 3, 260.0), trial(4, 5, 250.0)]
+    again = {2: 200.0, 3: 208.0, 5: 240.0}  # the rate each plan runs at now, by its number of workers
+    measured = []
+
+    def measure(plan):
+        measured.append(plan["dataloader.num_workers"])
+        return run(again[plan["dataloader.num_workers"]])
+
+    lines = []
+    kept, screened = confirm_beside_fix(trials[2:], verified_at(1, 200.0), trials, measure, BASELINE, lines.append)
+    assert [t.number for t in kept] == [4]
+    assert measured == [2, 3, 2, 5], "each candidate right after the fix"
+    assert [r.trial for r in screened] == [3] and "1.04x run again beside it" in screened[0].reason
+    assert "1.30x the verified fix (trial #1) in its trial" in lines[0]
+    assert confirm_beside_fix(trials[2:], Verified(0.0), trials, measure, BASELINE, lines.append) == (trials[2:], []), \
+        "nothing verified yet: nothing to run beside"
+    assert len(measured) == 4
 
 
 def test_the_report_counts_pruned_trials():
