@@ -336,7 +336,7 @@ def optimize(
         def stop_reason(study) -> str:  # at a plateau, first the best plan's untried neighbours, then stop
             nonlocal around
             finished = search.finished_trials(study, pruned=True)  # a pruned trial found nothing faster either
-            why = plateau(finished, verified.best_trial, patience, EARLY_MARGIN)
+            why = plateau(finished, verified.best_trial, patience, EARLY_MARGIN, verified.best_rate)
             if not why:
                 return ""
             around = neighbourhood_of(finished, around)
@@ -393,6 +393,11 @@ class Verified:
         good = [r for r in self.recommendations if r.verified]
         return max(good, key=lambda r: r.speedup).trial if good else None
 
+    @property
+    def best_rate(self) -> float:
+        """The fastest verified fix's mean rate in its verification rounds (0 if none)."""
+        return max((r.samples_per_s for r in self.recommendations if r.verified and r.trial == self.best_trial), default=0.0)
+
 
 def prunable(config: AdvisorConfig, baseline: dict) -> Callable[[dict], bool]:
     """Which plans may be stopped midway: none where the config or the kind says so; never one
@@ -424,10 +429,13 @@ def early_candidate(trials: list[search.TrialResult], baseline: dict, config: Ad
     return candidates[0] if candidates else None
 
 
-def plateau(trials: list[search.TrialResult], verified_trial: Optional[int], patience: int, margin: float) -> str:
+def plateau(trials: list[search.TrialResult], verified_trial: Optional[int], patience: int, margin: float,
+            verified_rate: float = 0.0) -> str:
     """Why the search may stop now, or "": a fix is verified and the last `patience` trials
     found no plan faster than the best so far by `margin` (the session's EARLY_MARGIN: a
-    smaller gain between two single trials is within their noise); a pure function."""
+    smaller gain between two single trials is within their noise). The verified fix counts at
+    `verified_rate` where that is higher than its trial: a trial that the end would not verify
+    (`still_to_verify`) is no progress either. A pure function."""
     if verified_trial is None or patience <= 0:
         return ""
     best, since = 0.0, 0
@@ -436,6 +444,8 @@ def plateau(trials: list[search.TrialResult], verified_trial: Optional[int], pat
             best, since = max(best, trial.samples_per_s), 0
         else:
             since += 1
+        if trial.number == verified_trial:
+            best = max(best, verified_rate)
     if since < patience:
         return ""
     return (f"the search stops: a fix is verified and the last {since} trials found no plan "
@@ -709,8 +719,7 @@ def still_to_verify(candidates: list[search.TrialResult], trials: list[search.Tr
     fresh = [t for t in candidates if t.number not in verified.trial_numbers]
     best = verified.best_trial
     if best is not None:
-        rates = [t.samples_per_s for t in trials if t.number == best]
-        rates += [r.samples_per_s for r in verified.recommendations if r.trial == best]
+        rates = [t.samples_per_s for t in trials if t.number == best] + [verified.best_rate]
         fresh = [t for t in fresh if t.samples_per_s >= max(rates) * EARLY_MARGIN]
     return fresh[: max(0, verify_top - len(verified.trial_numbers))]
 

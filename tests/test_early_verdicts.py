@@ -50,6 +50,9 @@ def test_the_search_stops_when_a_verified_fix_is_not_beaten_for_a_while():
     assert plateau(trials + [trial(5, 7, 900.0, feasible=False)], 1, 3, 1.05).startswith("the search stops"), \
         "an infeasible plan beats nothing"
     assert plateau(trials, 1, 0, 1.05) == "", "patience 0: never stop early"
+    assert plateau(trials, 1, 3, 1.05, verified_rate=300.0).startswith("the search stops"), \
+        "300 and 310/s are no progress over the fix verified at 300/s: the last 3 trials found nothing"
+    assert plateau(trials, 1, 3, 1.05, verified_rate=200.0) == "", "verified under its trial: the trial's rate counts"
 
 
 def test_the_end_verifies_only_what_could_beat_a_fix_already_verified():
