@@ -290,6 +290,7 @@ def optimize(
     Resumes the workload's study when one exists. `started`: when the user's command began
     (the time to the first verified fix counts from it)."""
     started = time.time() if started is None else started
+    diagnosed_now: Optional[Evidence] = None  # the baseline's runs taken in this session, just now
     study = search.find_study(config)
     if study is not None and search.SPACE_ATTR in study.user_attrs:
         check_same_workload(config, study.user_attrs)
@@ -299,7 +300,7 @@ def optimize(
     else:
         if evidence is None:
             progress("diagnosing the baseline:")
-            evidence = collect_evidence(config, progress)
+            evidence = diagnosed_now = collect_evidence(config, progress)
         else:
             progress("using the given diagnosis of the baseline")
         facts = plan_session(config, evidence)
@@ -315,6 +316,9 @@ def optimize(
         progress(f"bottleneck: {diagnoses[0].bottleneck}; trying: {', '.join(facts.chosen) or 'nothing'}")
 
     measure = measure_with(config)
+    measure_trial = measure
+    if diagnosed_now is not None and study is not None and baseline_trial_is_diagnosed(config, diagnosed_now):
+        measure_trial = with_first_run(measure, facts.baseline, diagnosed_now.full)  # trial #0 costs nothing
     verified = Verified(started, progress, hooks)
     trials: list[search.TrialResult] = []
     if study is not None:
@@ -348,13 +352,33 @@ def optimize(
             return ""
 
         search.run_trials(
-            study, facts.space, facts.baseline, measure, budget,
+            study, facts.space, facts.baseline, measure_trial, budget,
             time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress, trial_done,
             canonical=effective, stop_reason=stop_reason, prune=prunable(config, facts.baseline),
         )
         trials = search.finished_trials(study)
     result = conclude(config, facts, diagnoses, trials, measure, progress, started, hooks, verified)
     return dataclasses.replace(result, pruned=search.pruned_trials(study) if study is not None else ())
+
+
+def baseline_trial_is_diagnosed(config: AdvisorConfig, evidence: Evidence) -> bool:
+    """Whether the diagnosis's full run of the baseline is the baseline's trial already: the
+    same plan, mode, steps and limits (no memory budget caps trials), so measuring it again
+    would only cost time."""
+    return (kind_of(config.kind).evidence_is_a_trial and config.constraints.max_memory_mb is None
+            and evidence.full is not None and evidence.full.ok)
+
+
+def with_first_run(measure: Callable[..., Measurement], plan: dict, run: Measurement) -> Callable[..., Measurement]:
+    """`measure`, except that the first time it is asked for `plan` it answers `run`, taken already."""
+    waiting = [dataclasses.replace(run, plan=plan)]
+
+    def measure_once(asked: dict, **options) -> Measurement:
+        if waiting and plan_key(asked) == plan_key(plan):
+            return waiting.pop()
+        return measure(asked, **options)
+
+    return measure_once
 
 
 @dataclass

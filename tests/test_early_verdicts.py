@@ -170,3 +170,26 @@ def test_a_pruned_trial_counts_towards_the_plateau():
     with_pruned = search.finished_trials(study, pruned=True)
     assert [t.feasible for t in with_pruned] == [True, True, False, False]
     assert plateau(with_pruned, 1, 2, 1.2).startswith("the search stops") and plateau(search.finished_trials(study), 1, 2, 1.2) == ""
+
+
+def test_the_diagnosis_full_run_is_the_baseline_trial_when_measured_alike(tmp_path):
+    """Without a memory budget a training trial of the baseline is the diagnosis's full run
+    again (plan, mode, steps, limits): trial #0 takes that run, once; every other call measures."""
+    from advisor.evidence import Evidence
+    from advisor.session import baseline_trial_is_diagnosed, with_first_run
+
+    evidence = Evidence(full=run(100.0), profile=run(0.0))
+    assert baseline_trial_is_diagnosed(load_config(write_config(tmp_path, TINY)), evidence)
+    budgeted = load_config(write_config(tmp_path, {**TINY, "constraints": {"max_memory_mb": 900}}))
+    assert not baseline_trial_is_diagnosed(budgeted, evidence), "trials are capped, the diagnosis is not"
+    failed = Evidence(full=run(0.0, ok=False), profile=run(0.0))
+    assert not baseline_trial_is_diagnosed(load_config(write_config(tmp_path, TINY)), failed)
+
+    measured = []
+    measure = with_first_run(lambda plan, **options: measured.append(plan) or run(90.0), BASELINE, evidence.full)
+    other = {**BASELINE, "dataloader.num_workers": 2}
+    assert measure(other).samples_per_s == 90.0
+    first = measure(dict(BASELINE))
+    assert first.samples_per_s == 100.0 and first.plan == BASELINE, "the diagnosis's run, as the baseline's trial"
+    assert measure(dict(BASELINE)).samples_per_s == 90.0, "only once: later calls measure"
+    assert measured == [other, BASELINE]

@@ -36,6 +36,7 @@ class Kind(Protocol):
     memory_fixes: tuple[str, ...]  # what a memory diagnosis suggests
     per: str  # what one timed unit is called, for one-off costs paid back "after N steps"
     prunable: bool  # its measure takes a `watch` that hears the timed window's running rate
+    evidence_is_a_trial: bool  # its diagnosis's full run is measured as an uncapped trial of the baseline is
 
     def unit(self, config: "AdvisorConfig") -> str:
         """The unit of a run's objective value (`samples_per_s`): samples/s, rows/s, 1000 / p95 ms."""

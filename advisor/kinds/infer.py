@@ -33,6 +33,7 @@ class InferKind:
     memory_fixes = ("quantize_dynamic", "amp", "inference_mode")
     per = "request"
     prunable = False
+    evidence_is_a_trial = False  # a trial keeps its outputs; the diagnosis does not
 
     def unit(self, config: AdvisorConfig) -> str:
         return "/s (1000 / p95 ms)" if config.objective == "p95" else "requests/s"

@@ -26,6 +26,7 @@ class PipelineKind:
     memory_fixes = ("chunked", "dask", "columns", "dtypes")
     per = "run"
     prunable = False
+    evidence_is_a_trial = False  # a trial keeps its output; the diagnosis does not
 
     def unit(self, config: AdvisorConfig) -> str:
         return "rows/s"

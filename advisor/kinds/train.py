@@ -30,6 +30,7 @@ class TrainKind:
     memory_fixes = ("checkpointing", "amp")
     per = "step"
     prunable = True
+    evidence_is_a_trial = True
 
     def unit(self, config: AdvisorConfig) -> str:
         return "samples/s"
