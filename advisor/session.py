@@ -46,9 +46,10 @@ MEMORY_TIE_SAVING = 0.10  # a lean fix leads an indistinguishable faster one whe
 # compared with by this margin to count as clearly faster: over the bar, it is verified at once
 # (the search goes on); over a verified fix, it is worth verifying too.
 EARLY_MARGIN = 1.2
-# A candidate that clears EARLY_MARGIN over the verified fix in its trial is run once more beside
-# that fix before its verification (about 10 s of rounds): the trial was picked for running high,
-# the pair is a fresh draw. Under this ratio it most likely ranks under the fix, and is not verified.
+# A candidate that clears EARLY_MARGIN over the verified fix in its trial is run once more right
+# after that fix (two runs) before its verification (three to five rounds): the trial was picked
+# for running high, the pair is a fresh draw. Under this ratio it most likely ranks under the
+# fix, and is not verified.
 CONFIRM_MARGIN = 1.1
 
 
