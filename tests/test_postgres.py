@@ -138,6 +138,12 @@ def test_optimize_and_two_workers_share_a_postgresql_study(tmp_path, postgres_ur
     runners = Counter(t.user_attrs[search.WORKER_ATTR] for t in finished)
     assert len(runners) >= 2, f"the leader and the surviving worker both ran trials: {runners}"
     assert "worker finished: ran" in helper_out
+    again = next(t.number for t in finished if t.params == dead.params and t.number > dead.number)
+    failed_by = "Optuna's heartbeat" if elsewhere else "advisor's pid check"
+    print(f"\n{len(finished)} trials measured by {dict(runners)}; trial #{dead.number} killed with its worker "
+          f"({killed.user_attrs[search.WORKER_ATTR]}), failed by {failed_by}, "
+          f"run again as #{again}; " + "; ".join(line.strip() for line in leader_out.splitlines() + leader_err.splitlines()
+                                                if "waiting for" in line))
 
 
 def test_a_trial_of_a_machine_that_went_down_is_failed_by_the_heartbeat_and_retried(postgres_url, monkeypatch):
