@@ -187,6 +187,12 @@ def finished_rows(path: Path, names: list[str], rounds: int) -> dict[str, dict]:
     return {row["workload"]: row for row in rows if row["workload"] in names and row.get("rounds") == rounds}
 
 
+def rows_so_far(done: list[dict], kept: dict[str, dict]) -> list[dict]:
+    """What bench.json holds while a run goes on: the rows done, then the kept rows not reached
+    yet, so that a run cut off again loses none of them."""
+    return done + [row for name, row in kept.items() if name not in {r["workload"] for r in done}]
+
+
 def repeated_plans(trials: list[search.TrialResult]) -> int:
     """Trials of one study that measured a plan equal in effect to an earlier trial's."""
     return len(trials) - len({search.plan_identity(t.plan, effective) for t in trials})
@@ -466,7 +472,7 @@ def main() -> None:
     rows = []
     for name in names:
         rows.append(kept.get(name) or bench_workload(name, args.rounds, studies, progress))
-        (args.out / "bench.json").write_text(json.dumps({"rows": rows}, indent=2, default=str))  # kept if cut off later
+        (args.out / "bench.json").write_text(json.dumps({"rows": rows_so_far(rows, kept)}, indent=2, default=str))
     calibration = calibrate(rows, args.aa_config, args.aa_repeats, studies, progress, args.rounds)
     finished = sorted(row.get("finished", "?") for row in rows)
     header = (f"Benchmark suite{' (--quick)' if args.quick else ''}, {time.strftime('%Y-%m-%d')}, "

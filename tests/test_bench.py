@@ -104,7 +104,7 @@ def test_repeated_plans_count_trials_equal_in_effect():
 def test_resume_keeps_only_rows_of_the_asked_workloads_and_rounds(tmp_path):
     import json
 
-    from experiments.bench import finished_rows
+    from experiments.bench import finished_rows, rows_so_far
 
     path = tmp_path / "bench.json"
     assert finished_rows(path, ["quickstart"], 5) == {}, "nothing written yet: nothing kept"
@@ -113,3 +113,7 @@ def test_resume_keeps_only_rows_of_the_asked_workloads_and_rounds(tmp_path):
     path.write_text(json.dumps({"rows": rows}))
     kept = finished_rows(path, ["quickstart", "prep_stall", "shard_open"], 5)
     assert list(kept) == ["quickstart"], "another --rounds, or a workload not asked for, is benched again"
+    done = [{"workload": "shard_open", "rounds": 5}]
+    assert [r["workload"] for r in rows_so_far(done, kept)] == ["shard_open", "quickstart"], \
+        "a kept row that comes later in the order is written too: cut off again, it is not lost"
+    assert rows_so_far(done + [kept["quickstart"]], kept) == done + [kept["quickstart"]]
