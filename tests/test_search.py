@@ -244,6 +244,8 @@ def test_a_spent_budget_waits_for_trials_under_way_and_runs_again_one_whose_proc
     study = optuna.create_study(study_name="wait", storage=storage, direction="maximize")
     space = {"x": IntRange(0, 3)}
     measure = lambda plan: Measurement(mode="full", plan=plan, status="ok", samples_per_s=10.0)  # noqa: E731
+    study.enqueue_trial({"x": 1})  # the two plans differ, so the rerun is not answered from the study
+    study.enqueue_trial({"x": 2})
     done = study.ask({"x": optuna.distributions.IntDistribution(0, 3)})
     done.set_user_attr(search.PLAN_ATTR, {"x": done.params["x"]})
     done.set_user_attr(search.MEASUREMENT_ATTR, measure({"x": done.params["x"]}).to_dict())
