@@ -8,7 +8,7 @@ from advisor.config import load_config
 from advisor.measure import Measurement
 from advisor.search import TrialResult
 from advisor.session import gap_recovered
-from experiments.bench import blog_plan, grid, markdown, paired_ratio, pick, write_csv
+from experiments.bench import blog_plan, capped, cost_cell, grid, markdown, paired_ratio, pick, write_csv
 from recipes import Choice, Context, IntRange
 from conftest import TINY, write_config
 
@@ -37,6 +37,17 @@ def test_grid_holds_every_distinct_plan_once_default_first():
     plans = grid(space, BASELINE)
     assert plans[0] == BASELINE
     assert len(plans) == 1 + 2 * 2, "prefetch without workers counts once"
+
+
+def test_a_grid_over_the_cap_keeps_the_default_and_a_seeded_sample_of_distinct_plans():
+    plans = [BASELINE] + [{**BASELINE, "dataloader.num_workers": n} for n in range(1, 40)]
+    assert capped(plans, 0, 0) == plans and capped(plans, 40, 0) == plans, "no cap, or a grid within it: whole"
+    sample = capped(plans, 10, 7)
+    assert len(sample) == 10 and sample[0] == BASELINE
+    assert len({p["dataloader.num_workers"] for p in sample}) == 10, "no plan twice"
+    assert sample == capped(plans, 10, 7) and sample != capped(plans, 10, 8), "seeded"
+    assert cost_cell({"trials": 10, "wall_s": 60, "of": 40}) == "10 of 40 / 1.0 min"
+    assert cost_cell({"trials": 40, "wall_s": 60, "of": 40}) == "40 / 1.0 min"
 
 
 def test_pick_takes_the_fastest_plan_with_unchanged_results_within_budget(tmp_path):
