@@ -88,8 +88,9 @@ def best_rate(study: optuna.Study) -> Optional[float]:
 
 
 def watcher(trial: optuna.Trial) -> Callable[[dict], str]:
-    """Reports a run's progress to its trial as intermediate values (samples/s at each percent
-    of the timed window), and says why to stop it when the study's pruner prunes it."""
+    """Reports a run's progress to its trial as intermediate values (its objective so far at each
+    percent of the timed window: samples/s, or a service's 1000 / p95 ms), and says why to stop it
+    when the study's pruner prunes it."""
 
     reported = -1
 
@@ -97,14 +98,15 @@ def watcher(trial: optuna.Trial) -> Callable[[dict], str]:
         nonlocal reported
         if not progress.get("seconds") or not progress.get("of"):
             return ""
-        percent, rate = int(100 * progress["steps"] / progress["of"]), progress["samples"] / progress["seconds"]
+        percent = int(100 * progress["steps"] / progress["of"])
+        rate = progress.get("rate") or progress["samples"] / progress["seconds"]
         if percent <= reported:
             return ""
         reported = percent
         trial.report(rate, percent)
         if not trial.should_prune():
             return ""
-        return (f"{rate:,.0f} samples/s after {percent}% of its steps, under {PRUNE_SHARE:.0%} "
+        return (f"{rate:,.0f}/s after {percent}% of its window, under {PRUNE_SHARE:.0%} "
                 f"of the best trial's {best_rate(trial.study):,.0f}")
 
     return watch

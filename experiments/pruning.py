@@ -1,9 +1,10 @@
 """Pruning on against pruning off: the same plans, in the same order, measured twice.
 
-    python -m experiments.pruning [NAME ...] [--plans 12] [--seed 0] [--share 0.5] [--after 30]
+    python -m experiments.pruning [NAME ...] [--plans 12] [--seed 0] [--share 0.7] [--after 30]
 
-For each reference training workload (configs/<name>.yaml, default: quickstart, fetch_stall,
-prep_stall, overhead, compute_bound), the baseline is diagnosed once and its search space drawn: the baseline,
+For each reference training job or service (configs/<name>.yaml, default: quickstart, fetch_stall,
+prep_stall, overhead, compute_bound, serve_batching, serve_encoder), the baseline is diagnosed once
+and its search space drawn: the baseline,
 then `--plans` distinct plans at random (seeded). Both passes run exactly that list through
 `search.run_trials`, so the only difference is the pruner (`search.BehindTheBest`). One line per
 reference: trial seconds off and on, the share saved, the trials pruned, and whether the winner
@@ -28,7 +29,7 @@ from advisor.evidence import collect_evidence
 from advisor.session import effective, measure_with, plan_session, prunable
 
 ROOT = Path(__file__).resolve().parent.parent
-REFERENCES = ("quickstart", "fetch_stall", "prep_stall", "overhead", "compute_bound")
+REFERENCES = ("quickstart", "fetch_stall", "prep_stall", "overhead", "compute_bound", "serve_batching", "serve_encoder")
 
 
 def plans_to_measure(space: dict, baseline: dict, count: int, seed: int) -> list[dict]:

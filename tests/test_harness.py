@@ -9,6 +9,7 @@ import pytest
 
 from advisor.config import load_config
 from advisor.harness import run_measurement
+from advisor.harness.runner import budget_reason
 from advisor.plan import baseline_plan, with_changes
 from advisor.measure import MEMORY_METHOD
 from conftest import ROOT, run_cli
@@ -96,6 +97,16 @@ def test_an_allocation_past_the_budget_fails_inside_the_job(tiny_config):
     assert not run.ok
     assert run.reason.startswith("over the memory budget: an allocation failed"), run.reason
     assert run.peak_memory_mb < 600
+
+
+def test_a_thread_that_cannot_start_under_the_budget_is_an_allocation_past_it(tiny_config):
+    """Under the budget, a thread whose stack cannot be mapped is the budget's failure, as a
+    failed allocation is (a baseline that failed so read as a crash left advisor without its
+    memory fix); without a budget it stays a crash."""
+    capped = measure(tiny_config(workload={"model": "broken:thread_starting_model"}), memory_limit_mb=600)
+    assert not capped.ok
+    assert capped.reason.startswith("over the memory budget: an allocation failed (a thread's stack:"), capped.reason
+    assert budget_reason("crashed: RuntimeError: can't start new thread (at threading.py:964)", None).startswith("crashed")
 
 
 def test_hang_is_killed_at_the_time_limit(tiny_config):

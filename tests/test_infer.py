@@ -46,6 +46,57 @@ def test_open_load_counts_queueing_and_batching_takes_what_arrived():
     assert summary["queue_share"] > 0.5
 
 
+def test_a_replay_reports_its_p95_so_far_which_flatters_a_plan_that_cannot_keep_up(tmp_path):
+    """A 4 ms server under 400 requests/s falls behind: what the pruner hears midway is the p95 of
+    the requests answered so far, always kinder than the p95 at the end, so a plan is pruned only
+    when it already loses by far."""
+    import json
+    import time
+
+    from advisor.harness.infer import progress_reporter
+    from advisor.measure import percentile
+
+    def serve(batch):
+        time.sleep(0.004)
+        return [None] * len(batch)
+
+    path, heard = tmp_path / "progress.json", []
+    reporter = progress_reporter(str(path), "p95", 120)
+
+    def spy(done, latencies, seconds):
+        reporter(done, latencies, seconds)
+        if path.exists() and (not heard or json.loads(path.read_text()) != heard[-1]):
+            heard.append(json.loads(path.read_text()))
+
+    latencies, _, _ = open_loop(serve, list(range(120)), 400.0, 1, 0.0, seed=0, report=spy)
+    assert len(heard) >= 2 and all(h["of"] == 120 for h in heard)
+    assert [h["steps"] for h in heard] == sorted({h["steps"] for h in heard}) and heard[-1]["steps"] <= 120
+    for h in heard:
+        assert h["rate"] == pytest.approx(1.0 / percentile(latencies[:h["steps"]], 95))
+        assert h["rate"] > 1.0 / percentile(latencies, 95), "midway flatters a plan whose queue grows"
+    assert progress_reporter(None, "p95", 120) is None
+    throughput = progress_reporter(str(path), "throughput", 120)
+    throughput(50, latencies, 0.5)
+    assert json.loads(path.read_text())["rate"] == pytest.approx(100.0)
+
+
+@pytest.mark.integration
+def test_a_service_run_tells_its_watcher_how_it_goes_and_stops_when_told(tmp_path):
+    from advisor.config import load_config
+    from advisor.harness import run_measurement
+    from advisor.kinds import kind_of
+
+    config = load_config(write_config(tmp_path, reduced_service("serve_batching")))
+    plan = kind_of("infer").baseline_plan(config)
+    heard = []
+    whole = run_measurement(config, plan, "full", 1, 120, watch=lambda progress: heard.append(progress) or "")
+    assert whole.ok, whole.reason
+    assert heard and all(h["of"] == 300 and 0 < h["steps"] <= 300 and h["rate"] > 0 for h in heard)
+    stopped = run_measurement(config, plan, "full", 1, 120,
+                              watch=lambda progress: "losing by far" if progress["steps"] >= 30 else "")
+    assert not stopped.ok and stopped.reason == "pruned: losing by far"
+
+
 def test_closed_load_clients_send_every_request_once():
     seen = []
     latencies, _, _ = closed_loop(lambda batch: seen.extend(batch) or [None], list(range(30)), 3)

@@ -28,7 +28,7 @@ from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.harness.batches import concat, describe, map_tensors, tensors, to_device
 from advisor.harness.operators import STEP_LABEL, summarize_profile
-from advisor.harness.train import cpu_seconds, prepare_process, synchronize
+from advisor.harness.train import PROGRESS_EVERY_S, cpu_seconds, prepare_process, report_progress, synchronize
 from advisor.measure import machine_busy_seconds, other_cpu_share, percentile, tree_memory
 from recipes import amp, channels_last, compile, quantize_dynamic
 
@@ -45,7 +45,7 @@ class InferJob:
 
 
 def run(config: AdvisorConfig, build_job: Callable[[], InferJob], plan: dict, mode: str,
-        output_path: Optional[str] = None) -> dict:
+        output_path: Optional[str] = None, progress: Optional[str] = None) -> dict:
     device, default_threads = prepare_process(config, plan)
     load_start = time.perf_counter()
     job = build_job()
@@ -71,10 +71,12 @@ def run(config: AdvisorConfig, build_job: Callable[[], InferJob], plan: dict, mo
     wait_s = (plan.get("dynamic_batching.max_wait_ms") or 0.0) / 1000
     cpu_start, busy_start, window_start = cpu_seconds(), machine_busy_seconds(), time.time()
     wall_start = time.perf_counter()
+    report = progress_reporter(progress, config.objective, len(timed))
     if config.load.mode == "open":
-        latencies, services, sizes = open_loop(serve, timed, config.load.rate_per_s, batch, wait_s, config.measure.seed)
+        latencies, services, sizes = open_loop(serve, timed, config.load.rate_per_s, batch, wait_s, config.measure.seed,
+                                               report)
     else:
-        latencies, services, sizes = closed_loop(serve, timed, config.load.concurrency)
+        latencies, services, sizes = closed_loop(serve, timed, config.load.concurrency, report)
     wall = time.perf_counter() - wall_start
     cpu_used = cpu_seconds() - cpu_start
     latency = latency_summary(latencies, services, sizes, wall, cold_start_ms, load_s)
@@ -141,10 +143,35 @@ def split_output(output: Any, sizes: list[int]) -> list:
             for i in range(len(sizes))]
 
 
-def closed_loop(serve: Callable, requests: list, concurrency: int) -> tuple[list, list, list]:
+Report = Callable[[int, list, float], None]  # (requests answered, latencies whose first ones are theirs, seconds so far)
+
+
+def progress_reporter(path: Optional[str], objective: str, total: int) -> Optional[Report]:
+    """Writes the timed window's objective so far for the parent's pruner (as the training
+    harness does), over the requests answered: their 1000 / p95 ms, or requests per second.
+    Under a load the plan cannot keep up with, latencies grow as the queue does, so the early
+    p95 flatters a losing plan: it is pruned only when it already loses by far."""
+    if not path:
+        return None
+    reported = 0.0
+
+    def report(done: int, latencies: list, seconds: float) -> None:
+        nonlocal reported
+        if not done or seconds - reported < PROGRESS_EVERY_S:
+            return
+        reported = seconds
+        p95_s = percentile(latencies[:done], 95)
+        rate = 1.0 / p95_s if objective == "p95" else done / seconds  # 1 / p95 in s is 1000 / p95 in ms
+        report_progress(path, done, total, done, seconds, rate)
+
+    return report
+
+
+def closed_loop(serve: Callable, requests: list, concurrency: int, report: Optional[Report] = None) -> tuple[list, list, list]:
     """`concurrency` clients, each sending its next request when its last returned."""
     latencies: list[float] = []
     lock = threading.Lock()
+    start = time.perf_counter()
 
     def client(mine: list) -> None:
         for request in mine:
@@ -153,6 +180,8 @@ def closed_loop(serve: Callable, requests: list, concurrency: int) -> tuple[list
             elapsed = time.perf_counter() - t0
             with lock:
                 latencies.append(elapsed)
+                if report:
+                    report(len(latencies), latencies, time.perf_counter() - start)
 
     if concurrency == 1:
         client(requests)
@@ -175,7 +204,7 @@ def poisson_arrivals(count: int, rate_per_s: float, seed: int) -> list[float]:
 
 
 def open_loop(serve: Callable, requests: list, rate_per_s: float, max_batch: int, max_wait_s: float,
-              seed: int) -> tuple[list, list, list]:
+              seed: int, report: Optional[Report] = None) -> tuple[list, list, list]:
     """Poisson arrivals served in order by one server; a request's latency runs from its arrival
     (queueing included) to its output. With `max_batch` > 1 the server takes what has arrived,
     and waits up to `max_wait_s` after the first for more, up to `max_batch`."""
@@ -205,6 +234,8 @@ def open_loop(serve: Callable, requests: list, rate_per_s: float, max_batch: int
         for position in range(index, end):
             latencies[position] = done - start - arrivals[position]
         index = end
+        if report:
+            report(index, latencies, done - start)
     return latencies, services, sizes
 
 

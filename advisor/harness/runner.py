@@ -15,6 +15,7 @@ from advisor.measure import Measurement, ResourceSampler, TreeMemory, default_me
 STDERR_TAIL_CHARS = 4000
 WATCH_EVERY_S = 0.1  # how often a watched run's progress is read
 PRUNED = "pruned"  # the reason's first word for a run stopped by its watcher
+THREAD_START_FAILED = "can't start new thread"  # Python's words when pthread_create fails
 
 
 class WorkloadInvalid(UserError):
@@ -88,10 +89,7 @@ def run_measurement(
     if result is None:
         return Measurement.failed(mode, plan, _death_reason(child.exitcode, log_tail), **common)
     if result["status"] == "failed":
-        reason = result["reason"]
-        if memory_limit_mb is not None and reason.startswith("out of memory"):  # RLIMIT_DATA, set to the budget
-            reason = f"over the memory budget: an allocation failed ({reason})"
-        return Measurement.failed(mode, plan, reason, **common)
+        return Measurement.failed(mode, plan, budget_reason(result["reason"], memory_limit_mb), **common)
 
     fields = dict(result)
     window = fields.pop("window", None)
@@ -130,6 +128,19 @@ def _wait(child, timeout_s: float, watch: Optional[Callable[[dict], str]] = None
         return False, ""
     kill_tree(child.pid)
     return True, ""
+
+
+def budget_reason(reason: str, memory_limit_mb: Optional[float]) -> str:
+    """A failed run's reason, read against the budget: under it, RLIMIT_DATA (set to the budget)
+    fails allocations, and a thread whose stack cannot be mapped fails to start (seen: an
+    over-budget pandas read raised "can't start new thread" in one run, MemoryError in another)."""
+    if memory_limit_mb is None:
+        return reason
+    if reason.startswith("out of memory"):
+        return f"over the memory budget: an allocation failed ({reason})"
+    if THREAD_START_FAILED in reason:
+        return f"over the memory budget: an allocation failed (a thread's stack: {reason.removeprefix('crashed: ')})"
+    return reason
 
 
 def _death_reason(returncode: int, log_tail: str) -> str:

@@ -200,11 +200,13 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
     return fields
 
 
-def report_progress(path: str, done: int, steps: int, samples: int, seconds: float) -> None:
-    """The timed window so far, for the parent to read at any moment: written whole, then renamed."""
+def report_progress(path: str, done: int, steps: int, samples: int, seconds: float, rate: Optional[float] = None) -> None:
+    """The timed window so far, for the parent to read at any moment: written whole, then renamed.
+    `rate` is the objective so far where it is not samples per second (a service's 1000 / p95 ms)."""
     partial = f"{path}.partial"
     with open(partial, "w") as handle:
-        json.dump({"steps": done, "of": steps, "samples": samples, "seconds": seconds}, handle)
+        json.dump({"steps": done, "of": steps, "samples": samples, "seconds": seconds,
+                   **({"rate": rate} if rate is not None else {})}, handle)
     os.replace(partial, path)
 
 

@@ -35,7 +35,7 @@ class Kind(Protocol):
     strict_recipes: bool  # a recipe listed by name that cannot run is an error, not a skip
     memory_fixes: tuple[str, ...]  # what a memory diagnosis suggests
     per: str  # what one timed unit is called, for one-off costs paid back "after N steps"
-    prunable: bool  # its measure takes a `watch` that hears the timed window's running rate
+    prunable: bool  # its measure takes a `watch` that hears the timed window's running objective
     evidence_is_a_trial: bool  # its diagnosis's full run is measured as an uncapped trial of the baseline is
 
     def unit(self, config: "AdvisorConfig") -> str:

@@ -32,7 +32,7 @@ class InferKind:
     strict_recipes = False
     memory_fixes = ("quantize_dynamic", "amp", "inference_mode")
     per = "request"
-    prunable = False
+    prunable = True  # the replay reports its p95 (or requests/s) so far
     evidence_is_a_trial = False  # a trial keeps its outputs; the diagnosis does not
 
     def unit(self, config: AdvisorConfig) -> str:
@@ -42,7 +42,7 @@ class InferKind:
         from advisor.harness import infer
         from advisor.workload import load_infer_job
 
-        return infer.run(config, load_infer_job(config), spec["plan"], spec["mode"], spec.get("output"))
+        return infer.run(config, load_infer_job(config), spec["plan"], spec["mode"], spec.get("output"), spec.get("progress"))
 
     def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
         return {
@@ -90,9 +90,9 @@ class InferKind:
         limit = config.constraints.max_memory_mb if capped else None
         slo = config.constraints.p95_ms if capped else None
 
-        def measure(plan: dict) -> Measurement:
+        def measure(plan: dict, watch=None) -> Measurement:
             run = run_measurement(config, plan, "full", 1, config.measure.timeout_s, limit,
-                                  output_path=output_path(config, plan, ".pt"))
+                                  output_path=output_path(config, plan, ".pt"), watch=watch)
             if run.ok and slo is not None and run.latency["p95_ms"] > slo:
                 return dataclasses.replace(run, status="failed", reason=f"{SLO_FAILURE}: {run.latency['p95_ms']:.1f} ms "
                                                                         f"against constraints.p95_ms {slo:g} ms")
