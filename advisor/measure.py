@@ -104,22 +104,44 @@ def step_statistics(step_s: list[float], wait_s: list[float], transfer_s: list[f
 
 
 BUSY_SHARE = 0.25  # other processes took this share of the machine's CPU: timings may be distorted
+BUSY_MIN_WINDOW_S = 0.5  # a window of at least 50 clock ticks, so that a tick is at most 2% of one core
+
+
+_observer: Optional[psutil.Process] = None  # the advisor process that started this run and samples it
+
+
+def watched_by(pid: Optional[int]) -> None:
+    """Names the process that started this run and watches it (its memory sampler, its pruner):
+    part of the measurement, so its CPU is not another process's."""
+    global _observer
+    try:
+        _observer = psutil.Process(pid) if pid else None
+    except psutil.Error:
+        _observer = None
 
 
 def machine_busy_seconds() -> float:
-    """CPU seconds every process on the machine has used since boot (/proc/stat's first line)."""
+    """CPU seconds every process on the machine has used since boot (/proc/stat's first line),
+    less the observer's (`watched_by`): over a short window its sampling would read as load."""
     try:
         with open("/proc/stat") as handle:
             fields = [int(v) for v in handle.readline().split()[1:]]
     except (OSError, ValueError):
         return 0.0
     user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
-    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    busy = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    try:
+        observed = _observer.cpu_times() if _observer is not None else None
+    except psutil.Error:
+        observed = None
+    return busy - (observed.user + observed.system if observed else 0.0)
 
 
 def other_cpu_share(machine_busy_s: float, own_cpu_s: float, wall_s: float) -> float:
-    """The share of the machine's CPU that processes outside the measured tree took in a window."""
-    if wall_s <= 0:
+    """The share of the machine's CPU that processes outside the measured tree took in a window;
+    0 for a window too short to tell (/proc/stat counts 10 ms ticks: over a 16 ms window of
+    2 cores, one tick reads as 31%)."""
+    if wall_s < BUSY_MIN_WINDOW_S:
         return 0.0
     return min(1.0, max(0.0, machine_busy_s - own_cpu_s) / (wall_s * (os.cpu_count() or 1)))
 
@@ -224,12 +246,13 @@ def limit_data_segment(budget_mb: float) -> None:
 
 def descendants_cpu_seconds(pid: int) -> float:
     """CPU time of the processes a process started (its DataLoader or Dask workers): those alive,
-    and, for this process, those that have exited and been reaped (a pool's workers at its close)."""
+    with the exited ones each of them reaped (a forkserver's forked workers), and, for this
+    process, those that have exited and been reaped (a pool's workers at its close)."""
     total = 0.0
     for proc in process_tree(pid)[1:]:
         try:
             times = proc.cpu_times()
-            total += times.user + times.system
+            total += times.user + times.system + times.children_user + times.children_system
         except psutil.Error:
             pass
     if pid == os.getpid():

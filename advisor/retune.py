@@ -33,7 +33,7 @@ Progress = Callable[[str], None]
 
 @dataclass(frozen=True)
 class RetuneResult:
-    status: str  # "holds" | "regressed" | "retuned" | "regressed, not fixed" | "nothing to re-check"
+    status: str  # "holds" | "regressed" | "unchecked: the machine was busy" | "retuned" | "regressed, not fixed" | "nothing to re-check"
     changes: tuple[str, ...]
     previous: dict  # the previous session's payload
     detail: str
@@ -89,10 +89,11 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
                                             measure_reference=measure_baseline))
         verdict = judge("#1", rounds.ratios("#1"), config.search.min_speedup, None, memory_fix,
                         [r.peak_memory_mb for r in rounds.candidates["#1"] if r.ok], config.constraints.max_memory_mb,
-                        failures=rounds.failures("#1"), pairs=len(rounds.baseline))
+                        failures=rounds.failures("#1"), pairs=len(rounds.baseline), disturbed=rounds.disturbed("#1"))
         was = f"{best['speedup']:.2f}x (95% {best['interval'][0]:.2f}-{best['interval'][1]:.2f}x)"
         now_text = f"{verdict.speedup:.2f}x (95% {verdict.low:.2f}-{verdict.high:.2f}x)"
-        status = "holds" if verdict.verified else "regressed"
+        busy = rounds.disturbed("#1")[0] > 0  # a busy machine proves nothing either way: no alarm
+        status = "holds" if verdict.verified else "unchecked: the machine was busy" if busy else "regressed"
         return RetuneResult(status, changes, previous, f"#1 {'+'.join(best['recipes'])}: was {was}, now {now_text}; {verdict.reason}",
                             verdict=verdict)
 

@@ -832,6 +832,7 @@ def verify_each(
             name, rounds.ratios(name), min_speedup, numerics, memory_fix,
             [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
             failures=rounds.failures(name), pairs=len(rounds.baseline), confidence=LOOK_CONFIDENCE,
+            disturbed=rounds.disturbed(name),
         )
         on_verdict(name, trial.plan, verdict.to_dict(), verify_started, verify_finished)
         if numerics is not None and not numerics.passed:

@@ -16,7 +16,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional, Sequence
 
-from advisor.measure import Measurement
+from advisor.measure import BUSY_SHARE, Measurement
 
 EXACT_RTOL = 1e-3  # an "exact" recipe reorders float sums at most (threads, workers)
 FIRST_LOOK = 3  # rounds after which a verification may stop, when every verdict is already settled
@@ -287,12 +287,17 @@ def judge(
     failures: Sequence[str] = (),
     pairs: Optional[int] = None,
     confidence: float = 0.95,
+    disturbed: tuple[int, float] = (0, 0.0),
 ) -> Verdict:
     """The verdict on one candidate from its paired ratios; a pure function.
 
     `failures` are the reasons of the candidate's runs that crashed, hung or broke the budget:
     any one makes it flaky, never verified. `pairs` is how many successful pairs a verdict
     needs (default: as many as there are ratios); fewer, when the baseline failed, verify nothing.
+    `disturbed`: the rounds in which other processes took BUSY_SHARE or more of the CPU, and the
+    most they took (`Rounds.disturbed`). Such a load lands on one run of a pair more than the
+    other: one such verification claimed 13.7x for a plan that re-measured at 1.9x on a quiet
+    machine. A speedup measured so is shown, never verified.
     """
     speedup, low, high = paired_interval(ratios, confidence) if ratios else (0.0, 0.0, 0.0)
     peak = max(peaks_mb, default=0.0)
@@ -315,6 +320,10 @@ def judge(
             if under
             else f"peak {peak:,.0f} MB is over the {max_memory_mb or 0:,.0f} MB budget"
         )
+    elif disturbed[0]:
+        verified, reason = False, (f"the machine was busy: other processes took up to {disturbed[1]:.0%} of its CPU "
+                                   f"in {disturbed[0]} of {len(ratios)} rounds, which distorts the ratios; "
+                                   "run it again on a quiet machine")
     elif low >= min_speedup:
         verified, reason = True, f"95% interval {low:.2f}x-{high:.2f}x clears {min_speedup:.2f}x"
     else:
@@ -357,6 +366,13 @@ class Rounds:
             for b, c in zip(self.baseline, self.candidates[name])
             if b.ok and c.ok and b.samples_per_s > 0
         ]
+
+    def disturbed(self, name: str) -> tuple[int, float]:
+        """The rounds in which other processes took BUSY_SHARE or more of the machine's CPU during
+        the baseline's run or the candidate's, and the most they took in any round."""
+        shares = [max(b.other_cpu_share, c.other_cpu_share)
+                  for b, c in zip(self.baseline, self.candidates[name]) if b.ok and c.ok]
+        return sum(share >= BUSY_SHARE for share in shares), max(shares, default=0.0)
 
     def failures(self, name: str) -> list[str]:
         """Why the candidate's failed runs failed, in order: each counts against it."""

@@ -106,7 +106,32 @@ def start_mlflow_server(folder: Path) -> tuple[subprocess.Popen, Server]:
     except AssertionError:
         os.killpg(server.pid, signal.SIGKILL)
         raise
+    wait_until_idle(server.pid, 60)
     return server, Server(url, f"sqlite:///{folder / 'mlflow.db'}")
+
+
+def wait_until_idle(pid: int, timeout_s: float, share: float = 0.05) -> None:
+    """Waits until a process tree uses under `share` of the machine's CPU over a second: a server
+    still starting its workers (most of 2 cores for several seconds after it answers) is a load
+    that advisor rightly refuses to verify beside."""
+    import psutil
+
+    def cpu() -> float:
+        total = 0.0
+        for proc in [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]:
+            try:
+                times = proc.cpu_times()
+                total += times.user + times.system
+            except psutil.Error:
+                pass
+        return total
+
+    deadline = time.time() + timeout_s
+    while time.time() < deadline:
+        before = cpu()
+        time.sleep(1.0)
+        if cpu() - before < share * (os.cpu_count() or 1):
+            return
 
 
 @pytest.fixture(scope="session")

@@ -135,18 +135,20 @@ def test_parent_carries_on_after_a_crash(tiny_config):
     assert "[4/4]" in result.stderr, "progress was shown for every run"
 
 
-def test_a_busy_machine_is_noticed(tiny_config):
+def test_a_busy_machine_is_noticed(tiny_config, tmp_path):
     """Two processes spinning beside the run take most of the 2-core machine: the measurement
-    records that share, which a quiet run does not reach."""
+    records that share, which a quiet run does not reach. The window lasts about 0.7 s (1.5 ms
+    per sample): a window under BUSY_MIN_WINDOW_S reads 0, too short for /proc/stat's ticks."""
     import subprocess
     import sys
 
-    path = tiny_config(workload={"dataset": "broken:dataset", "dataset_args": {"n": 4096}})
-    quiet = measure(path, steps=200)
+    (tmp_path / "latency.txt").write_text("1.5")
+    path = tiny_config(workload={"dataset": "broken:file_latency_dataset", "dataset_args": {"n": 4096}})
+    quiet = measure(path, steps=60)
     hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
     try:
         time.sleep(0.5)
-        busy = measure(path, steps=200)
+        busy = measure(path, steps=60)
     finally:
         for hog in hogs:
             hog.kill()

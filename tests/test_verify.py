@@ -89,6 +89,49 @@ def test_memory_fix_is_judged_on_the_budget():
     assert under.verified and not over.verified
 
 
+def test_a_round_on_a_busy_machine_leaves_a_speedup_unverified():
+    from advisor.verify import Rounds
+
+    def run(rate, busy=0.0):
+        return Measurement(mode="full", plan={}, status="ok", samples_per_s=rate, other_cpu_share=busy)
+
+    quiet = Rounds([run(100.0)] * 5, {"#1": [run(200.0)] * 5})
+    loud = Rounds([run(100.0), run(100.0, 0.6), run(100.0)], {"#1": [run(200.0), run(200.0), run(200.0, 0.3)]})
+    assert quiet.disturbed("#1") == (0, 0.0) and loud.disturbed("#1") == (2, 0.6)
+    ratios = [2.0, 2.1, 1.9, 2.0, 2.05]
+    assert judge("#1", ratios, 1.05, disturbed=quiet.disturbed("#1")).verified
+    busy = judge("#1", ratios, 1.05, disturbed=(2, 0.6))
+    assert not busy.verified and busy.speedup == pytest.approx(2.0, rel=0.05)
+    assert busy.reason.startswith("the machine was busy: other processes took up to 60% of its CPU in 2 of 5 rounds")
+
+
+@pytest.mark.integration
+def test_a_verification_beside_processes_that_take_the_cores_is_not_trusted(tmp_path):
+    """Two processes spin on the 2 cores while the same plan is measured against itself: each
+    round is marked disturbed, so nothing measured then could be called verified. Windows of
+    about 0.7 s (1.5 ms per sample), long enough for the share to be read."""
+    import subprocess
+    import sys
+    import time
+
+    (tmp_path / "latency.txt").write_text("1.5")
+    config = load_config(write_config(tmp_path, merged(TINY, {
+        "workload": {"dataset": "broken:file_latency_dataset", "dataset_args": {"n": 4096}}, "measure": {"steps": 60}})))
+    plan = baseline_plan(config)
+    measure = lambda p: run_measurement(config, p, "full", config.measure.steps, 120)  # noqa: E731
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        time.sleep(0.5)
+        rounds = interleave(plan, {"#1": dict(plan)}, measure, 2)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    count, share = rounds.disturbed("#1")
+    assert count == 2 and share >= 0.25, (count, share)
+    assert "the machine was busy" in judge("#1", rounds.ratios("#1"), 1.05, disturbed=(count, share)).reason
+
+
 def test_no_pairs_is_not_verified():
     assert not judge("crashed", [], 1.05).verified
 

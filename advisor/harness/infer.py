@@ -79,6 +79,7 @@ def run(config: AdvisorConfig, build_job: Callable[[], InferJob], plan: dict, mo
         latencies, services, sizes = closed_loop(serve, timed, config.load.concurrency, report)
     wall = time.perf_counter() - wall_start
     cpu_used = cpu_seconds() - cpu_start
+    others = other_cpu_share(machine_busy_seconds() - busy_start, cpu_used, wall)  # read with cpu_used: the window alone
     latency = latency_summary(latencies, services, sizes, wall, cold_start_ms, load_s)
     latency["rate_per_s"] = config.load.rate_per_s if config.load.mode == "open" else None
     if output_path:
@@ -90,7 +91,7 @@ def run(config: AdvisorConfig, build_job: Callable[[], InferJob], plan: dict, mo
         "step_ms_p95": latency["p95_ms"], "data_wait_share": latency["queue_share"],
         "latency": latency, "warmup_ms": [warm_ms + cold_start_ms],  # where compiling happens, for its cost
         "cpu_util": min(1.0, cpu_used / (wall * (psutil.cpu_count() or 1))),
-        "other_cpu_share": other_cpu_share(machine_busy_seconds() - busy_start, cpu_used, wall),
+        "other_cpu_share": others,
         "window": (window_start, time.time()), "memory_end": tree_memory_dict(),
         "output": {"path": output_path, "requests": min(NUMERICS_REQUESTS, len(requests))} if output_path else {},
     }

@@ -63,10 +63,11 @@ def _child(spec_path: str, result_path: str, log_path: str) -> None:
     import json
 
     from advisor.harness.child import main
-    from advisor.measure import limit_data_segment
+    from advisor.measure import limit_data_segment, watched_by
 
     with open(spec_path) as handle:
         spec = json.load(handle)
+    watched_by(spec.get("observer"))
     if spec.get("cgroup"):  # before anything runs: every page the child touches is charged there
         from advisor.harness.cgroups import join
 

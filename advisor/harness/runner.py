@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import tempfile
 import time
 from pathlib import Path
@@ -52,7 +53,7 @@ def run_measurement(
         spec_path.write_text(json.dumps({"config": str(config_path), "config_pickle": config_pickle, "plan": plan, "mode": mode, "steps": steps,
                                           "output": str(output_path) if output_path else None,
                                           "memory_limit_mb": limit_mb, "cgroup": str(group) if group else None,
-                                          "scratch": folder,
+                                          "scratch": folder, "observer": os.getpid(),
                                           "progress": str(progress_path) if watch else None}))
         started = time.perf_counter()
         child = launch.start(str(spec_path), str(result_path), str(log_path), fresh=fresh)
