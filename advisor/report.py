@@ -8,6 +8,7 @@ from pathlib import Path
 from advisor.diagnose import Diagnosis, Finding
 from advisor.evidence import Evidence
 from advisor.measure import BUSY_SHARE
+from advisor.verify import BUSY_REASON
 
 
 def format_value(finding: Finding) -> str:
@@ -231,7 +232,10 @@ def render_recommendations(payload: dict) -> str:
                         f"pruned midway, clearly losing (trial {', '.join('#' + str(p['number']) for p in payload['pruned'])})"]
     recs = payload["recommendations"]
     if not any(rec["verified"] for rec in recs):
-        lines.append(f"nothing clears the bar: no fix was verified at >= {payload['min_speedup']:.2f}x with unchanged results")
+        busy = any(rec.get("reason", "").startswith(BUSY_REASON) for rec in recs)
+        lines.append("nothing verified: the machine was busy while the fixes were verified; run it again on a quiet machine"
+                     if busy else
+                     f"nothing clears the bar: no fix was verified at >= {payload['min_speedup']:.2f}x with unchanged results")
     if recs:
         lines.append(f"{'rank':<5}{'fix':<34}{'speedup':>8}  {'95% interval':<14}{'verified':<10}{'numerics':<10}{'peak MB':>8}")
         for rec in recs:

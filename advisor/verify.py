@@ -20,6 +20,7 @@ from advisor.measure import BUSY_SHARE, Measurement
 
 EXACT_RTOL = 1e-3  # an "exact" recipe reorders float sums at most (threads, workers)
 FIRST_LOOK = 3  # rounds after which a verification may stop, when every verdict is already settled
+BUSY_REASON = "the machine was busy"  # a verdict's reason when other processes disturbed its rounds
 LOOK_CONFIDENCE = 0.975  # each of the two looks (FIRST_LOOK rounds, then all): together at least 95%
 
 
@@ -321,7 +322,7 @@ def judge(
             else f"peak {peak:,.0f} MB is over the {max_memory_mb or 0:,.0f} MB budget"
         )
     elif disturbed[0]:
-        verified, reason = False, (f"the machine was busy: other processes took up to {disturbed[1]:.0%} of its CPU "
+        verified, reason = False, (f"{BUSY_REASON}: other processes took up to {disturbed[1]:.0%} of its CPU "
                                    f"in {disturbed[0]} of {len(ratios)} rounds, which distorts the ratios; "
                                    "run it again on a quiet machine")
     elif low >= min_speedup:

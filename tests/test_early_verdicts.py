@@ -98,6 +98,25 @@ def test_the_report_counts_pruned_trials():
     assert "pruned" not in render_recommendations({**payload, "pruned": []})
 
 
+def test_the_report_says_a_busy_machine_verified_nothing_not_that_nothing_clears_the_bar():
+    from advisor.report import render_recommendations
+
+    rec = {"rank": 1, "recipes": ["dataloader"], "plan": {}, "changes": {"dataloader.num_workers": 2}, "speedup": 2.2,
+           "interval": [0.68, 7.06], "verified": False, "numerics": {}, "peak_memory_mb": 331.0, "snippet": "",
+           "trial": 1, "samples_per_s": 1200.0, "compile": {}, "cache": {}, "contributions": {}, "step_breakdown_ms": {},
+           "failed_runs": 0, "busy_share": 0.69, "ideal_speedup": None, "gap_recovered": None, "latency_ms": {},
+           "reason": "the machine was busy: other processes took up to 69% of its CPU in 5 of 5 rounds, which "
+                     "distorts the ratios; run it again on a quiet machine"}
+    payload = {"baseline": {"samples_per_s": 550.0}, "unit": "samples/s", "recommendations": [rec], "rejected": [],
+               "min_speedup": 1.05, "trials": [{"number": 0}, {"number": 1}], "pruned": []}
+    busy = render_recommendations(payload)
+    assert "nothing verified: the machine was busy" in busy and "nothing clears the bar" not in busy
+    assert "not verified: the machine was busy: other processes took up to 69%" in busy
+    quiet = render_recommendations({**payload, "recommendations": [{**rec, "busy_share": 0.01,
+                                                                    "reason": "95% interval 0.68x-7.06x does not clear 1.05x"}]})
+    assert "nothing clears the bar" in quiet and "busy" not in quiet
+
+
 def test_leaving_a_recipe_out_restores_only_the_keys_the_baseline_has():
     """The threads recipe also has a service's inter-op key, which a training baseline lacks:
     leaving threads out of a training winner must not look it up (it crashed the session)."""
