@@ -87,12 +87,13 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
             rounds = rounds.then(interleave(baseline, plans, measure, pairs - EARLY_ROUNDS, progress,
                                             rounds_before=EARLY_ROUNDS, rounds_total=pairs,
                                             measure_reference=measure_baseline))
+        disturbed = rounds.disturbed("#1")
         verdict = judge("#1", rounds.ratios("#1"), config.search.min_speedup, None, memory_fix,
                         [r.peak_memory_mb for r in rounds.candidates["#1"] if r.ok], config.constraints.max_memory_mb,
-                        failures=rounds.failures("#1"), pairs=len(rounds.baseline), disturbed=rounds.disturbed("#1"))
+                        failures=rounds.failures("#1"), pairs=len(rounds.baseline), disturbed=disturbed)
         was = f"{best['speedup']:.2f}x (95% {best['interval'][0]:.2f}-{best['interval'][1]:.2f}x)"
         now_text = f"{verdict.speedup:.2f}x (95% {verdict.low:.2f}-{verdict.high:.2f}x)"
-        busy = rounds.disturbed("#1")[0] > 0  # a busy machine proves nothing either way: no alarm
+        busy = disturbed[0] > 0  # a busy machine proves nothing either way: no alarm
         status = "holds" if verdict.verified else "unchecked: the machine was busy" if busy else "regressed"
         return RetuneResult(status, changes, previous, f"#1 {'+'.join(best['recipes'])}: was {was}, now {now_text}; {verdict.reason}",
                             verdict=verdict)

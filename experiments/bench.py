@@ -313,9 +313,13 @@ def ratio_cell(ratio: Optional[list]) -> str:
     return times(ratio[0]) + ("" if ratio[1] == ratio[2] else f" ({ratio[1]:.2f}-{ratio[2]:.2f})")
 
 
+def plans_of(cost: dict) -> int:
+    """How many plans the search had: more than it ran for a grid capped by --grid-cap."""
+    return cost.get("of") or cost["trials"]
+
+
 def cost_cell(cost: dict) -> str:
-    of = cost.get("of") or cost["trials"]
-    sampled = f" of {of:,}" if of > cost["trials"] else ""  # a grid capped by --grid-cap
+    sampled = f" of {plans_of(cost):,}" if plans_of(cost) > cost["trials"] else ""
     return f"{cost['trials']}{sampled} / {cost['wall_s'] / 60:.1f} min"
 
 
@@ -373,7 +377,7 @@ def write_csv(rows: list[dict], path: Path) -> None:
                 + ([f"{value:.4f}" for value in row["advisor_vs_best_other"]] if row["best_other"] else ["", "", ""])
                 + [row["best_other"] or ""]
                 + [value for arm in ("advisor", "random", "oracle") for value in (costs[arm]["trials"], f"{costs[arm]['wall_s']:.1f}")]
-                + [costs["oracle"].get("of") or costs["oracle"]["trials"]]
+                + [plans_of(costs["oracle"])]
                 + ["" if row["gap_recovered"] is None else f"{row['gap_recovered']:.4f}",
                    "" if row["claim"] is None else f"{row['claim']['speedup']:.4f}"]
             )
