@@ -171,7 +171,7 @@ class SearchConfig:
     storage: Optional[str] = None  # an Optuna storage URL; None: a journal file next to the config
     verify_top: int = _check(_non_negative, default=3)  # candidates re-measured against the baseline; 0: trials only
     pairs: int = _check((lambda v: v >= 5, "a number >= 5"), default=5)  # interleaved rounds (3 when every verdict is clear)
-    prune: bool = True  # stop a trial midway when it runs at under 70% of the best trial's rate (training, services)
+    prune: bool = True  # stop a trial midway once it cannot end above 70% of the best trial's rate (training, services)
     patience: Optional[int] = _check(_non_negative, default=None)  # with a fix verified, stop after this many trials without a plan 1.2x faster (EARLY_MARGIN); None: trials // 4, at least 3; 0: never
     objective: Optional[Literal["throughput", "p95"]] = None  # None: p95 for inference, throughput otherwise
 

@@ -46,8 +46,13 @@ HEARTBEAT_ATTR = "heartbeat"  # when the running trial's process last said it wa
 HEARTBEAT_S = float(os.environ.get("ADVISOR_HEARTBEAT_S") or 30.0)
 STALE_AFTER_S = 4 * HEARTBEAT_S  # a running trial silent this long belongs to a process that is gone, on any host
 RETRIES = 2  # times a trial whose process died is run again (databases: Optuna's RetryHeartbeatStaleTrialCallback)
-PRUNE_SHARE = 0.7  # a trial running under 70% of the best trial's rate (the best over 1.4x faster: past a trial's noise) ...
-PRUNE_AFTER_PERCENT = 30  # ... once this share of its timed window has run is stopped: clearly losing
+PRUNE_SHARE = 0.7  # a trial that cannot end above 70% of the best trial's rate (the best over 1.4x faster: past a trial's noise) ...
+PRUNE_FROM_PERCENT = 20  # ... judged from this share of its timed window (from 10%, plans whose many workers ramp up
+                         # read 0.74 of their final rate; from 20%, 0.82 at worst: `python -m experiments.prune_trace replay`) ...
+PRUNE_READINGS = 2  # ... and this many readings of its running rate (one stretch alone was once a slow step) ...
+PRUNE_STRETCH_PERCENT = 5  # ... its pace read over stretches of at least this share of its window (not one step a warm queue served)
+PRUNE_AFTER_PERCENT = 30  # ... or, for an objective without a bound (a service's p95 so far), as it stands past this share
+WINDOW_ATTR = "window"  # a watched trial's timed window: {"of": its steps, "rate": whether its objective is a rate over it}
 POSTGRES_DRIVERS = (("psycopg", "postgresql+psycopg"), ("psycopg2", "postgresql+psycopg2"), ("pg8000", "postgresql+pg8000"))
 
 Progress = Callable[[str], None]
@@ -69,16 +74,45 @@ class TrialResult:
 
 
 class BehindTheBest(optuna.pruners.BasePruner):
-    """Prunes a trial whose running rate (reported at each percent of its timed window) is,
-    past PRUNE_AFTER_PERCENT, under PRUNE_SHARE of the best feasible finished trial's rate:
-    so far behind that its last steps cannot plausibly make it the winner."""
+    """Prunes a trial that cannot end above PRUNE_SHARE of the best feasible finished trial's
+    rate even if the rest of its timed window ran at the fastest pace any stretch of it has run
+    so far (`reachable`): so far behind that its last steps cannot plausibly make it the winner."""
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
-        percent = trial.last_step
-        if percent is None or percent < PRUNE_AFTER_PERCENT:
-            return False
+        window = trial.user_attrs.get(WINDOW_ATTR)
         best = best_rate(study)
-        return best is not None and trial.intermediate_values[percent] < PRUNE_SHARE * best
+        return bool(window and trial.intermediate_values and best is not None
+                    and reachable(trial.intermediate_values, window) < PRUNE_SHARE * best)
+
+
+def reachable(values: dict[int, float], window: dict) -> float:
+    """The most a trial can still end at, from its running objective by steps of its window
+    (`values`: step -> objective so far); infinite while it is too early to tell.
+
+    A rate over the window (samples/s) is bounded: the steps to come, run at the fastest pace of
+    any stretch of it so far (`fastest_pace`). A queue that workers filled during warm-up, or a
+    cost paid once early in the window, make that pace kinder, never harsher. An objective that
+    is not a rate over the window (a service's 1000 / p95 ms so far) has no such bound: it is
+    taken as it stands past PRUNE_AFTER_PERCENT (it flatters a plan whose queue grows)."""
+    of, steps = window["of"], max(values)
+    if not window["rate"]:
+        return values[steps] if steps >= PRUNE_AFTER_PERCENT / 100 * of else math.inf
+    if len(values) < PRUNE_READINGS or steps < PRUNE_FROM_PERCENT / 100 * of:
+        return math.inf
+    elapsed = [(step, step / rate) for step, rate in sorted(values.items()) if rate > 0]  # (steps, seconds x rate units)
+    pace = fastest_pace([(0, 0.0)] + elapsed, PRUNE_STRETCH_PERCENT / 100 * of)
+    return of / (elapsed[-1][1] + (of - steps) / pace) if pace else math.inf
+
+
+def fastest_pace(elapsed: list[tuple[float, float]], stretch: float) -> float:
+    """The fastest steps per unit of time over a stretch from one reading to the first at least
+    `stretch` steps after it (`elapsed`: (steps, time) in order, from (0, 0)); 0 if there is none."""
+    paces = []
+    for i, (s1, t1) in enumerate(elapsed):
+        end = next(((s2, t2) for s2, t2 in elapsed[i + 1:] if s2 - s1 >= stretch), None)
+        if end and end[1] > t1:
+            paces.append((end[0] - s1) / (end[1] - t1))
+    return max(paces, default=0.0)
 
 
 def best_rate(study: optuna.Study) -> Optional[float]:
@@ -88,26 +122,27 @@ def best_rate(study: optuna.Study) -> Optional[float]:
 
 
 def watcher(trial: optuna.Trial) -> Callable[[dict], str]:
-    """Reports a run's progress to its trial as intermediate values (its objective so far at each
-    percent of the timed window: samples/s, or a service's 1000 / p95 ms), and says why to stop it
-    when the study's pruner prunes it."""
+    """Reports a run's progress to its trial as intermediate values (its objective so far, by
+    steps of the timed window: samples/s, or a service's 1000 / p95 ms by requests answered), and
+    says why to stop it when the study's pruner prunes it."""
 
-    reported = -1
+    heard: dict[int, float] = {}
 
     def watch(progress: dict) -> str:
-        nonlocal reported
-        if not progress.get("seconds") or not progress.get("of"):
+        steps, of = progress.get("steps") or 0, progress.get("of")
+        if not progress.get("seconds") or not of or steps <= max(heard, default=0):
             return ""
-        percent = int(100 * progress["steps"] / progress["of"])
-        rate = progress.get("rate") or progress["samples"] / progress["seconds"]
-        if percent <= reported:
-            return ""
-        reported = percent
-        trial.report(rate, percent)
+        window = {"of": of, "rate": "rate" not in progress}  # a given "rate" is an objective other than samples/s
+        if not heard:
+            trial.set_user_attr(WINDOW_ATTR, window)
+        heard[steps] = progress.get("rate") or progress["samples"] / progress["seconds"]
+        trial.report(heard[steps], steps)
         if not trial.should_prune():
             return ""
-        return (f"{rate:,.0f}/s after {percent}% of its window, under {PRUNE_SHARE:.0%} "
-                f"of the best trial's {best_rate(trial.study):,.0f}")
+        so_far = f"{heard[steps]:,.0f}/s after {100 * steps / of:.0f}% of its window"
+        if window["rate"]:
+            so_far += f", at most {reachable(heard, window):,.0f}/s by its end at its fastest pace so far"
+        return f"{so_far}: under {PRUNE_SHARE:.0%} of the best trial's {best_rate(trial.study):,.0f}"
 
     return watch
 

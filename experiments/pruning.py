@@ -1,17 +1,16 @@
 """Pruning on against pruning off: the same plans, in the same order, measured twice.
 
-    python -m experiments.pruning [NAME ...] [--plans 12] [--seed 0] [--share 0.7] [--after 30]
+    python -m experiments.pruning [NAME ...] [--plans 12] [--seed 0] [--share 0.7] [--from 10] [--stretch 5]
 
-For each reference training job or service (configs/<name>.yaml, default: quickstart, fetch_stall,
-prep_stall, overhead, compute_bound, serve_batching, serve_encoder), the baseline is diagnosed once
-and its search space drawn: the baseline,
-then `--plans` distinct plans at random (seeded). Both passes run exactly that list through
-`search.run_trials`, so the only difference is the pruner (`search.BehindTheBest`). One line per
-reference: trial seconds off and on, the share saved, the trials pruned, and whether the winner
-of the unpruned pass was still measured whole, and won, with pruning on. The share saved counts
-only the pruned plans (their whole trial in the pass off less their pruned one), so that the
-run-to-run noise of the plans both passes ran whole does not pass for a saving. `--share` and
-`--after` try another rule than the pruner's (PRUNE_SHARE, PRUNE_AFTER_PERCENT).
+For each reference training job or service (configs/<name>.yaml, default: REFERENCES), the
+baseline is diagnosed once and its search space drawn: the baseline, then `--plans` distinct plans
+at random (seeded). Both passes run exactly that list through `search.run_trials`, so the only
+difference is the pruner (`search.BehindTheBest`). One line per reference: trial seconds off and
+on, the share saved, the trials pruned, and whether the winner of the unpruned pass was still
+measured whole, and won, with pruning on. The share saved counts only the pruned plans (their
+whole trial in the pass off less their pruned one), so that the run-to-run noise of the plans both
+passes ran whole does not pass for a saving. `--share`, `--from` and `--stretch` try another rule
+than the pruner's (PRUNE_SHARE, PRUNE_FROM_PERCENT, PRUNE_STRETCH_PERCENT).
 """
 
 from __future__ import annotations
@@ -29,7 +28,8 @@ from advisor.evidence import collect_evidence
 from advisor.session import effective, measure_with, plan_session, prunable
 
 ROOT = Path(__file__).resolve().parent.parent
-REFERENCES = ("quickstart", "fetch_stall", "prep_stall", "overhead", "compute_bound", "serve_batching", "serve_encoder")
+REFERENCES = ("shard_open", "memory_budget", "text_step", "fetch_stall", "quickstart", "prep_stall", "overhead",
+              "compute_bound", "lightning", "hf_text", "serve_batching", "serve_encoder")
 
 
 def plans_to_measure(space: dict, baseline: dict, count: int, seed: int) -> list[dict]:
@@ -104,11 +104,14 @@ def main() -> None:
     parser.add_argument("names", nargs="*", default=list(REFERENCES))
     parser.add_argument("--plans", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--share", type=float, default=search.PRUNE_SHARE, help="prune under this share of the best")
-    parser.add_argument("--after", type=int, default=search.PRUNE_AFTER_PERCENT, help="... once past this percent")
+    parser.add_argument("--share", type=float, default=search.PRUNE_SHARE, help="prune what cannot end above this share of the best")
+    parser.add_argument("--from", dest="start", type=int, default=search.PRUNE_FROM_PERCENT, help="... judged from this percent of the window")
+    parser.add_argument("--stretch", type=int, default=search.PRUNE_STRETCH_PERCENT, help="... its pace over stretches of this percent")
     args = parser.parse_args()
-    search.PRUNE_SHARE, search.PRUNE_AFTER_PERCENT = args.share, args.after  # read by BehindTheBest as it prunes
-    print(f"the rule: prune under {args.share:.0%} of the best finished trial's rate, past {args.after}% of the window")
+    # read by BehindTheBest as it prunes
+    search.PRUNE_SHARE, search.PRUNE_FROM_PERCENT, search.PRUNE_STRETCH_PERCENT = args.share, args.start, args.stretch
+    print(f"the rule: prune what cannot end above {args.share:.0%} of the best finished trial's rate at its fastest pace "
+          f"over {args.stretch}% of its window so far, from {args.start}% of it")
     rows = [compare(name, args.plans, args.seed) for name in args.names]
     print("\n| reference | plans | trial s, off | trial s, on | saved | pruned | off's winner measured whole | same winner |")
     print("|---|---|---|---|---|---|---|---|")

@@ -1,5 +1,6 @@
 """The Optuna study with real child processes: failures as constraints, resume, two workers."""
 
+import math
 import os
 import signal
 import socket
@@ -266,23 +267,72 @@ def test_a_spent_budget_waits_for_trials_under_way_and_runs_again_one_whose_proc
     assert study.trials[-1].params == other.params, "the dead process's plan was measured again here"
 
 
-def test_behind_the_best_prunes_only_a_clear_loser_past_a_third_of_its_window():
+def running_rates(step_seconds: list[float], batch: int = 10) -> dict[int, float]:
+    """A window's running rates as the watcher hears them: step -> samples so far / seconds so far."""
+    rates, seconds = {}, 0.0
+    for step, spent in enumerate(step_seconds, start=1):
+        seconds += spent
+        rates[step] = step * batch / seconds
+    return rates
+
+
+RATE_WINDOW = {"of": 100, "rate": True}
+
+
+def test_a_steady_loser_is_bounded_by_its_own_pace_from_a_fifth_of_its_window():
+    steady = running_rates([0.02] * 100)  # 500 samples/s all the way
+    assert search.reachable({s: r for s, r in steady.items() if s < 20}, RATE_WINDOW) == math.inf, "too early to tell"
+    assert search.reachable({20: steady[20]}, RATE_WINDOW) == math.inf, "one reading alone"
+    assert search.reachable({5: steady[5], 20: steady[20]}, RATE_WINDOW) == pytest.approx(500.0)
+
+
+def test_a_cost_paid_early_in_the_window_does_not_condemn_a_trial_whose_pace_since_is_fast():
+    """Recompiles, or workers still starting: its first steps are slow, its running rate low for a
+    while; what it can still reach is judged on its pace since, so it is not pruned where the
+    running rate alone (under 70% of a 1000/s best) would have stopped it."""
+    rates = running_rates([0.1] * 3 + [0.01] * 27)  # 3 slow steps, then 1000 samples/s: it can end near 790/s
+    assert rates[30] < 0.7 * 1000
+    assert search.reachable(rates, RATE_WINDOW) > 0.7 * 1000
+
+
+def test_one_step_served_from_a_warm_queue_does_not_set_the_pace():
+    """Workers that filled their queue in warm-up serve a step at the compute's pace; the loop's
+    steady pace is slower. A stretch of 5% of the window spans several steps, so the burst does not
+    make a clear loser look like a winner."""
+    rates = running_rates([0.05, 0.05, 0.002] + [0.05] * 17)  # 200/s, one burst of 5,000/s
+    bound = search.reachable(rates, RATE_WINDOW)
+    assert 200 < bound < 250, "near its steady pace, not the burst's (at 5,000/s the rest would end near 900/s)"
+
+
+def test_a_p95_so_far_is_judged_as_it_stands_past_a_third_of_the_window():
+    p95 = {"of": 100, "rate": False}
+    assert search.reachable({10: 5.0, 20: 5.0}, p95) == math.inf
+    assert search.reachable({10: 5.0, 35: 6.0}, p95) == 6.0
+
+
+def test_behind_the_best_prunes_only_a_trial_that_cannot_reach_70_percent_of_the_best():
     study = optuna.create_study(direction="maximize", pruner=search.BehindTheBest())
     alone = study.ask()
-    alone.report(10.0, 90)
+    alone.set_user_attr(search.WINDOW_ATTR, RATE_WINDOW)
+    for step, rate in running_rates([0.1] * 20).items():
+        alone.report(rate, step)
     assert not alone.should_prune(), "no finished trial to be behind"
     best = study.ask()
     best.set_user_attr(search.MEASUREMENT_ATTR, {})
     best.set_constraint(search.CONSTRAINT, 0.0)
-    study.tell(best, 100.0)
-    slow = study.ask()
-    slow.report(40.0, 20)
-    assert not slow.should_prune(), "too early to tell"
-    slow.report(65.0, 35)
-    assert slow.should_prune(), "under 70% of the best past 30% of its window"
-    close = study.ask()
-    close.report(75.0, 50)
+    study.tell(best, 1000.0)
+    slow, close = study.ask(), study.ask()
+    for trial in (slow, close):
+        trial.set_user_attr(search.WINDOW_ATTR, RATE_WINDOW)
+    for step, rate in running_rates([0.02] * 22).items():  # 500/s
+        slow.report(rate, step)
+    assert slow.should_prune(), "at 500/s it ends at 500/s: under 70% of 1000"
+    for step, rate in running_rates([0.0133] * 40).items():  # 750/s
+        close.report(rate, step)
     assert not close.should_prune(), "behind, but not clearly"
+    unwatched = study.ask()
+    unwatched.report(1.0, 90)
+    assert not unwatched.should_prune(), "no window recorded: nothing to judge it by"
 
 
 def test_a_clearly_losing_trial_is_stopped_midway_and_counted(tmp_path):
@@ -298,7 +348,9 @@ def test_a_clearly_losing_trial_is_stopped_midway_and_counted(tmp_path):
                       progress=lines.append, prune=lambda plan: True)
     slow = load_study(config).trials[1]
     assert slow.state == optuna.trial.TrialState.PRUNED, lines
-    assert slow.intermediate_values and max(slow.intermediate_values) >= search.PRUNE_AFTER_PERCENT
-    assert max(slow.intermediate_values) < 100, "stopped before its window ended"
+    window = slow.user_attrs[search.WINDOW_ATTR]
+    assert window["rate"] and len(slow.intermediate_values) >= search.PRUNE_READINGS
+    assert search.PRUNE_FROM_PERCENT / 100 * window["of"] <= max(slow.intermediate_values) < window["of"], \
+        "judged from a fifth of its window, stopped before it ended"
     assert "pruned: " in lines[-1] and "under 70% of the best trial's" in lines[-1], lines[-1]
     assert search.counted_trials(study) == 2 and [t.number for t in search.finished_trials(study)] == [0]

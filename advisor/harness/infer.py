@@ -149,7 +149,8 @@ Report = Callable[[int, list, float], None]  # (requests answered, latencies who
 
 def progress_reporter(path: Optional[str], objective: str, total: int) -> Optional[Report]:
     """Writes the timed window's objective so far for the parent's pruner (as the training
-    harness does), over the requests answered: their 1000 / p95 ms, or requests per second.
+    harness does), over the requests answered: their 1000 / p95 ms, or requests per second (as
+    the trainer's samples per second, which the pruner can bound).
     Under a load the plan cannot keep up with, latencies grow as the queue does, so the early
     p95 flatters a losing plan: it is pruned only when it already loses by far."""
     if not path:
@@ -161,9 +162,9 @@ def progress_reporter(path: Optional[str], objective: str, total: int) -> Option
         if not done or seconds - reported < PROGRESS_EVERY_S:
             return
         reported = seconds
-        p95_s = percentile(latencies[:done], 95)
-        rate = 1.0 / p95_s if objective == "p95" else done / seconds  # 1 / p95 in s is 1000 / p95 in ms
-        report_progress(path, done, total, done, seconds, rate)
+        # requests per second are the samples-per-second the trainer writes; a p95 is another objective
+        p95 = 1.0 / percentile(latencies[:done], 95) if objective == "p95" else None  # 1 / p95 in s is 1000 / p95 in ms
+        report_progress(path, done, total, done, seconds, p95)
 
     return report
 

@@ -34,7 +34,7 @@ from advisor.measure import (
 )
 from recipes import amp, checkpointing, compile, threads
 
-PROGRESS_EVERY_S = 0.2  # how often the timed window reports its running rate to the parent
+PROGRESS_EVERY_S = 0.05  # how often the timed window reports its running rate to the parent
 
 CACHED_BATCHES = 8  # batches held in memory by the cached run; enough to cycle through
 PROFILE_WARMUP_STEPS = 2
