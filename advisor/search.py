@@ -51,8 +51,7 @@ PRUNE_FROM_PERCENT = 20  # ... judged from this share of its timed window (from 
                          # read 0.74 of their final rate; from 20%, 0.82 at worst: `python -m experiments.prune_trace replay`) ...
 PRUNE_READINGS = 2  # ... and this many readings of its running rate (one stretch alone was once a slow step) ...
 PRUNE_STRETCH_PERCENT = 5  # ... its pace read over stretches of at least this share of its window (not one step a warm queue served)
-PRUNE_AFTER_PERCENT = 30  # ... or, for an objective without a bound (a service's p95 so far), as it stands past this share
-WINDOW_ATTR = "window"  # a watched trial's timed window: {"of": its steps, "rate": whether its objective is a rate over it}
+WINDOW_ATTR = "window"  # a watched trial's timed window: {"of": its steps, "best_case": whether its values are already bounds}
 POSTGRES_DRIVERS = (("psycopg", "postgresql+psycopg"), ("psycopg2", "postgresql+psycopg2"), ("pg8000", "postgresql+pg8000"))
 
 Progress = Callable[[str], None]
@@ -86,17 +85,17 @@ class BehindTheBest(optuna.pruners.BasePruner):
 
 
 def reachable(values: dict[int, float], window: dict) -> float:
-    """The most a trial can still end at, from its running objective by steps of its window
-    (`values`: step -> objective so far); infinite while it is too early to tell.
+    """The most a trial can still end at, from its intermediate values by steps of its window
+    (`values`: step -> value); infinite while it is too early to tell.
 
-    A rate over the window (samples/s) is bounded: the steps to come, run at the fastest pace of
-    any stretch of it so far (`fastest_pace`). A queue that workers filled during warm-up, or a
-    cost paid once early in the window, make that pace kinder, never harsher. An objective that
-    is not a rate over the window (a service's 1000 / p95 ms so far) has no such bound: it is
-    taken as it stands past PRUNE_AFTER_PERCENT (it flatters a plan whose queue grows)."""
+    A rate over the window (samples/s) is bounded here: the steps to come, run at the fastest pace
+    of any stretch of it so far (`fastest_pace`). A queue that workers filled during warm-up, or a
+    cost paid once early in the window, make that pace kinder, never harsher. A run that bounds
+    its own objective (a service's p95, from latencies only it holds) reports that bound: it is
+    taken as it stands."""
     of, steps = window["of"], max(values)
-    if not window["rate"]:
-        return values[steps] if steps >= PRUNE_AFTER_PERCENT / 100 * of else math.inf
+    if window["best_case"]:
+        return values[steps]
     if len(values) < PRUNE_READINGS or steps < PRUNE_FROM_PERCENT / 100 * of:
         return math.inf
     elapsed = [(step, step / rate) for step, rate in sorted(values.items()) if rate > 0]  # (steps, seconds x rate units)
@@ -122,9 +121,9 @@ def best_rate(study: optuna.Study) -> Optional[float]:
 
 
 def watcher(trial: optuna.Trial) -> Callable[[dict], str]:
-    """Reports a run's progress to its trial as intermediate values (its objective so far, by
-    steps of the timed window: samples/s, or a service's 1000 / p95 ms by requests answered), and
-    says why to stop it when the study's pruner prunes it."""
+    """Reports a run's progress to its trial as intermediate values, by steps of the timed window
+    (requests answered, for a service): its samples/s so far, or the best 1000 / p95 ms a service
+    can still end at; says why to stop it when the study's pruner prunes it."""
 
     heard: dict[int, float] = {}
 
@@ -132,17 +131,18 @@ def watcher(trial: optuna.Trial) -> Callable[[dict], str]:
         steps, of = progress.get("steps") or 0, progress.get("of")
         if not progress.get("seconds") or not of or steps <= max(heard, default=0):
             return ""
-        window = {"of": of, "rate": "rate" not in progress}  # a given "rate" is an objective other than samples/s
+        window = {"of": of, "best_case": "best" in progress}
         if not heard:
             trial.set_user_attr(WINDOW_ATTR, window)
-        heard[steps] = progress.get("rate") or progress["samples"] / progress["seconds"]
+        heard[steps] = progress.get("best") or progress["samples"] / progress["seconds"]
         trial.report(heard[steps], steps)
         if not trial.should_prune():
             return ""
-        so_far = f"{heard[steps]:,.0f}/s after {100 * steps / of:.0f}% of its window"
-        if window["rate"]:
-            so_far += f", at most {reachable(heard, window):,.0f}/s by its end at its fastest pace so far"
-        return f"{so_far}: under {PRUNE_SHARE:.0%} of the best trial's {best_rate(trial.study):,.0f}"
+        done = f"after {100 * steps / of:.0f}% of its window"
+        told = (f"1000 / p95 ms at most {heard[steps]:,.0f} by its end ({done}, the rest answered at once)"
+                if window["best_case"] else
+                f"{heard[steps]:,.0f}/s {done}, at most {reachable(heard, window):,.0f}/s by its end at its fastest pace so far")
+        return f"{told}: under {PRUNE_SHARE:.0%} of the best trial's {best_rate(trial.study):,.0f}"
 
     return watch
 

@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TRACES = ROOT / "bench-results" / "traces.json"
 POLL_S = 0.05  # the parent reads a run's progress this often: a stop lands this late
 TOO_CLOSE = 0.85  # a trial stopped though it ended within 15% of the best so far was stopped wrongly
-RATE = {"of": 100, "rate": True}  # readings are kept by percent of the window
+RATE = {"of": 100, "best_case": False}  # readings are kept by percent of the window
 
 
 def recorder(points: list, started: float):
@@ -44,7 +44,7 @@ def recorder(points: list, started: float):
         nonlocal last
         if progress.get("seconds") and progress.get("of") and progress["steps"] > last:
             last = progress["steps"]
-            rate = progress.get("rate") or progress["samples"] / progress["seconds"]
+            rate = progress.get("best") or progress["samples"] / progress["seconds"]
             points.append((100 * last / progress["of"], rate, time.perf_counter() - started))
         return ""
 

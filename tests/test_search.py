@@ -276,7 +276,7 @@ def running_rates(step_seconds: list[float], batch: int = 10) -> dict[int, float
     return rates
 
 
-RATE_WINDOW = {"of": 100, "rate": True}
+RATE_WINDOW = {"of": 100, "best_case": False}
 
 
 def test_a_steady_loser_is_bounded_by_its_own_pace_from_a_fifth_of_its_window():
@@ -304,10 +304,9 @@ def test_one_step_served_from_a_warm_queue_does_not_set_the_pace():
     assert 200 < bound < 250, "near its steady pace, not the burst's (at 5,000/s the rest would end near 900/s)"
 
 
-def test_a_p95_so_far_is_judged_as_it_stands_past_a_third_of_the_window():
-    p95 = {"of": 100, "rate": False}
-    assert search.reachable({10: 5.0, 20: 5.0}, p95) == math.inf
-    assert search.reachable({10: 5.0, 35: 6.0}, p95) == 6.0
+def test_a_bound_the_run_reported_itself_is_taken_as_it_stands():
+    best_case = {"of": 100, "best_case": True}
+    assert search.reachable({3: 50.0, 7: 6.0}, best_case) == 6.0
 
 
 def test_behind_the_best_prunes_only_a_trial_that_cannot_reach_70_percent_of_the_best():
@@ -349,7 +348,7 @@ def test_a_clearly_losing_trial_is_stopped_midway_and_counted(tmp_path):
     slow = load_study(config).trials[1]
     assert slow.state == optuna.trial.TrialState.PRUNED, lines
     window = slow.user_attrs[search.WINDOW_ATTR]
-    assert window["rate"] and len(slow.intermediate_values) >= search.PRUNE_READINGS
+    assert not window["best_case"] and len(slow.intermediate_values) >= search.PRUNE_READINGS
     assert search.PRUNE_FROM_PERCENT / 100 * window["of"] <= max(slow.intermediate_values) < window["of"], \
         "judged from a fifth of its window, stopped before it ended"
     assert "pruned: " in lines[-1] and "under 70% of the best trial's" in lines[-1], lines[-1]

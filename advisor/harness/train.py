@@ -200,13 +200,14 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
     return fields
 
 
-def report_progress(path: str, done: int, steps: int, samples: int, seconds: float, rate: Optional[float] = None) -> None:
+def report_progress(path: str, done: int, steps: int, samples: int, seconds: float, best: Optional[float] = None) -> None:
     """The timed window so far, for the parent to read at any moment: written whole, then renamed.
-    `rate` is the objective so far where it is not samples per second (a service's 1000 / p95 ms)."""
+    `best`: the most the run's objective can still end at, where the run alone can tell (a
+    service's 1000 / p95 ms, from its latencies)."""
     partial = f"{path}.partial"
     with open(partial, "w") as handle:
         json.dump({"steps": done, "of": steps, "samples": samples, "seconds": seconds,
-                   **({"rate": rate} if rate is not None else {})}, handle)
+                   **({"best": best} if best is not None else {})}, handle)
     os.replace(partial, path)
 
 
