@@ -29,7 +29,7 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from advisor.config import AdvisorConfig
-from advisor.harness.lifetime import owner, owner_gone
+from advisor.harness.lifetime import interrupts_held, owner, owner_gone
 from advisor.measure import Measurement
 from recipes import Choice, IntRange, Param
 
@@ -45,6 +45,7 @@ WORKER_ATTR = "worker"  # machine:pid of the process that ran the trial (lifetim
 HEARTBEAT_ATTR = "heartbeat"  # when the running trial's process last said it was alive
 HEARTBEAT_S = float(os.environ.get("ADVISOR_HEARTBEAT_S") or 30.0)
 STALE_AFTER_S = 4 * HEARTBEAT_S  # a running trial silent this long belongs to a process that is gone, on any host
+NAMELESS_AFTER_S = HEARTBEAT_S  # a trial is named as its process's at once; one still nameless this long was killed in between
 RETRIES = 2  # times a trial whose process died is run again (databases: Optuna's RetryHeartbeatStaleTrialCallback)
 PRUNE_SHARE = 0.7  # a trial that cannot end above 70% of the best trial's rate (the best over 1.4x faster: past a trial's noise) ...
 PRUNE_FROM_PERCENT = 20  # ... judged from this share of its timed window (from 10%, plans whose many workers ramp up
@@ -272,12 +273,14 @@ def fail_stale_trials(study: optuna.Study, now: Optional[float] = None, only_gon
     """Fails the trials left RUNNING by a process that is gone, marked interrupted so they are
     run again and not counted against the budget: on this host, a process that no longer
     exists (killed with SIGKILL, say); on any host, one whose heartbeat stopped STALE_AFTER_S
-    ago (a machine that went down). Trials of live processes are left to their owners."""
+    ago (a machine that went down), or one never named as any process's (killed between its
+    creation and its naming: SIGKILL cannot be held). Trials of live processes are left to their owners."""
     now = time.time() if now is None else now
     stale = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         silent = now - float(trial.user_attrs.get(HEARTBEAT_ATTR, now)) > STALE_AFTER_S and not only_gone
-        if owner_gone(trial.user_attrs.get(WORKER_ATTR, "")) or silent:
+        nameless = WORKER_ATTR not in trial.user_attrs and now - trial.datetime_start.timestamp() > NAMELESS_AFTER_S
+        if owner_gone(trial.user_attrs.get(WORKER_ATTR, "")) or silent or nameless:
             optuna.trial.Trial(study, trial._trial_id).set_user_attr(INTERRUPTED_ATTR, True)
             study.tell(trial.number, state=TrialState.FAIL)
             stale.append(trial.number)
@@ -551,12 +554,13 @@ def run_trials(
                 break
             wait_for_trials_under_way(study, deadline, progress)  # one may die and be queued again
             continue
-        with quiet_heartbeat():
-            trial = study.ask()
+        trial = None
         try:  # from the moment it exists: a trial left RUNNING by an interrupt would hold a place in the budget
+            with quiet_heartbeat(), interrupts_held():  # created and named as ours in one step
+                trial = study.ask()
+                trial.set_user_attr(WORKER_ATTR, owner())
             plan = {**baseline, **suggest(trial, space)}
             trial.set_user_attr(PLAN_ATTR, plan)
-            trial.set_user_attr(WORKER_ATTR, owner())
             why = skip_reason(study, trial.number, plan, budget_trials, canonical)
             if why:
                 trial.set_user_attr(SKIPPED_ATTR, why)
@@ -575,7 +579,8 @@ def run_trials(
             with heartbeat(study, trial):
                 run = measure(plan, watch=watcher(trial)) if prune(plan) else measure(plan)
         except KeyboardInterrupt:
-            mark_interrupted(study, trial)
+            if trial is not None:
+                mark_interrupted(study, trial)
             raise
         feasible = is_feasible(run, max_memory_mb)
         trial.set_user_attr(MEASUREMENT_ATTR, run.to_dict())

@@ -66,10 +66,25 @@ def quick_config(tmp_path, trials, latency_ms=3.0, **changes):
     }))
 
 
+STARTED: list = []  # advisor processes a test started: none outlives it, failed or not
+
+
 def advisor(*args):
-    return subprocess.Popen(
+    process = subprocess.Popen(
         [sys.executable, "-m", "advisor.cli", *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
     )
+    STARTED.append(process)
+    return process
+
+
+@pytest.fixture(autouse=True)
+def no_advisor_left_running():
+    yield
+    while STARTED:
+        process = STARTED.pop()
+        if process.poll() is None:
+            process.kill()  # its measurement children die with it
+            process.communicate()
 
 
 def wait_for(predicate, timeout, what):
@@ -153,6 +168,39 @@ def test_worker_without_a_study_is_a_clear_error(tmp_path):
                             cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert result.returncode == 2 and "start it with advisor optimize" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_an_interrupt_is_held_until_a_trial_is_named():
+    """Ctrl-C inside `ask` once left a trial RUNNING with no owner, and the resume waited on it
+    for its whole time budget: the trial is now created and named in one step."""
+    from advisor.harness.lifetime import interrupts_held
+
+    inherited = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        reached = []
+        with pytest.raises(KeyboardInterrupt):
+            with interrupts_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)
+                reached.append("the end of the block")
+        assert reached == ["the end of the block"]
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    finally:
+        signal.signal(signal.SIGINT, inherited)
+
+
+def test_a_trial_never_named_is_failed_after_a_heartbeat():
+    """SIGKILL cannot be held: a process killed between creating a trial and naming it leaves it
+    RUNNING and nameless; it is failed once it has been nameless for a heartbeat period."""
+    study = optuna.create_study()
+    nameless = study.ask()
+    named = study.ask()
+    named.set_user_attr(search.WORKER_ATTR, owner())
+    now = time.time()
+    assert search.fail_stale_trials(study, now) == [], "it may still be being named"
+    assert search.fail_stale_trials(study, now + search.NAMELESS_AFTER_S + 1) == [nameless.number]
+    assert study.trials[nameless.number].user_attrs[search.INTERRUPTED_ATTR]
+    assert study.trials[named.number].state == optuna.trial.TrialState.RUNNING, "a live owner's trial is its own"
 
 
 def test_stale_trials_are_failed_on_any_host_by_their_heartbeat(tmp_path):

@@ -96,6 +96,39 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+HELD_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)  # the ones advisor stops on, as Ctrl-C
+
+
+@contextlib.contextmanager
+def interrupts_held():
+    """Holds Ctrl-C, SIGTERM and SIGHUP until the block is done, then acts on the first that came:
+    for steps that must not be cut in two (a study's trial created but not yet named as this
+    process's). Python runs signal handlers in the main thread, whichever thread the kernel
+    picked, so the handlers are swapped there; elsewhere nothing is held."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    heard: list = []
+    previous = {signum: signal.getsignal(signum) for signum in HELD_SIGNALS}
+    for signum, handler in previous.items():
+        if handler not in (signal.SIG_IGN, None):
+            signal.signal(signum, lambda number, frame: heard.append((number, frame)))
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            if handler is not None:
+                signal.signal(signum, handler)
+        if heard:
+            signum, frame = heard[0]
+            if callable(previous[signum]):
+                previous[signum](signum, frame)  # Ctrl-C raises KeyboardInterrupt here, as it would have
+            else:
+                os.kill(os.getpid(), signum)  # the default action, now that the block is done
+
+
 SLOTS_ENV = "ADVISOR_SLOTS"  # measurements one machine runs at once, across advisor processes (unset: no limit)
 
 
