@@ -12,7 +12,7 @@ def why_not(context: Context) -> Optional[str]:
     if context.device != "cpu":
         return "dynamic quantization runs on the CPU only; this service runs on CUDA"
     if not context.linear_layers:
-        return "the model has no Linear or LSTM layer to quantize"
+        return "the model has no Linear or LSTM layer to quantize outside torch's Transformer layers"
     engines = supported_engines()
     if not engines:
         return "this torch build has no quantized engine (fbgemm, x86 or qnnpack)"
@@ -25,6 +25,19 @@ def supported_engines() -> list[str]:
     return [engine for engine in torch.backends.quantized.supported_engines if engine != "none"]
 
 
+def quantizable(model: Any) -> set[str]:
+    """The names of the Linear and LSTM layers dynamic quantization may replace: all but those
+    inside torch's Transformer layers and attention, which read their layers' weights as tensors
+    (a quantized layer's weight is a method: "'function' object has no attribute 'device'")."""
+    import torch
+
+    readers = (torch.nn.TransformerEncoderLayer, torch.nn.TransformerDecoderLayer, torch.nn.MultiheadAttention)
+    kept = {f"{name}.{inner}".strip(".") for name, module in model.named_modules()
+            if isinstance(module, readers) for inner, _ in module.named_modules()}
+    return {name for name, module in model.named_modules()
+            if isinstance(module, (torch.nn.Linear, torch.nn.LSTM)) and name not in kept}
+
+
 def quantize(model: Any, dtype: Optional[str]) -> Any:
     if not dtype:
         return model
@@ -35,12 +48,16 @@ def quantize(model: Any, dtype: Optional[str]) -> Any:
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # torch marks its eager quantization deprecated; it still runs
-        return quantize_dynamic(model, {torch.nn.Linear, torch.nn.LSTM}, dtype=getattr(torch, dtype))
+        return quantize_dynamic(model, quantizable(model), dtype=getattr(torch, dtype))
 
 
 def snippet(plan: dict) -> str:
     return ("from torch.ao.quantization import quantize_dynamic\n"
-            "model = quantize_dynamic(model.eval(), {torch.nn.Linear, torch.nn.LSTM}, dtype=torch.qint8)")
+            "# torch's Transformer layers and attention read their Linear weights as tensors: they stay in float\n"
+            "readers = (torch.nn.TransformerEncoderLayer, torch.nn.TransformerDecoderLayer, torch.nn.MultiheadAttention)\n"
+            "kept = {f\"{n}.{i}\".strip(\".\") for n, m in model.named_modules() if isinstance(m, readers) for i, _ in m.named_modules()}\n"
+            "layers = {n for n, m in model.named_modules() if isinstance(m, (torch.nn.Linear, torch.nn.LSTM)) and n not in kept}\n"
+            "model = quantize_dynamic(model.eval(), layers, dtype=torch.qint8)")
 
 
 RECIPE = Recipe(

@@ -214,3 +214,31 @@ def test_arrow_dtypes_are_not_tried_on_text_with_missing_values():
     with_categories = Context("cpu", 2, 1, 0, False, kind="pipeline", missing_text_columns=("note",),
                               category_columns=("region",))
     assert set(by_name("dtypes").space(with_categories)) == {"pipeline.categories"}
+
+
+def test_dynamic_quantization_leaves_torchs_transformer_layers_in_float():
+    """torch's Transformer layers and attention read their Linear weights as tensors, and a
+    quantized layer's weight is a method: quantizing them crashed the encoder service
+    ("'function' object has no attribute 'device'"). The head is quantized, they are not, the
+    model runs, and the snippet the user pastes makes the same choice."""
+    import torch
+
+    from recipes import quantize_dynamic
+
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)
+    model = torch.nn.Sequential(torch.nn.TransformerEncoder(layer, 2, enable_nested_tensor=False),
+                                torch.nn.Linear(16, 3)).eval()
+    assert quantize_dynamic.quantizable(model) == {"1"}
+    inputs = torch.randn(4, 5, 16)
+    with torch.inference_mode():
+        expected = model(inputs)
+        quantized = quantize_dynamic.quantize(model, "qint8")
+        got = quantized(inputs)
+        assert type(quantized[1]) is not torch.nn.Linear, "the head is quantized"
+        assert type(quantized[0].layers[0].linear1) is torch.nn.Linear
+        assert torch.allclose(got, expected, atol=0.1)
+        pasted = {"torch": torch, "model": model}
+        exec(quantize_dynamic.snippet({"quantize_dynamic.dtype": "qint8"}), pasted)
+        assert type(pasted["model"][1]) is type(quantized[1]) and pasted["model"](inputs).shape == expected.shape
+    assert by_name("quantize_dynamic").why_not(Context("cpu", 2, 2, 0, True, kind="infer", linear_layers=0))
