@@ -99,7 +99,8 @@ def reachable(values: dict[int, float], window: dict) -> float:
         return values[steps]
     if len(values) < PRUNE_READINGS or steps < PRUNE_FROM_PERCENT / 100 * of:
         return math.inf
-    elapsed = [(step, step / rate) for step, rate in sorted(values.items()) if rate > 0]  # (steps, seconds x rate units)
+    # (steps, seconds so far over samples per step: a scale that cancels out of the bound)
+    elapsed = [(step, step / rate) for step, rate in sorted(values.items()) if rate > 0]
     pace = fastest_pace([(0, 0.0)] + elapsed, PRUNE_STRETCH_PERCENT / 100 * of)
     return of / (elapsed[-1][1] + (of - steps) / pace) if pace else math.inf
 
