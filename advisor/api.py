@@ -84,13 +84,16 @@ def diagnose(config: ConfigLike, progress: Optional[Progress] = None, root=None)
 
 
 def optimize(config: ConfigLike, progress: Optional[Progress] = None, results: Union[str, Path, None] = None,
-             fresh: bool = False, evidence: Optional[Evidence] = None, root=None) -> Optimized:
+             fresh: bool = False, evidence: Optional[Evidence] = None, root=None,
+             started: Optional[float] = None) -> Optimized:
     """Diagnoses, trials, verifies and ranks; writes the results folder and logs to MLflow.
+    `started`: when the user's command began (the `advisor` command: its process's start), now if
+    not given; the time to the first verified fix counts from it.
 
     Raises:
         UserError: bad input (the config, an address, a results folder that holds files), one line.
     """
-    started = time.time()  # the time to the first verified fix counts MLflow's start-up too
+    started = time.time() if started is None else started  # the first verified fix's time counts MLflow's start-up too
     from advisor import search, tracking
     from advisor.session import Hooks, optimize as run_session
 

@@ -171,11 +171,13 @@ def run_diagnose(args: argparse.Namespace) -> int:
 def run_optimize(args: argparse.Namespace) -> int:
     from advisor.api import optimize
     from advisor.config import load_config
+    from advisor.harness.lifetime import process_started
     from advisor.session import out_of_memory, over_slo
 
     config = load_config(args.config)
     evidence = load_evidence(args.evidence) if args.evidence else None
-    done = optimize(config, progress_printer(args), results=args.results, fresh=args.fresh, evidence=evidence)
+    done = optimize(config, progress_printer(args), results=args.results, fresh=args.fresh, evidence=evidence,
+                    started=process_started())  # the user's clock: from the command's start, imports included
     print_session(config, done.payload, done.folder, done.mlflow, args.config, as_json=args.json)
     result = done.session
     base = next((t.measurement for t in result.trials if t.number == 0), result.evidence.full)

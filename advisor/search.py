@@ -48,8 +48,10 @@ STALE_AFTER_S = 4 * HEARTBEAT_S  # a running trial silent this long belongs to a
 NAMELESS_AFTER_S = HEARTBEAT_S  # a trial is named as its process's at once; one still nameless this long was killed in between
 RETRIES = 2  # times a trial whose process died is run again (databases: Optuna's RetryHeartbeatStaleTrialCallback)
 PRUNE_SHARE = 0.7  # a trial that cannot end above 70% of the best trial's rate (the best over 1.4x faster: past a trial's noise) ...
-PRUNE_FROM_PERCENT = 20  # ... judged from this share of its timed window (from 10%, plans whose many workers ramp up
-                         # read 0.74 of their final rate; from 20%, 0.82 at worst: `python -m experiments.prune_trace replay`) ...
+PRUNE_FROM_PERCENT = 20  # ... judged from this share of its timed window, where what it can reach reads 0.82 of its final rate at worst ...
+PRUNE_EARLY = (10, 0.63)  # ... and from 10% under 63%: there it reads 0.74 at worst (plans whose many workers ramp up), and
+                          # 0.63 / 0.74 = 0.70 / 0.82 = 0.85: either bar stops only trials that end under 0.85 of the best
+                          # (`python -m experiments.prune_trace replay`) ...
 PRUNE_READINGS = 2  # ... and this many readings of its running rate (one stretch alone was once a slow step) ...
 PRUNE_STRETCH_PERCENT = 5  # ... its pace read over stretches of at least this share of its window (not one step a warm queue served)
 WINDOW_ATTR = "window"  # a watched trial's timed window: {"of": its steps, "best_case": whether its values are already bounds}
@@ -74,15 +76,23 @@ class TrialResult:
 
 
 class BehindTheBest(optuna.pruners.BasePruner):
-    """Prunes a trial that cannot end above PRUNE_SHARE of the best feasible finished trial's
-    rate even if the rest of its timed window ran at the fastest pace any stretch of it has run
-    so far (`reachable`): so far behind that its last steps cannot plausibly make it the winner."""
+    """Prunes a trial that cannot end above its bar (`prune_bar`) of the best feasible finished
+    trial's rate even if the rest of its timed window ran at the fastest pace any stretch of it has
+    run so far (`reachable`): so far behind that its last steps cannot plausibly make it the winner."""
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         window = trial.user_attrs.get(WINDOW_ATTR)
         best = best_rate(study)
         return bool(window and trial.intermediate_values and best is not None
-                    and reachable(trial.intermediate_values, window) < PRUNE_SHARE * best)
+                    and reachable(trial.intermediate_values, window) < prune_bar(trial.intermediate_values, window) * best)
+
+
+def prune_bar(values: dict[int, float], window: dict) -> float:
+    """The share of the best trial's rate under which a trial is stopped, at the point of its
+    window its values have reached: lower early, where what it can reach is least certain. A bound
+    a run reports itself (a service's best p95) is as certain early as late."""
+    late = window["best_case"] or max(values) >= PRUNE_FROM_PERCENT / 100 * window["of"]
+    return PRUNE_SHARE if late else PRUNE_EARLY[1]
 
 
 def reachable(values: dict[int, float], window: dict) -> float:
@@ -97,7 +107,7 @@ def reachable(values: dict[int, float], window: dict) -> float:
     of, steps = window["of"], max(values)
     if window["best_case"]:
         return values[steps]
-    if len(values) < PRUNE_READINGS or steps < PRUNE_FROM_PERCENT / 100 * of:
+    if len(values) < PRUNE_READINGS or steps < PRUNE_EARLY[0] / 100 * of:
         return math.inf
     # (steps, seconds so far over samples per step: a scale that cancels out of the bound)
     elapsed = [(step, step / rate) for step, rate in sorted(values.items()) if rate > 0]
@@ -144,7 +154,7 @@ def watcher(trial: optuna.Trial) -> Callable[[dict], str]:
         told = (f"1000 / p95 ms at most {heard[steps]:,.0f} by its end ({done}, the rest answered at once)"
                 if window["best_case"] else
                 f"{heard[steps]:,.0f}/s {done}, at most {reachable(heard, window):,.0f}/s by its end at its fastest pace so far")
-        return f"{told}: under {PRUNE_SHARE:.0%} of the best trial's {best_rate(trial.study):,.0f}"
+        return f"{told}: under {prune_bar(heard, window):.0%} of the best trial's {best_rate(trial.study):,.0f}"
 
     return watch
 

@@ -7,12 +7,12 @@ that a pruning rule can be judged against what each trial finished at.
 `record` measures the baseline and `--plans` distinct plans drawn at random (as
 `experiments.pruning` draws them) and keeps, per trial, every reading its watcher heard (percent of
 the window, running rate, seconds since the trial started) in bench-results/traces.json.
-`replay` runs the traces, in their order, through the pruner's rule (`search.reachable` at its
-constants) and through the running rate alone (under PRUNE_SHARE of the best past 30% of the
+`replay` runs the traces, in their order, through the pruner's rule (`search.reachable` under
+`search.prune_bar`) and through the running rate alone (under PRUNE_SHARE of the best past 30% of the
 window, the rule before it): the trial time each would have saved, the trials it would have
 stopped, and those it should not have (within 15% of the best so far, or the overall winner). Then,
 per tenth of the window where it judges, how far under its final rate each estimate fell at
-worst: the margin the rule's PRUNE_SHARE has to cover.
+worst: the margin the rule's bar there has to cover.
 """
 
 from __future__ import annotations
@@ -76,15 +76,21 @@ def running_rate(readings: dict) -> float:
     return readings[percent] if percent >= 30 else math.inf
 
 
-def replay(rows: list, estimate) -> tuple[float, int, list]:
-    """(share of trial time saved, trials stopped, those stopped wrongly) under `estimate`."""
+# each rule: what a trial is estimated to end at, and the share of the best under which it is stopped
+RULES = {"the rule": (rule_estimate, lambda readings: search.prune_bar(readings, RATE)),
+         "running rate past 30%": (running_rate, lambda readings: search.PRUNE_SHARE)}
+
+
+def replay(rows: list, rule) -> tuple[float, int, list]:
+    """(share of trial time saved, trials stopped, those stopped wrongly) under `rule`."""
+    estimate, bar = rule
     best, saved, stopped, wrong = None, 0.0, 0, []
     winner = max(range(len(rows)), key=lambda i: rows[i]["rate"])
     for i, row in enumerate(rows):
         readings, cut = {}, None
         for percent, rate, seconds in row["points"] if row["prunable"] and best else ():
             readings[percent] = rate
-            if estimate(readings) < search.PRUNE_SHARE * best:
+            if estimate(readings) < bar(readings) * best:
                 cut = seconds + POLL_S
                 break
         if cut is not None and cut < row["seconds"]:
@@ -98,7 +104,7 @@ def replay(rows: list, estimate) -> tuple[float, int, list]:
 
 def worst_by_tenth(traces: dict, estimate) -> dict[int, float]:
     """Per tenth of the window (30% and past as one), the lowest estimate / final rate of any
-    reading where the estimate judges (from PRUNE_FROM_PERCENT, or 30%)."""
+    reading where the estimate judges (from PRUNE_EARLY's percent, or 30%)."""
     worst: dict[int, float] = defaultdict(lambda: math.inf)
     for trace in traces.values():
         for row in (r for r in trace["rows"] if r["feasible"] and r["prunable"]):
@@ -113,11 +119,11 @@ def worst_by_tenth(traces: dict, estimate) -> dict[int, float]:
 
 
 def print_replay(traces: dict) -> None:
-    print("| trace | the rule: saved, stopped (wrongly) | running rate past 30%: saved, stopped (wrongly) |\n|---|---|---|")
+    print("| trace | " + " | ".join(f"{label}: saved, stopped (wrongly)" for label in RULES) + " |\n|---|---|---|")
     for key, trace in traces.items():
-        cells = [replay(trace["rows"], estimate) for estimate in (rule_estimate, running_rate)]
+        cells = [replay(trace["rows"], rule) for rule in RULES.values()]
         print(f"| {key} | " + " | ".join(f"{saved:.0%}, {stopped} ({len(wrong)})" for saved, stopped, wrong in cells) + " |")
-    for label, estimate in (("the rule", rule_estimate), ("running rate", running_rate)):
+    for label, (estimate, _) in RULES.items():
         worst = worst_by_tenth(traces, estimate)
         print(f"worst estimate / final, {label}: " + ", ".join(f"{t}%{'+' if t == 30 else ''} {v:.2f}" for t, v in worst.items()))
 

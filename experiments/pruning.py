@@ -1,6 +1,6 @@
 """Pruning on against pruning off: the same plans, in the same order, measured twice.
 
-    python -m experiments.pruning [NAME ...] [--plans 12] [--seed 0] [--share 0.7] [--from 10] [--stretch 5]
+    python -m experiments.pruning [NAME ...] [--plans 12] [--seed 0] [--share 0.7] [--from 20] [--early 10 0.63] [--stretch 5]
 
 For each reference training job or service (configs/<name>.yaml, default: REFERENCES), the
 baseline is diagnosed once and its search space drawn: the baseline, then `--plans` distinct plans
@@ -9,8 +9,8 @@ difference is the pruner (`search.BehindTheBest`). One line per reference: trial
 on, the share saved, the trials pruned, and whether the winner of the unpruned pass was still
 measured whole, and won, with pruning on. The share saved counts only the pruned plans (their
 whole trial in the pass off less their pruned one), so that the run-to-run noise of the plans both
-passes ran whole does not pass for a saving. `--share`, `--from` and `--stretch` try another rule
-than the pruner's (PRUNE_SHARE, PRUNE_FROM_PERCENT, PRUNE_STRETCH_PERCENT).
+passes ran whole does not pass for a saving. `--share`, `--from`, `--early` and `--stretch` try
+another rule than the pruner's (PRUNE_SHARE, PRUNE_FROM_PERCENT, PRUNE_EARLY, PRUNE_STRETCH_PERCENT).
 """
 
 from __future__ import annotations
@@ -106,12 +106,16 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--share", type=float, default=search.PRUNE_SHARE, help="prune what cannot end above this share of the best")
     parser.add_argument("--from", dest="start", type=int, default=search.PRUNE_FROM_PERCENT, help="... judged from this percent of the window")
+    parser.add_argument("--early", nargs=2, type=float, default=search.PRUNE_EARLY, metavar=("PERCENT", "SHARE"),
+                        help="... and from this earlier percent, under this share")
     parser.add_argument("--stretch", type=int, default=search.PRUNE_STRETCH_PERCENT, help="... its pace over stretches of this percent")
     args = parser.parse_args()
     # read by BehindTheBest as it prunes
     search.PRUNE_SHARE, search.PRUNE_FROM_PERCENT, search.PRUNE_STRETCH_PERCENT = args.share, args.start, args.stretch
+    search.PRUNE_EARLY = tuple(args.early)
     print(f"the rule: prune what cannot end above {args.share:.0%} of the best finished trial's rate at its fastest pace "
-          f"over {args.stretch}% of its window so far, from {args.start}% of it")
+          f"over {args.stretch}% of its window so far, from {args.start}% of it (from {args.early[0]:.0f}%, "
+          f"{args.early[1]:.0%})")
     rows = [compare(name, args.plans, args.seed) for name in args.names]
     print("\n| reference | plans | trial s, off | trial s, on | saved | pruned | off's winner measured whole | same winner |")
     print("|---|---|---|---|---|---|---|---|")

@@ -1,6 +1,7 @@
 """The Optuna study with real child processes: failures as constraints, resume, two workers."""
 
 import math
+import re
 import os
 import signal
 import socket
@@ -327,11 +328,11 @@ def running_rates(step_seconds: list[float], batch: int = 10) -> dict[int, float
 RATE_WINDOW = {"of": 100, "best_case": False}
 
 
-def test_a_steady_loser_is_bounded_by_its_own_pace_from_a_fifth_of_its_window():
+def test_a_steady_loser_is_bounded_by_its_own_pace_from_a_tenth_of_its_window():
     steady = running_rates([0.02] * 100)  # 500 samples/s all the way
-    assert search.reachable({s: r for s, r in steady.items() if s < 20}, RATE_WINDOW) == math.inf, "too early to tell"
-    assert search.reachable({20: steady[20]}, RATE_WINDOW) == math.inf, "one reading alone"
-    assert search.reachable({5: steady[5], 20: steady[20]}, RATE_WINDOW) == pytest.approx(500.0)
+    assert search.reachable({s: r for s, r in steady.items() if s < 10}, RATE_WINDOW) == math.inf, "too early to tell"
+    assert search.reachable({12: steady[12]}, RATE_WINDOW) == math.inf, "one reading alone"
+    assert search.reachable({5: steady[5], 12: steady[12]}, RATE_WINDOW) == pytest.approx(500.0)
 
 
 def test_a_cost_paid_early_in_the_window_does_not_condemn_a_trial_whose_pace_since_is_fast():
@@ -382,6 +383,31 @@ def test_behind_the_best_prunes_only_a_trial_that_cannot_reach_70_percent_of_the
     assert not unwatched.should_prune(), "no window recorded: nothing to judge it by"
 
 
+def test_early_in_its_window_a_trial_must_be_further_behind_to_be_stopped():
+    """From a tenth of the window to a fifth, what a trial can reach is least certain: it is
+    stopped there only under 63% of the best, past a fifth under 70%."""
+    study = optuna.create_study(direction="maximize", pruner=search.BehindTheBest())
+    best = study.ask()
+    best.set_user_attr(search.MEASUREMENT_ATTR, {})
+    best.set_constraint(search.CONSTRAINT, 0.0)
+    study.tell(best, 1000.0)
+    far, near = study.ask(), study.ask()
+    for trial in (far, near):
+        trial.set_user_attr(search.WINDOW_ATTR, RATE_WINDOW)
+    for step, rate in running_rates([0.02] * 12).items():  # 500/s, 12% of its window
+        far.report(rate, step)
+    assert far.should_prune(), "500/s cannot reach 63% of 1000"
+    near_rates = running_rates([0.015] * 25)  # 667/s
+    for step in range(1, 13):
+        near.report(near_rates[step], step)
+    assert not near.should_prune(), "667/s is over 63% of 1000: too early to stop it"
+    for step in range(13, 26):
+        near.report(near_rates[step], step)
+    assert near.should_prune(), "past a fifth of its window, 667/s is under 70% of 1000"
+    assert search.prune_bar({3: 6.0}, {"of": 100, "best_case": True}) == search.PRUNE_SHARE, \
+        "a bound the run reported itself is as certain early as late"
+
+
 def test_a_clearly_losing_trial_is_stopped_midway_and_counted(tmp_path):
     """Real child runs: the baseline loads with 2 DataLoader workers; the plan without them pays
     each sample's storage latency in the loop, is reported midway and pruned."""
@@ -397,7 +423,7 @@ def test_a_clearly_losing_trial_is_stopped_midway_and_counted(tmp_path):
     assert slow.state == optuna.trial.TrialState.PRUNED, lines
     window = slow.user_attrs[search.WINDOW_ATTR]
     assert not window["best_case"] and len(slow.intermediate_values) >= search.PRUNE_READINGS
-    assert search.PRUNE_FROM_PERCENT / 100 * window["of"] <= max(slow.intermediate_values) < window["of"], \
-        "judged from a fifth of its window, stopped before it ended"
-    assert "pruned: " in lines[-1] and "under 70% of the best trial's" in lines[-1], lines[-1]
+    assert search.PRUNE_EARLY[0] / 100 * window["of"] <= max(slow.intermediate_values) < window["of"], \
+        "judged from a tenth of its window, stopped before it ended"
+    assert "pruned: " in lines[-1] and re.search(r"under (63|70)% of the best trial's", lines[-1]), lines[-1]
     assert search.counted_trials(study) == 2 and [t.number for t in search.finished_trials(study)] == [0]
