@@ -87,7 +87,7 @@ def optimize(config: ConfigLike, progress: Optional[Progress] = None, results: U
              fresh: bool = False, evidence: Optional[Evidence] = None, root=None,
              started: Optional[float] = None) -> Optimized:
     """Diagnoses, trials, verifies and ranks; writes the results folder and logs to MLflow.
-    `started`: when the user's command began (the `advisor` command: its process's start), now if
+    `started`: when the user's command began (the `advisor` command: as it was loaded), now if
     not given; the time to the first verified fix counts from it.
 
     Raises:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from typing import Optional
 
 from advisor.errors import UserError
+
+COMMAND_STARTED = time.time()  # the user's clock: before torch, MLflow and Optuna are imported; a first fix counts from here
 
 EXIT_BASELINE_FAILED = 4  # optimize: the job crashed or hung as it is, so no fix could be judged
 
@@ -171,13 +174,12 @@ def run_diagnose(args: argparse.Namespace) -> int:
 def run_optimize(args: argparse.Namespace) -> int:
     from advisor.api import optimize
     from advisor.config import load_config
-    from advisor.harness.lifetime import process_started
     from advisor.session import out_of_memory, over_slo
 
     config = load_config(args.config)
     evidence = load_evidence(args.evidence) if args.evidence else None
     done = optimize(config, progress_printer(args), results=args.results, fresh=args.fresh, evidence=evidence,
-                    started=process_started())  # the user's clock: from the command's start, imports included
+                    started=COMMAND_STARTED)
     print_session(config, done.payload, done.folder, done.mlflow, args.config, as_json=args.json)
     result = done.session
     base = next((t.measurement for t in result.trials if t.number == 0), result.evidence.full)
@@ -289,7 +291,6 @@ def cron_line(config_path: str, schedule: str) -> str:
 def run_schedule(args: argparse.Namespace) -> int:
     import shutil
     import subprocess
-    import time
     from pathlib import Path
 
     from advisor.config import load_config

@@ -16,7 +16,6 @@ import os
 import shutil
 import signal
 import tempfile
-import time
 
 PR_SET_PDEATHSIG = 1
 RUN_FOLDER_PREFIX = "advisor-run-"
@@ -73,17 +72,6 @@ def machine() -> str:
         with open("/proc/sys/kernel/random/boot_id") as handle:
             parts.append(handle.read().strip()[:8])
     return "/".join(parts + [pid_namespace()])
-
-
-def process_started(pid: int | str = "self") -> float:
-    """When a process began, in seconds since the epoch: its start in clock ticks after boot
-    (/proc/PID/stat) set against the uptime now, both kept by the kernel to 10 ms. A command's
-    clock starts there, before the interpreter and its imports."""
-    with open(f"/proc/{pid}/stat") as handle:
-        ticks = int(handle.read().rpartition(")")[2].split()[19])  # field 22, starttime: after the name, the 20th
-    with open("/proc/uptime") as handle:
-        uptime = float(handle.read().split()[0])
-    return time.time() - (uptime - ticks / os.sysconf("SC_CLK_TCK"))
 
 
 def owner() -> str:
