@@ -358,6 +358,18 @@ def test_a_bound_the_run_reported_itself_is_taken_as_it_stands():
     assert search.reachable({3: 50.0, 7: 6.0}, best_case) == 6.0
 
 
+def watched_behind_a_best_of(study: optuna.Study, rate: float, count: int) -> list[optuna.Trial]:
+    """A feasible trial finished at `rate`, then `count` trials under way, watched over RATE_WINDOW."""
+    best = study.ask()
+    best.set_user_attr(search.MEASUREMENT_ATTR, {})
+    best.set_constraint(search.CONSTRAINT, 0.0)
+    study.tell(best, rate)
+    trials = [study.ask() for _ in range(count)]
+    for trial in trials:
+        trial.set_user_attr(search.WINDOW_ATTR, RATE_WINDOW)
+    return trials
+
+
 def test_behind_the_best_prunes_only_a_trial_that_cannot_reach_70_percent_of_the_best():
     study = optuna.create_study(direction="maximize", pruner=search.BehindTheBest())
     alone = study.ask()
@@ -365,13 +377,7 @@ def test_behind_the_best_prunes_only_a_trial_that_cannot_reach_70_percent_of_the
     for step, rate in running_rates([0.1] * 20).items():
         alone.report(rate, step)
     assert not alone.should_prune(), "no finished trial to be behind"
-    best = study.ask()
-    best.set_user_attr(search.MEASUREMENT_ATTR, {})
-    best.set_constraint(search.CONSTRAINT, 0.0)
-    study.tell(best, 1000.0)
-    slow, close = study.ask(), study.ask()
-    for trial in (slow, close):
-        trial.set_user_attr(search.WINDOW_ATTR, RATE_WINDOW)
+    slow, close = watched_behind_a_best_of(study, 1000.0, 2)
     for step, rate in running_rates([0.02] * 22).items():  # 500/s
         slow.report(rate, step)
     assert slow.should_prune(), "at 500/s it ends at 500/s: under 70% of 1000"
@@ -387,13 +393,7 @@ def test_early_in_its_window_a_trial_must_be_further_behind_to_be_stopped():
     """From a tenth of the window to a fifth, what a trial can reach is least certain: it is
     stopped there only under 63% of the best, past a fifth under 70%."""
     study = optuna.create_study(direction="maximize", pruner=search.BehindTheBest())
-    best = study.ask()
-    best.set_user_attr(search.MEASUREMENT_ATTR, {})
-    best.set_constraint(search.CONSTRAINT, 0.0)
-    study.tell(best, 1000.0)
-    far, near = study.ask(), study.ask()
-    for trial in (far, near):
-        trial.set_user_attr(search.WINDOW_ATTR, RATE_WINDOW)
+    far, near = watched_behind_a_best_of(study, 1000.0, 2)
     for step, rate in running_rates([0.02] * 12).items():  # 500/s, 12% of its window
         far.report(rate, step)
     assert far.should_prune(), "500/s cannot reach 63% of 1000"
