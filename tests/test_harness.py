@@ -218,4 +218,3 @@ def test_persistent_workers_see_the_same_batches_in_every_epoch(tiny_config):
     for run in (fresh_workers, persistent):
         assert run.losses == base.losses
         assert compare_outputs(run, base, "exact", config).passed
-

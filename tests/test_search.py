@@ -1,8 +1,8 @@
 """The Optuna study with real child processes: failures as constraints, resume, two workers."""
 
 import math
-import re
 import os
+import re
 import signal
 import socket
 import subprocess
