@@ -51,6 +51,11 @@ EARLY_MARGIN = 1.2
 # for running high, the pair is a fresh draw. Under this ratio it most likely ranks under the
 # fix, and is not verified.
 CONFIRM_MARGIN = 1.1
+# The fastest candidate left needs less than EARLY_MARGIN over the verified fix: this much in its
+# trial earns it that second draw beside the fix. A fix stacked on the first one often adds
+# 10-20% (serve_encoder: inference_mode verified early; bf16 and compile on top of it ran 1.14x
+# faster in their trial and went unverified under EARLY_MARGIN, 0.63x of the grid's best).
+SECOND_LOOK_MARGIN = 1.1
 
 
 @dataclass(frozen=True)
@@ -459,8 +464,8 @@ def plateau(trials: list[search.TrialResult], verified_trial: Optional[int], pat
     """Why the search may stop now, or "": a fix is verified and the last `patience` trials
     found no plan faster than the best so far by `margin` (the session's EARLY_MARGIN: a
     smaller gain between two single trials is within their noise). The verified fix counts at
-    `verified_rate` where that is higher than its trial: a trial that the end would not verify
-    (`still_to_verify`) is no progress either. A pure function."""
+    `verified_rate` where that is higher than its trial: a trial within `margin` of that is no
+    progress either. A pure function."""
     if verified_trial is None or patience <= 0:
         return ""
     best, since = 0.0, 0
@@ -629,7 +634,7 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
                  f"numerics are compared with {reference_note}")
     candidates, rejected = gate_candidates(trials, reference, baseline, config, memory_fix)
     rejected = [r for r in rejected if r.trial not in verified.trial_numbers]
-    candidates = still_to_verify(candidates, trials, verified, config.search.verify_top)
+    candidates, passed_over = still_to_verify(candidates, trials, verified, config.search.verify_top, baseline)
     candidates, screened = confirm_beside_fix(candidates, verified, trials, measure, baseline, progress)
     rejected += screened
     baseline_latency = latency_of([base_run])
@@ -640,7 +645,7 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
             reference_plan=reference.plan, with_ideal=input_bound and bool(facts.evidence.derived.get("ideal_samples_per_s")),
         ))
     recommendations = finish_ranking(verified.recommendations, baseline, measure, config.search.pairs, progress)
-    rejected = rejected + verified.rejections
+    rejected = rejected + verified.rejections + passed_over
     baseline_breakdown = step_breakdown(verified.baseline_runs or [facts.evidence.full])
     if verified.baseline_runs:
         baseline_latency = latency_of(verified.baseline_runs)
@@ -736,17 +741,31 @@ def gate_candidates(
 
 
 def still_to_verify(candidates: list[search.TrialResult], trials: list[search.TrialResult], verified: Verified,
-                    verify_top: int) -> list[search.TrialResult]:
-    """The candidates left to verify: not judged already, and, once a fix is verified, only
-    those whose trial beat it by EARLY_MARGIN, its trial or its verification runs, whichever was
-    faster (the others are within a trial's noise of it: verifying them would cost rounds and
-    most likely rank them under it); `verify_top` in the session, all told."""
+                    verify_top: int, baseline: dict) -> tuple[list[search.TrialResult], list[Rejection]]:
+    """The candidates left to verify (best first): not judged already, and, once a fix is
+    verified, only those whose trial beat it (its trial or its verification runs, whichever was
+    faster) by EARLY_MARGIN, the fastest of them by SECOND_LOOK_MARGIN; `verify_top` in the
+    session, all told. The others are within a trial's noise of the fix: verifying them would
+    cost rounds and most likely rank them under it. Those that ran faster than the fix in their
+    trial come back as rejections that say so, so no faster trial goes unexplained."""
     fresh = [t for t in candidates if t.number not in verified.trial_numbers]
     best = verified.best_trial
+    passed_over: list[Rejection] = []
     if best is not None:
-        rates = [t.samples_per_s for t in trials if t.number == best] + [verified.best_rate]
-        fresh = [t for t in fresh if t.samples_per_s >= max(rates) * EARLY_MARGIN]
-    return fresh[: max(0, verify_top - len(verified.trial_numbers))]
+        fix_rate = max([t.samples_per_s for t in trials if t.number == best] + [verified.best_rate])
+        kept = []
+        for trial in sorted(fresh, key=lambda t: t.samples_per_s, reverse=True):
+            margin = EARLY_MARGIN if kept or passed_over else SECOND_LOOK_MARGIN
+            ratio = trial.samples_per_s / fix_rate if fix_rate > 0 else math.inf
+            if ratio >= margin:
+                kept.append(trial)
+            elif ratio > 1.0:
+                recipes = active_recipes(trial.plan, baseline)
+                passed_over.append(Rejection(changes_of(trial.plan, baseline), names(recipes), (
+                    f"not verified: {ratio:.2f}x the verified fix (trial #{best}) in its trial, under the "
+                    f"{margin}x a single trial must beat it by (most likely no faster)"), trial.number))
+        fresh = kept
+    return fresh[: max(0, verify_top - len(verified.trial_numbers))], passed_over
 
 
 def confirm_beside_fix(candidates: list[search.TrialResult], verified: Verified, trials: list[search.TrialResult],

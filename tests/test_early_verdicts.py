@@ -58,13 +58,25 @@ def test_the_search_stops_when_a_verified_fix_is_not_beaten_for_a_while():
 def test_the_end_verifies_only_what_could_beat_a_fix_already_verified():
     trials = [trial(0, 0, 100.0), trial(1, 2, 200.0), trial(2, 4, 215.0), trial(3, 3, 260.0), trial(4, 5, 205.0)]
     candidates = sorted(trials[1:], key=lambda t: -t.samples_per_s)
-    left = still_to_verify(candidates, trials, verified_at(1, 210.0), 3)
+    left, passed_over = still_to_verify(candidates, trials, verified_at(1, 210.0), 3, BASELINE)
     assert [t.number for t in left] == [3], "#2 and #4 are within 1.2x of #1's verified 210/s; #1 is judged"
-    assert still_to_verify(candidates, trials, verified_at(1, 220.0), 3) == [], "260/s is under 1.2x of 220/s"
-    left = still_to_verify(candidates, trials, verified_at(1, 210.0, ok=False), 3)
-    assert [t.number for t in left] == [3, 2], "the early check verified nothing: the next two, three in all"
-    assert [t.number for t in still_to_verify(candidates, trials, Verified(0.0), 3)] == [3, 2, 4]
-    assert still_to_verify(candidates, trials, Verified(0.0), 0) == [], "verify_top 0: trials only"
+    assert [r.trial for r in passed_over] == [2], "#2 ran faster than the fix in its trial: said why it was not verified"
+    assert "1.02x the verified fix (trial #1) in its trial, under the 1.2x" in passed_over[0].reason
+    left, passed_over = still_to_verify(candidates, trials, verified_at(1, 230.0), 3, BASELINE)
+    assert [t.number for t in left] == [3], "260/s is 1.13x of 230/s: under 1.2x, yet the fastest needs only 1.1x"
+    assert passed_over == [], "none other ran faster than the fix"
+    trials.append(trial(5, 6, 250.0))
+    candidates = sorted(trials[1:], key=lambda t: -t.samples_per_s)
+    left, passed_over = still_to_verify(candidates, trials, verified_at(1, 225.0), 3, BASELINE)
+    assert [t.number for t in left] == [3], "260/s clears 1.1x of 225/s as the fastest; 250/s, second, needs 1.2x"
+    assert [r.trial for r in passed_over] == [5] and "under the 1.2x" in passed_over[0].reason
+    left, passed_over = still_to_verify(candidates, trials, verified_at(1, 245.0), 3, BASELINE)
+    assert left == [] and [r.trial for r in passed_over] == [3, 5], "260/s is under 1.1x of 245/s"
+    assert "under the 1.1x" in passed_over[0].reason
+    left, passed_over = still_to_verify(candidates, trials, verified_at(1, 210.0, ok=False), 3, BASELINE)
+    assert [t.number for t in left] == [3, 5] and passed_over == [], "the early check verified nothing: the next two, three in all"
+    assert [t.number for t in still_to_verify(candidates, trials, Verified(0.0), 3, BASELINE)[0]] == [3, 5, 2]
+    assert still_to_verify(candidates, trials, Verified(0.0), 0, BASELINE) == ([], []), "verify_top 0: trials only"
 
 
 def test_a_candidate_is_run_again_beside_the_verified_fix_before_its_verification():
