@@ -332,8 +332,14 @@ def optimize(
         patience = search_patience(config)
         progress(f"trials ({budget}, at most {config.search.time_budget_s:.0f} s), study in {search.storage_url(config)}:")
 
+        singles = textbook_singles(facts)
+
         def trial_done(*args) -> None:
             hooks.trial(*args)
+            stack = stacked_winners(search.finished_trials(study, pruned=True), singles, facts.baseline,
+                                    config.search.min_speedup)
+            if stack is not None:  # once: a plan already in the study is not queued again
+                study.enqueue_trial(stack, skip_if_exists=True)
             if not verified.trial_numbers and config.search.verify_top > 0:  # one early verification at most
                 early = early_candidate(search.finished_trials(study), facts.baseline, config)
                 if early is not None:
@@ -564,7 +570,7 @@ def textbook_params(facts: "SessionFacts") -> list[dict]:
     def textbook(*names: str) -> dict:
         return {**base, **{k: v for name in names for k, v in by_name(name).textbook(facts.context).items() if k in facts.space}}
 
-    ordered = sorted(facts.chosen, key=lambda name: severity_rank(by_name(name), facts.context))
+    ordered = list(textbook_singles(facts))
     pairs = [(name, other) for name in ordered for other in ordered
              if other != name and set(by_name(name).unmasks) & set(by_name(other).targets)]
     plans = []
@@ -572,6 +578,37 @@ def textbook_params(facts: "SessionFacts") -> list[dict]:
         if params != base and params not in plans:
             plans.append(params)
     return plans
+
+
+def textbook_singles(facts: "SessionFacts") -> dict[str, dict]:
+    """Each chosen recipe's textbook setting alone on the baseline (the space's keys), by recipe,
+    the most severe bottleneck's first."""
+    base = {key: facts.baseline[key] for key in facts.space}
+    ordered = sorted(facts.chosen, key=lambda name: severity_rank(by_name(name), facts.context))
+    return {name: {**base, **{k: v for k, v in by_name(name).textbook(facts.context).items() if k in facts.space}}
+            for name in ordered}
+
+
+def stacked_winners(trials: list[search.TrialResult], singles: dict[str, dict], baseline: dict,
+                    margin: float) -> Optional[dict]:
+    """The textbook settings of every recipe whose own trial beat the baseline's by `margin`,
+    all at once: the trial a person tuning by hand runs next (inference mode helped, bf16 helped:
+    both). None until the baseline and each single has a finished trial, or when fewer than two
+    helped. Where two set one key, the faster trial's setting holds. A pure function."""
+    finished = {search.plan_identity(t.plan, effective): t for t in trials}
+    base = finished.get(search.plan_identity(baseline, effective))
+    own = [finished.get(search.plan_identity({**baseline, **params}, effective)) for params in singles.values()]
+    if base is None or not base.feasible or any(t is None for t in own):
+        return None
+    helped = sorted((t for t in own if t.feasible and t.samples_per_s >= base.samples_per_s * margin),
+                    key=lambda t: t.samples_per_s, reverse=True)
+    if len({t.number for t in helped}) < 2:
+        return None
+    space_keys = next(iter(singles.values())).keys()
+    stack = {key: baseline[key] for key in space_keys}
+    for trial in reversed(helped):  # the fastest last: its settings win a shared key
+        stack.update({key: trial.plan[key] for key in space_keys if trial.plan[key] != baseline[key]})
+    return stack
 
 
 def severity_rank(recipe: Recipe, context: Context) -> int:

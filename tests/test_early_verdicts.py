@@ -5,7 +5,9 @@ it. The pieces are pure functions of trials and verdicts, tested here on made-up
 from advisor.config import load_config
 from advisor.measure import Measurement
 from advisor.search import TrialResult
-from advisor.session import Recommendation, Verified, confirm_beside_fix, early_candidate, plateau, still_to_verify
+from advisor.session import (
+    Recommendation, Verified, confirm_beside_fix, early_candidate, plateau, stacked_winners, still_to_verify,
+)
 from conftest import TINY, write_config
 
 BASELINE = {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": False}
@@ -77,6 +79,29 @@ def test_the_end_verifies_only_what_could_beat_a_fix_already_verified():
     assert [t.number for t in left] == [3, 5] and passed_over == [], "the early check verified nothing: the next two, three in all"
     assert [t.number for t in still_to_verify(candidates, trials, Verified(0.0), 3, BASELINE)[0]] == [3, 5, 2]
     assert still_to_verify(candidates, trials, Verified(0.0), 0, BASELINE) == ([], []), "verify_top 0: trials only"
+
+
+SERVICE = {"amp.dtype": None, "inference_mode.enabled": False, "threads.inter_op": 2, "compile.mode": None}
+SINGLES = {"amp": {**SERVICE, "amp.dtype": "bfloat16"}, "inference_mode": {**SERVICE, "inference_mode.enabled": True},
+           "threads": {**SERVICE, "threads.inter_op": 1}, "compile": {**SERVICE, "compile.mode": "default"}}
+
+
+def measured(number: int, params: dict, rate: float, feasible: bool = True) -> TrialResult:
+    return TrialResult(number, {**SERVICE, **params}, run(rate), feasible)
+
+
+def test_the_recipes_that_helped_alone_are_tried_together():
+    trials = [measured(0, {}, 100.0), measured(1, SINGLES["amp"], 130.0), measured(2, SINGLES["inference_mode"], 150.0),
+              measured(3, SINGLES["threads"], 103.0)]
+    assert stacked_winners(trials, SINGLES, SERVICE, 1.05) is None, "compile has no trial yet"
+    trials.append(measured(4, SINGLES["compile"], 400.0, feasible=False))
+    assert stacked_winners(trials, SINGLES, SERVICE, 1.05) == {**SERVICE, "amp.dtype": "bfloat16", "inference_mode.enabled": True}, \
+        "threads (1.03x) did not clear 1.05x; compile's trial was infeasible"
+    assert stacked_winners(trials, SINGLES, SERVICE, 1.4) is None, "only inference_mode clears 1.4x: nothing to stack"
+    assert stacked_winners(trials[1:], SINGLES, SERVICE, 1.05) is None, "no baseline trial: nothing to judge against"
+    shared = {**SINGLES, "threads": {**SERVICE, "threads.inter_op": 1, "amp.dtype": "float16"}}
+    trials[3] = measured(3, shared["threads"], 140.0)
+    assert stacked_winners(trials, shared, SERVICE, 1.05)["amp.dtype"] == "float16", "the faster trial's setting holds"
 
 
 def test_a_candidate_is_run_again_beside_the_verified_fix_before_its_verification():
