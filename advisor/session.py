@@ -337,12 +337,12 @@ def optimize(
 
         def trial_done(*args) -> None:
             hooks.trial(*args)
-            stack = stacked_winners(search.finished_trials(study, pruned=True), singles, facts.baseline,
-                                    config.search.min_speedup)
+            finished = search.finished_trials(study, pruned=True)
+            stack = stacked_winners(finished, singles, facts.baseline, config.search.min_speedup)
             if stack is not None:  # once: a plan already in the study is not queued again
                 study.enqueue_trial(stack, skip_if_exists=True)
             if not verified.trial_numbers and config.search.verify_top > 0:  # one early verification at most
-                early = early_candidate(search.finished_trials(study), facts.baseline, config)
+                early = early_candidate([t for t in finished if not search.pruned(t.measurement)], facts.baseline, config)
                 if early is not None:
                     progress(f"  trial #{early.number} clears the bar by far: verifying it now, then the search goes on")
                     verified.add(*verify_each([early], facts.baseline, config, measure, False, progress,
@@ -566,28 +566,28 @@ def textbook_params(facts: "SessionFacts") -> list[dict]:
     """Each chosen recipe at its textbook setting, on top of the baseline: the first trials after
     it, those that fix the most severe bottleneck first; then a recipe that unmasks a bottleneck
     together with each recipe for it (vectorised code with each read-side fix)."""
-    base = {key: facts.baseline[key] for key in facts.space}
-
-    def textbook(*names: str) -> dict:
-        return {**base, **{k: v for name in names for k, v in by_name(name).textbook(facts.context).items() if k in facts.space}}
-
-    ordered = list(textbook_singles(facts))
-    pairs = [(name, other) for name in ordered for other in ordered
+    singles = textbook_singles(facts)
+    pairs = [(name, other) for name in singles for other in singles
              if other != name and set(by_name(name).unmasks) & set(by_name(other).targets)]
+    base = textbook_plan(facts)
     plans = []
-    for params in [textbook(name) for name in ordered] + [textbook(*pair) for pair in pairs]:
+    for params in [*singles.values()] + [textbook_plan(facts, *pair) for pair in pairs]:
         if params != base and params not in plans:
             plans.append(params)
     return plans
 
 
 def textbook_singles(facts: "SessionFacts") -> dict[str, dict]:
-    """Each chosen recipe's textbook setting alone on the baseline (the space's keys), by recipe,
-    the most severe bottleneck's first."""
-    base = {key: facts.baseline[key] for key in facts.space}
+    """Each chosen recipe's textbook setting alone on the baseline, by recipe, the most severe
+    bottleneck's first."""
     ordered = sorted(facts.chosen, key=lambda name: severity_rank(by_name(name), facts.context))
-    return {name: {**base, **{k: v for k, v in by_name(name).textbook(facts.context).items() if k in facts.space}}
-            for name in ordered}
+    return {name: textbook_plan(facts, name) for name in ordered}
+
+
+def textbook_plan(facts: "SessionFacts", *names: str) -> dict:
+    """The baseline's settings of the space's keys, with the named recipes' textbook settings."""
+    base = {key: facts.baseline[key] for key in facts.space}
+    return {**base, **{k: v for name in names for k, v in by_name(name).textbook(facts.context).items() if k in facts.space}}
 
 
 def stacked_winners(trials: list[search.TrialResult], singles: dict[str, dict], baseline: dict,
@@ -792,8 +792,8 @@ def still_to_verify(candidates: list[search.TrialResult], trials: list[search.Tr
     if best is not None:
         fix_rate = max([t.samples_per_s for t in trials if t.number == best] + [verified.best_rate])
         kept = []
-        for trial in sorted(fresh, key=lambda t: t.samples_per_s, reverse=True):
-            margin = EARLY_MARGIN if kept or passed_over else SECOND_LOOK_MARGIN
+        for place, trial in enumerate(sorted(fresh, key=lambda t: t.samples_per_s, reverse=True)):
+            margin = SECOND_LOOK_MARGIN if place == 0 else EARLY_MARGIN
             ratio = trial.samples_per_s / fix_rate if fix_rate > 0 else math.inf
             if ratio >= margin:
                 kept.append(trial)
