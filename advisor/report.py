@@ -271,6 +271,10 @@ def render_recommendations(payload: dict) -> str:
                 budget = payload.get("max_memory_mb")
                 if payload.get("memory_fix") and budget and share.get("peak_without_mb", 0) > budget:
                     verdict = f"; without it the peak is {share['peak_without_mb']:,.0f} MB, over the budget"
+                elif high < 1.0:
+                    lines.append(f"     {recipe} slows it: {1 / share['factor']:.2f}x faster without it "
+                                 f"({1 / high:.2f}-{1 / low:.2f}x)")
+                    continue
                 else:
                     verdict = "" if share["shown"] else ": not shown to help; the plan may drop it"
                 lines.append(f"     {recipe} adds {share['factor']:.2f}x ({low:.2f}-{high:.2f}x){verdict}")

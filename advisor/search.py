@@ -662,6 +662,26 @@ def pruned_trials(study: optuna.Study) -> tuple[tuple[int, dict, str], ...]:
                  for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
 
 
+RECORDED_ATTR = "recorded"  # a trial measured outside the search, and where
+
+
+def record_trial(study: optuna.Study, space: dict[str, Param], plan: dict, run: Measurement,
+                 max_memory_mb: Optional[float], where: str) -> TrialResult:
+    """Keeps a run measured outside the search (a plan verification came upon) as a finished
+    trial of the study, so that it has a number, counts as a plan measured, and the sampler
+    learns from it. The plan must be one the study has no trial of (`taken_plans`)."""
+    distributions = {key: optuna.distributions.IntDistribution(param.low, param.high, log=param.log)
+                     if isinstance(param, IntRange) else optuna.distributions.CategoricalDistribution(list(param.options))
+                     for key, param in space.items()}
+    feasible = is_feasible(run, max_memory_mb)
+    frozen = optuna.trial.create_trial(
+        value=run.samples_per_s if run.ok else 0.0, params={key: plan[key] for key in space}, distributions=distributions,
+        user_attrs={PLAN_ATTR: plan, MEASUREMENT_ATTR: run.to_dict(), RECORDED_ATTR: where},
+        constraints={CONSTRAINT: 0.0 if feasible else 1.0})
+    trial_id = study._storage.create_new_trial(study._study_id, template_trial=frozen)  # its number: add_trial keeps it
+    return TrialResult(study._storage.get_trial_number_from_id(trial_id), plan, run, feasible)
+
+
 def finished_trials(study: optuna.Study, pruned: bool = False) -> list[TrialResult]:
     """The trials measured whole; with `pruned`, those stopped midway too (never feasible: they
     count as trials that found nothing faster)."""

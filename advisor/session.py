@@ -370,8 +370,29 @@ def optimize(
             canonical=effective, stop_reason=stop_reason, prune=prunable(config, facts.baseline),
         )
         trials = search.finished_trials(study)
-    result = conclude(config, facts, diagnoses, trials, measure, progress, started, hooks, verified)
-    return dataclasses.replace(result, pruned=search.pruned_trials(study) if study is not None else ())
+    record = trial_recorder(study, facts, config, hooks) if study is not None else None
+    result = conclude(config, facts, diagnoses, trials, measure, progress, started, hooks, verified, record)
+    if study is None:
+        return result
+    return dataclasses.replace(result, pruned=search.pruned_trials(study), trials=search.finished_trials(study))
+
+
+def trial_recorder(study, facts: "SessionFacts", config: AdvisorConfig,
+                   hooks: Hooks) -> Callable[[dict, Measurement], search.TrialResult]:
+    """Keeps a run of a plan found after the search as a trial of the study (logged as each
+    trial is); a plan the study has a trial of already is answered with that trial."""
+
+    def record(plan: dict, run: Measurement) -> search.TrialResult:
+        key = search.plan_identity(plan, effective)
+        same = [t for t in search.finished_trials(study, pruned=True) if search.plan_identity(t.plan, effective) == key]
+        if same:
+            return same[0]
+        trial = search.record_trial(study, facts.space, plan, run, config.constraints.max_memory_mb,
+                                    "run without a recipe that slowed #1, in its leave-one-out rounds")
+        hooks.trial(trial.number, plan, run.to_dict(), trial.feasible, None, None)
+        return trial
+
+    return record
 
 
 def baseline_trial_is_diagnosed(config: AdvisorConfig, evidence: Evidence) -> bool:
@@ -653,10 +674,12 @@ def check_same_workload(config: AdvisorConfig, attrs: dict) -> None:
 
 
 def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks: Hooks = Hooks(),
-             verified: Optional[Verified] = None) -> SessionResult:
+             verified: Optional[Verified] = None,
+             record: Optional[Callable[[dict, Measurement], search.TrialResult]] = None) -> SessionResult:
     """From the trials to ranked, verified recommendations. `verified` holds the verdicts the
     search already reached: those candidates are not measured again, nor those whose trial was
-    not clearly faster than a fix already verified (they cannot plausibly beat it)."""
+    not clearly faster than a fix already verified (they cannot plausibly beat it). `record`
+    keeps a run of a plan found after the search as a trial of the study (`without_what_slows`)."""
     verified = verified or Verified(started, progress, hooks)
     baseline, max_memory = facts.baseline, config.constraints.max_memory_mb
     base_trial = next((t for t in trials if t.number == 0), None)
@@ -676,14 +699,26 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
     candidates, screened = confirm_beside_fix(candidates, verified, trials, measure, baseline, progress)
     rejected += screened
     baseline_latency = latency_of([base_run])
-    if candidates:
-        input_bound = bool(diagnoses) and diagnoses[0].bottleneck.startswith("input")
-        verified.add(*verify_each(
+    input_bound = bool(diagnoses) and diagnoses[0].bottleneck.startswith("input")
+    with_ideal = input_bound and bool(facts.evidence.derived.get("ideal_samples_per_s"))
+
+    def verify(candidates: list[search.TrialResult]) -> list[Recommendation]:
+        recommendations, baseline_runs, rejections = verify_each(
             candidates, baseline, config, measure, memory_fix, progress, verified.heard, facts.context,
-            reference_plan=reference.plan, with_ideal=input_bound and bool(facts.evidence.derived.get("ideal_samples_per_s")),
-        ))
-    recommendations = finish_ranking(verified.recommendations, baseline, measure, config.search.pairs, progress)
-    rejected = rejected + verified.rejections + passed_over
+            reference_plan=reference.plan, with_ideal=with_ideal)
+        verified.add(recommendations, baseline_runs, rejections)
+        return recommendations
+
+    if candidates:
+        verify(candidates)
+    pairs = config.search.pairs
+    recommendations, left_out = finish_ranking(verified.recommendations, baseline, measure, pairs, progress)
+    if record is not None:
+        recommendations = without_what_slows(
+            recommendations, left_out, verify, record, max_memory,
+            lambda ranked: with_shares(ranked, baseline, measure, pairs, progress), progress)
+    advised = {r.trial for r in recommendations}  # a trial passed over, then verified without #1's slowing recipe
+    rejected = [r for r in rejected + verified.rejections + passed_over if r.trial not in advised]
     baseline_breakdown = step_breakdown(verified.baseline_runs or [facts.evidence.full])
     if verified.baseline_runs:
         baseline_latency = latency_of(verified.baseline_runs)
@@ -914,15 +949,62 @@ def verify_each(
 
 
 def finish_ranking(recommendations: list[Recommendation], baseline: dict, measure, pairs: int,
-                   progress: Progress) -> list[Recommendation]:
-    """Ranks the recommendations; when the winner combines recipes, measures it again beside
-    itself without each one, to give each recipe's share."""
-    ranked = [dataclasses.replace(r, rank=index) for index, r in enumerate(rank(recommendations), start=1)]
-    if ranked and len(ranked[0].recipes) > 1:
-        ranked[0] = dataclasses.replace(
-            ranked[0], contributions=leave_one_out(ranked[0], baseline, measure, pairs, progress)
-        )
+                   progress: Progress) -> tuple[list[Recommendation], dict]:
+    """Ranks the recommendations, and gives #1 its recipes' shares (`with_shares`)."""
+    return with_shares(renumbered(rank(recommendations)), baseline, measure, pairs, progress)
+
+
+def with_shares(ranked: list[Recommendation], baseline: dict, measure, pairs: int,
+                progress: Progress) -> tuple[list[Recommendation], dict]:
+    """When #1 combines recipes and its shares are not measured yet, measures it again beside
+    itself without each one, to give each recipe's share. Returns the ranking and, by recipe,
+    the plan without it with its runs ({} when nothing was measured)."""
+    if not ranked or len(ranked[0].recipes) < 2 or ranked[0].contributions:
+        return ranked, {}
+    shares, left_out = leave_one_out(ranked[0], baseline, measure, pairs, progress)
+    return [dataclasses.replace(ranked[0], contributions=shares), *ranked[1:]], left_out
+
+
+def slowing_recipe(top: Recommendation, max_memory_mb: Optional[float]) -> Optional[str]:
+    """The recipe #1 runs clearly fastest without (its share's interval wholly under 1x), among
+    those it does not need to keep within the memory budget; None when none slows it. A pure function."""
+    slowing = {recipe: share["factor"] for recipe, share in top.contributions.items()
+               if not share.get("needed_for_budget") and share["interval"][1] < 1.0
+               and not (max_memory_mb is not None and share.get("peak_without_mb", 0.0) > max_memory_mb)}
+    return min(slowing, key=slowing.get) if slowing else None
+
+
+def without_what_slows(ranked: list[Recommendation], left_out: dict, verify: Callable[[list], list[Recommendation]],
+                       record: Callable[[dict, Measurement], search.TrialResult], max_memory_mb: Optional[float],
+                       shares: Callable[[list], tuple[list, dict]], progress: Progress) -> list[Recommendation]:
+    """When #1 runs clearly faster without one of its recipes, that plan is the advice: kept as
+    a trial (its first run in the leave-one-out rounds; a trial of the same plan, where the
+    study has one), verified against the baseline as every candidate is, and ranked first when
+    verified, since its rounds beside #1 already showed it the faster. Then its own shares are
+    measured, and so on, once per recipe of the first #1 at most. `verify` gives the candidates'
+    recommendations; `shares` is `with_shares` for a ranking."""
+    for _ in range(len(ranked[0].recipes) if ranked else 0):
+        top = ranked[0]
+        recipe = slowing_recipe(top, max_memory_mb)
+        plan, runs = left_out.get(recipe, ({}, []))
+        measured = next((run for run in runs if run.ok), None)
+        if measured is None:
+            break
+        trial = record(plan, measured)
+        if trial.number in {r.trial for r in ranked}:
+            break
+        factor, (low, high) = top.contributions[recipe]["factor"], top.contributions[recipe]["interval"]
+        progress(f"#1 runs {1 / factor:.2f}x faster without {recipe} ({1 / high:.2f}-{1 / low:.2f}x, "
+                 f"beside it in the same rounds): verifying it without {recipe}, as trial #{trial.number}")
+        found = verify([trial])
+        if not found or not found[0].verified:
+            return renumbered(ranked + found)
+        ranked, left_out = shares(renumbered([found[0], *ranked]))
     return ranked
+
+
+def renumbered(ranked: list[Recommendation]) -> list[Recommendation]:
+    return [dataclasses.replace(r, rank=index) for index, r in enumerate(ranked, start=1)]
 
 
 def without_recipe(plan: dict, baseline: dict, recipe: str) -> dict:
@@ -937,8 +1019,9 @@ def without_recipe(plan: dict, baseline: dict, recipe: str) -> dict:
     return changed
 
 
-def leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, progress: Progress) -> dict:
-    """Each recipe's factor: the plan against itself without that recipe, paired round by round."""
+def leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, progress: Progress) -> tuple[dict, dict]:
+    """Each recipe's factor: the plan against itself without that recipe, paired round by round.
+    Returns the shares, and by recipe the plan without it with its runs."""
     without = {recipe: without_recipe(top.plan, baseline, recipe) for recipe in top.recipes}
     progress(f"measuring each recipe's share of #1 by leaving it out, {pairs} rounds:")
     rounds = interleave(top.plan, {f"without {recipe}": plan for recipe, plan in without.items()}, measure, pairs,
@@ -953,7 +1036,7 @@ def leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, prog
             peaks = [r.peak_memory_mb for r in rounds.candidates[f"without {recipe}"] if r.ok]
             shares[recipe] = {"factor": factor, "interval": (low, high), "shown": low > 1.0,
                               "peak_without_mb": max(peaks, default=0.0)}
-    return shares
+    return shares, {recipe: (plan, rounds.candidates[f"without {recipe}"]) for recipe, plan in without.items()}
 
 
 def rank(recommendations: list[Recommendation]) -> list[Recommendation]:

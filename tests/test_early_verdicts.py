@@ -2,6 +2,9 @@
 stops once a verified fix is not beaten for a while, and the end verifies only what could beat
 it. The pieces are pure functions of trials and verdicts, tested here on made-up numbers."""
 
+import dataclasses
+import math
+
 from advisor.config import load_config
 from advisor.measure import Measurement
 from advisor.search import TrialResult
@@ -154,6 +157,18 @@ def test_the_report_says_a_busy_machine_verified_nothing_not_that_nothing_clears
     assert "nothing clears the bar" in quiet and "busy" not in quiet
 
 
+def test_the_report_says_which_recipe_slows_the_winner():
+    from advisor.report import render_recommendations
+
+    rec = dataclasses.replace(recommended(4, {}, 1.5, amp=(1.4, 1.2, 1.6), compile=(0.9, 0.8, 1.02), threads=(0.7, 0.6, 0.8)),
+                              rank=1).to_dict()
+    text = render_recommendations({"baseline": {"samples_per_s": 100.0}, "unit": "samples/s", "recommendations": [rec],
+                                   "rejected": [], "min_speedup": 1.05, "trials": [{"number": 4}], "pruned": []})
+    assert "amp adds 1.40x (1.20-1.60x)\n" in text
+    assert "compile adds 0.90x (0.80-1.02x): not shown to help; the plan may drop it" in text
+    assert "threads slows it: 1.43x faster without it (1.25-1.67x)" in text
+
+
 def test_leaving_a_recipe_out_restores_only_the_keys_the_baseline_has():
     """The threads recipe also has a service's inter-op key, which a training baseline lacks:
     leaving threads out of a training winner must not look it up (it crashed the session)."""
@@ -249,3 +264,84 @@ def test_the_diagnosis_full_run_is_the_baseline_trial_when_measured_alike(tmp_pa
     assert first.samples_per_s == 100.0 and first.plan == BASELINE, "the diagnosis's run, as the baseline's trial"
     assert measure(dict(BASELINE)).samples_per_s == 90.0, "only once: later calls measure"
     assert measured == [other, BASELINE]
+
+
+def recommended(trial_number: int, plan: dict, speedup: float, verified: bool = True, **shares) -> Recommendation:
+    """A recommendation whose recipes are `shares`' keys, each (factor, low, high) of #1 over itself without it."""
+    return Recommendation(
+        rank=0, recipes=tuple(shares) or ("amp",), plan=plan, changes={}, speedup=speedup, interval=(speedup * 0.9, speedup * 1.1),
+        verified=verified, reason="", numerics={}, peak_memory_mb=100.0, snippet="", trial=trial_number, samples_per_s=speedup * 100,
+        contributions={name: {"factor": f, "interval": (low, high), "shown": low > 1.0, "peak_without_mb": 100.0}
+                       for name, (f, low, high) in shares.items()})
+
+
+def test_the_recipe_that_slows_the_winner_is_the_one_it_runs_clearly_fastest_without():
+    from advisor.session import slowing_recipe
+
+    top = recommended(4, {}, 1.5, amp=(1.4, 1.2, 1.6), threads=(0.7, 0.6, 0.8), compile=(0.9, 0.8, 0.98))
+    assert slowing_recipe(top, None) == "threads", "0.7x: 1.43x faster without it, more than without compile"
+    assert slowing_recipe(recommended(4, {}, 1.5, amp=(1.4, 1.2, 1.6), compile=(0.9, 0.8, 1.02)), None) is None, \
+        "an interval that reaches 1x does not show the recipe slows it"
+    assert slowing_recipe(top, max_memory_mb=90.0) is None, "without either, the peak (100 MB) breaks the 90 MB budget"
+    needed = dataclasses.replace(top, contributions={**top.contributions, "threads": {"needed_for_budget": True, "factor": math.inf,
+                                                                                       "interval": (math.inf, math.inf)}})
+    assert slowing_recipe(needed, None) == "compile", "a recipe the budget needs is never dropped"
+
+
+def test_the_winner_without_what_slows_it_is_verified_and_leads():
+    """#4 (amp + threads) runs 1.43x faster without threads in its leave-one-out rounds: that
+    plan is kept as a trial, verified, and leads; its own shares show nothing slows it, so it stays."""
+    from advisor.session import without_what_slows
+
+    plan_4, plan_7 = {"amp": 1, "threads": 1}, {"amp": 1, "threads": 0}
+    first = recommended(4, plan_4, 1.5, amp=(1.4, 1.2, 1.6), threads=(0.7, 0.6, 0.8))
+    other = dataclasses.replace(recommended(2, {"amp": 0, "threads": 1}, 1.1), rank=2)
+    left_out = {"threads": (plan_7, [run(0.0, ok=False), run(210.0)]), "amp": ({"amp": 0, "threads": 1}, [run(100.0)])}
+    kept, asked, lines = [], [], []
+
+    def record(plan, measured):
+        kept.append((plan, measured.samples_per_s))
+        return TrialResult(7, plan, measured, True)
+
+    def verify(candidates):
+        asked.append([t.number for t in candidates])
+        return [recommended(7, candidates[0].plan, 2.1, amp=(1.5, 1.3, 1.7))]
+
+    def shares(ranked):
+        return ranked, {}  # #7's shares come with it here: amp helps
+
+    ranked = without_what_slows([first, other], left_out, verify, record, None, shares, lines.append)
+    assert kept == [(plan_7, 210.0)], "its first run that finished, from the leave-one-out rounds"
+    assert asked == [[7]] and [r.trial for r in ranked] == [7, 4, 2] and [r.rank for r in ranked] == [1, 2, 3]
+    assert "#1 runs 1.43x faster without threads (1.25-1.67x" in lines[0] and "trial #7" in lines[0]
+
+    def unverified(candidates):
+        return [dataclasses.replace(recommended(7, candidates[0].plan, 1.2), verified=False)]
+
+    ranked = without_what_slows([first, other], left_out, unverified, record, None, shares, lines.append)
+    assert [(r.trial, r.rank) for r in ranked] == [(4, 1), (2, 2), (7, 3)], "not verified: listed after, #4 stays first"
+    already = without_what_slows([first, other], left_out, verify, lambda plan, measured: TrialResult(2, plan, measured, True),
+                                 None, shares, lines.append)
+    assert [r.trial for r in already] == [4, 2], "the plan's trial is a recommendation already: nothing to verify"
+    assert without_what_slows([other], {}, verify, record, None, shares, lines.append) == [other], "nothing slows #1"
+
+
+def test_a_run_measured_after_the_search_is_kept_as_a_trial_the_sampler_learns_from():
+    from advisor import search
+    from recipes import Choice, IntRange
+
+    space = {"dataloader.num_workers": IntRange(0, 4), "dataloader.persistent_workers": Choice((False, True))}
+    study = search.random_study({"dataloader.num_workers": 0, "dataloader.persistent_workers": False})
+    plan = {**BASELINE, "dataloader.num_workers": 3, "dataloader.persistent_workers": True}
+    kept = search.record_trial(study, space, plan, run(321.0), None, "beside #1")
+    assert kept.number == 1 and kept.feasible and kept.samples_per_s == 321.0, "after the waiting baseline (#0)"
+    again = search.finished_trials(study)
+    assert [(t.number, t.plan, t.samples_per_s) for t in again] == [(1, plan, 321.0)]
+    assert search.plan_identity(plan) in search.taken_plans(study, BASELINE, lambda p: p), "counted as measured"
+    assert study.trials[1].user_attrs[search.RECORDED_ATTR] == "beside #1"
+    over = search.record_trial(study, space, {**plan, "dataloader.num_workers": 4},
+                               dataclasses.replace(run(500.0), peak_memory_mb=80.0), 50.0, "beside #1")
+    assert not over.feasible and search.finished_trials(study)[1].feasible is False, "80 MB over the 50 MB budget: infeasible"
+    study.sampler = search.optuna.samplers.TPESampler(n_startup_trials=1, seed=0)
+    asked = [search.suggest(study.ask(), space) for _ in range(3)]  # the queued baseline, then TPE's picks
+    assert all(set(params) == set(space) for params in asked), "its distributions are the space's: TPE samples on"
