@@ -675,11 +675,13 @@ def check_same_workload(config: AdvisorConfig, attrs: dict) -> None:
 
 def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks: Hooks = Hooks(),
              verified: Optional[Verified] = None,
-             record: Optional[Callable[[dict, Measurement], search.TrialResult]] = None) -> SessionResult:
+             record: Optional[Callable[[dict, Measurement], search.TrialResult]] = None,
+             measure_reference: Optional[Callable[[dict], Measurement]] = None) -> SessionResult:
     """From the trials to ranked, verified recommendations. `verified` holds the verdicts the
     search already reached: those candidates are not measured again, nor those whose trial was
     not clearly faster than a fix already verified (they cannot plausibly beat it). `record`
-    keeps a run of a plan found after the search as a trial of the study (`without_what_slows`)."""
+    keeps a run of a plan found after the search as a trial of the study (`without_what_slows`).
+    `measure_reference` measures the baseline as the user runs it (default: uncapped)."""
     verified = verified or Verified(started, progress, hooks)
     baseline, max_memory = facts.baseline, config.constraints.max_memory_mb
     base_trial = next((t for t in trials if t.number == 0), None)
@@ -688,7 +690,7 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
     uncapped, broken = None, broken_constraint(base_run, max_memory)
     if broken:
         progress(f"the baseline breaks {broken}: running it once without it, as the reference ...")
-        uncapped = measure_with(config, capped=False)(baseline)
+        uncapped = (measure_reference or measure_with(config, capped=False))(baseline)
     reference, reference_note = numerics_reference(base_run, uncapped, trials, baseline, broken or "the memory budget")
     if memory_fix:
         progress(f"the baseline does not fit ({base_run.reason or f'peak {base_run.peak_memory_mb:,.0f} MB'}); "
@@ -705,7 +707,7 @@ def conclude(config, facts, diagnoses, trials, measure, progress, started, hooks
     def verify(candidates: list[search.TrialResult]) -> list[Recommendation]:
         recommendations, baseline_runs, rejections = verify_each(
             candidates, baseline, config, measure, memory_fix, progress, verified.heard, facts.context,
-            reference_plan=reference.plan, with_ideal=with_ideal)
+            reference_plan=reference.plan, with_ideal=with_ideal, measure_reference=measure_reference)
         verified.add(recommendations, baseline_runs, rejections)
         return recommendations
 
@@ -879,12 +881,14 @@ def verify_each(
     context: Optional[Context] = None,
     reference_plan: Optional[dict] = None,
     with_ideal: bool = False,
+    measure_reference: Optional[Callable[[dict], Measurement]] = None,
 ) -> tuple[list[Recommendation], list[Measurement], list[Rejection]]:
     """Re-measures the candidates interleaved with the reference (the baseline, run as the user
     runs it: without the memory budget the candidates must keep): FIRST_LOOK rounds when every
     speed verdict is then settled, else `search.pairs` (each look at LOOK_CONFIDENCE).
     `with_ideal` adds the baseline fed one reused batch to every round: the ideal an input fix
     can reach, measured beside it, so the share of the gap a fix recovers compares like with like.
+    `measure_reference` measures the reference (default: the job as the user runs it, uncapped).
 
     Returns the recommendations (unranked), the reference's runs and the rejections."""
     plans = {f"#{t.number}": t for t in candidates}
@@ -910,7 +914,7 @@ def verify_each(
              f"{FIRST_LOOK} rounds, {pairs} unless every verdict is clear by then:")
     verify_started = time.time()
     rounds = interleave(reference_plan, arms, measure, pairs, progress,
-                        measure_reference=measure_with(config, capped=False), enough=enough)
+                        measure_reference=measure_reference or measure_with(config, capped=False), enough=enough)
     verify_finished = time.time()
     ideal_ratios = rounds.ratios("ideal") if with_ideal else []
     ideal_speedup = paired_interval(ideal_ratios)[0] if ideal_ratios else None

@@ -345,3 +345,40 @@ def test_a_run_measured_after_the_search_is_kept_as_a_trial_the_sampler_learns_f
     study.sampler = search.optuna.samplers.TPESampler(n_startup_trials=1, seed=0)
     asked = [search.suggest(study.ask(), space) for _ in range(3)]  # the queued baseline, then TPE's picks
     assert all(set(params) == set(space) for params in asked), "its distributions are the space's: TPE samples on"
+
+
+def test_a_session_ends_on_the_winner_without_the_recipe_that_slowed_it(tmp_path):
+    """The whole end of a session on a real study, with a made-up measure: bf16 doubles the
+    rate, one thread takes 30% off. The search's winner has both; leaving threads out of it
+    runs faster, so that plan becomes trial #2, is verified and leads, and #1 stays below it."""
+    import json
+    import time
+
+    from advisor import search
+    from advisor.evidence import Evidence
+    from advisor.session import Hooks, conclude, effective, plan_session, trial_recorder
+    from conftest import FIXTURES, merged
+
+    config = load_config(write_config(tmp_path, merged(TINY, {"search": {"recipes": ["threads", "amp"], "trials": 2}})))
+    facts = plan_session(config, Evidence.from_dict(json.loads((FIXTURES / "evidence" / "compute_bound.json").read_text())))
+    both = {"threads.intra_op": 1, "amp.dtype": "bfloat16"}
+    study = search.create_study(config, facts.space, {k: facts.baseline[k] for k in facts.space}, facts.to_attrs(),
+                                [both], canonical=effective)
+    jitter = iter([1.0, 1.03, 0.98, 1.01, 0.99] * 40)
+
+    def measure(plan, **options):
+        rate = 100.0 * (2.0 if plan["amp.dtype"] else 1.0) * (0.7 if plan["threads.intra_op"] == 1 else 1.0)
+        return dataclasses.replace(run(rate * next(jitter)), plan=plan)
+
+    search.run_trials(study, facts.space, facts.baseline, measure, 2, math.inf, None, canonical=effective)
+    lines = []
+    result = conclude(config, facts, [], search.finished_trials(study), measure, lines.append, time.time(),
+                      record=trial_recorder(study, facts, config, Hooks()), measure_reference=measure)
+    first, second = result.recommendations[:2]
+    assert (first.trial, first.recipes, first.verified) == (2, ("amp",), True), [r.trial for r in result.recommendations]
+    assert first.speedup > 1.9 and second.trial == 1 and 1.3 < second.speedup < 1.5
+    assert 0.65 < second.contributions["threads"]["factor"] < 0.75 and second.contributions["threads"]["interval"][1] < 1.0
+    assert any("#1 runs 1.4" in line and "faster without threads" in line and "trial #2" in line for line in lines), lines
+    kept = [t for t in study.trials if t.number == 2][0]
+    assert kept.user_attrs[search.RECORDED_ATTR] and kept.params == {"threads.intra_op": 2, "amp.dtype": "bfloat16"}
+    assert len({search.plan_identity(t.plan, effective) for t in search.finished_trials(study)}) == 3, "no plan twice"
