@@ -248,6 +248,8 @@ def render_recommendations(payload: dict) -> str:
                 f"{low:.2f}-{high:.2f}x{'':<4}{status:<10}{numerics_text:<10}{rec['peak_memory_mb']:>8,.0f}"
             )
             lines.append(f"     {', '.join(f'{k}={v}' for k, v in rec['changes'].items())}")
+            if rec.get("leads_because"):
+                lines.append(f"     {rec['leads_because']}")
             if rec.get("latency_ms"):
                 lines.append(f"     latency {latency_text(rec['latency_ms'])}")
             lines += rewrite_lines(rec, payload)

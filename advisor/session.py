@@ -83,6 +83,7 @@ class Recommendation:
     ideal_speedup: Optional[float] = None  # input-bound jobs: the ideal over the baseline, in the same rounds
     gap_recovered: Optional[float] = None  # the share of the gap to that ideal the fix recovers
     latency_ms: dict = field(default_factory=dict)  # inference: p50, p95, p99 and cold start over its verification runs
+    leads_because: str = ""  # why it leads a fix with a higher speedup: that fix, measured beside it, ran slower
     mlflow_run_id: Optional[str] = None
 
     def to_dict(self) -> dict:
@@ -998,12 +999,13 @@ def without_what_slows(ranked: list[Recommendation], left_out: dict, verify: Cal
         if trial.number in {r.trial for r in ranked}:
             break
         factor, (low, high) = top.contributions[recipe]["factor"], top.contributions[recipe]["interval"]
-        progress(f"#1 runs {1 / factor:.2f}x faster without {recipe} ({1 / high:.2f}-{1 / low:.2f}x, "
-                 f"beside it in the same rounds): verifying it without {recipe}, as trial #{trial.number}")
+        faster = f"{1 / factor:.2f}x faster without {recipe} ({1 / high:.2f}-{1 / low:.2f}x, beside it in the same rounds)"
+        progress(f"#1 runs {faster}: verifying it without {recipe}, as trial #{trial.number}")
         found = verify([trial])
         if not found or not found[0].verified:
             return renumbered(ranked + found)
-        ranked, left_out = shares(renumbered([found[0], *ranked]))
+        lead = dataclasses.replace(found[0], leads_because=f"leads: trial #{top.trial}, {'+'.join(top.recipes)}, ran {faster}")
+        ranked, left_out = shares(renumbered([lead, *ranked]))
     return ranked
 
 

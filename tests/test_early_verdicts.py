@@ -167,6 +167,10 @@ def test_the_report_says_which_recipe_slows_the_winner():
     assert "amp adds 1.40x (1.20-1.60x)\n" in text
     assert "compile adds 0.90x (0.80-1.02x): not shown to help; the plan may drop it" in text
     assert "threads slows it: 1.43x faster without it (1.25-1.67x)" in text
+    led = render_recommendations({"baseline": {"samples_per_s": 100.0}, "unit": "samples/s", "min_speedup": 1.05,
+                                  "recommendations": [{**rec, "leads_because": "leads: trial #4, amp+threads, ran 1.43x faster"}],
+                                  "rejected": [], "trials": [{"number": 4}], "pruned": []})
+    assert "     leads: trial #4, amp+threads, ran 1.43x faster\n" in led and "leads:" not in text
 
 
 def test_leaving_a_recipe_out_restores_only_the_keys_the_baseline_has():
@@ -313,6 +317,8 @@ def test_the_winner_without_what_slows_it_is_verified_and_leads():
     ranked = without_what_slows([first, other], left_out, verify, record, None, shares, lines.append)
     assert kept == [(plan_7, 210.0)], "its first run that finished, from the leave-one-out rounds"
     assert asked == [[7]] and [r.trial for r in ranked] == [7, 4, 2] and [r.rank for r in ranked] == [1, 2, 3]
+    assert ranked[0].leads_because == ("leads: trial #4, amp+threads, ran 1.43x faster without threads "
+                                       "(1.25-1.67x, beside it in the same rounds)")
     assert "#1 runs 1.43x faster without threads (1.25-1.67x" in lines[0] and "trial #7" in lines[0]
 
     def unverified(candidates):
@@ -320,6 +326,7 @@ def test_the_winner_without_what_slows_it_is_verified_and_leads():
 
     ranked = without_what_slows([first, other], left_out, unverified, record, None, shares, lines.append)
     assert [(r.trial, r.rank) for r in ranked] == [(4, 1), (2, 2), (7, 3)], "not verified: listed after, #4 stays first"
+    assert ranked[2].leads_because == ""
     already = without_what_slows([first, other], left_out, verify, lambda plan, measured: TrialResult(2, plan, measured, True),
                                  None, shares, lines.append)
     assert [r.trial for r in already] == [4, 2], "the plan's trial is a recommendation already: nothing to verify"
