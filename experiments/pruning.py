@@ -16,6 +16,7 @@ another rule than the pruner's (PRUNE_SHARE, PRUNE_FROM_PERCENT, PRUNE_EARLY, PR
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import random
 from pathlib import Path
@@ -25,7 +26,7 @@ import optuna
 from advisor import search
 from advisor.config import load_config
 from advisor.evidence import collect_evidence
-from advisor.session import effective, measure_with, plan_session, prunable
+from advisor.session import effective, measure_with, plan_session, prunable, textbook_params
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCES = ("shard_open", "memory_budget", "text_step", "fetch_stall", "quickstart", "prep_stall", "overhead",
@@ -49,13 +50,32 @@ def plans_to_measure(space: dict, baseline: dict, count: int, seed: int) -> list
     return plans
 
 
+def session_pass(config, facts, count: int, seed: int) -> list[optuna.trial.FrozenTrial]:
+    """The trials a session proposes, in its order, measured whole: the baseline, each recipe's
+    textbook setting, then TPE (the session's sampler, seeded), until `count` distinct plans."""
+    sampler = search.make_sampler(dataclasses.replace(config, measure=dataclasses.replace(config.measure, seed=seed)))
+    study = optuna.create_study(direction="maximize", sampler=sampler)
+    for params in search.unique([{key: facts.baseline[key] for key in facts.space}, *textbook_params(facts)],
+                                lambda params: effective({**facts.baseline, **params})):
+        study.enqueue_trial(params)
+    search.run_trials(study, facts.space, facts.baseline, measure_with(config), count, math.inf,
+                      config.constraints.max_memory_mb, progress=print, canonical=effective)
+    return measured(study.trials)
+
+
+def measured(trials) -> list[optuna.trial.FrozenTrial]:
+    """The trials that ran, in order (not those queued and never asked, nor those skipped as measured already)."""
+    ran = (optuna.trial.TrialState.COMPLETE, optuna.trial.TrialState.PRUNED, optuna.trial.TrialState.FAIL)
+    return [t for t in trials if t.state in ran and not t.user_attrs.get(search.SKIPPED_ATTR)]
+
+
 def one_pass(config, space: dict, baseline: dict, plans: list[dict], prune) -> list[optuna.trial.FrozenTrial]:
     study = optuna.create_study(direction="maximize")
     for params in plans:
         study.enqueue_trial(params)
     search.run_trials(study, space, baseline, measure_with(config), len(plans), math.inf,
                       config.constraints.max_memory_mb, progress=print, canonical=effective, prune=prune)
-    return study.trials
+    return measured(study.trials)
 
 
 def trial_seconds(trial) -> float:
@@ -71,9 +91,9 @@ def seconds(trials) -> float:
 def saved_share(off, on) -> float:
     """The trial time pruning saved, as a share of the pass without it: each plan pruned in
     `on`, its whole trial in `off` less its pruned trial (both passes ran the same plans in the
-    same order, so trial numbers match)."""
-    whole = {t.number: trial_seconds(t) for t in off}
-    saved = sum(whole[t.number] - trial_seconds(t) for t in on if t.state == optuna.trial.TrialState.PRUNED)
+    same order, so the n-th trial that ran in one is the n-th in the other)."""
+    saved = sum(trial_seconds(whole) - trial_seconds(cut) for whole, cut in zip(measured(off), measured(on))
+                if cut.state == optuna.trial.TrialState.PRUNED)
     return saved / seconds(off)
 
 
@@ -83,12 +103,17 @@ def winner(trials) -> tuple[str, float]:
     return search.plan_identity(best.params), best.value
 
 
-def compare(name: str, plans: int, seed: int) -> str:
+def compare(name: str, plans: int, seed: int, order: str = "random") -> str:
     config = load_config(ROOT / "configs" / f"{name}.yaml")
     facts = plan_session(config, collect_evidence(config))
-    chosen = plans_to_measure(facts.space, facts.baseline, plans, seed)
-    print(f"{name}: {len(chosen)} plans of {', '.join(facts.chosen)}")
-    off = one_pass(config, facts.space, facts.baseline, chosen, prune=lambda plan: False)
+    if order == "session":  # the pass off is the session's own search; the pass on replays its plans
+        off = session_pass(config, facts, plans + 1, seed)
+        chosen = [{key: t.user_attrs[search.PLAN_ATTR][key] for key in facts.space} for t in off]
+        print(f"{name}: {len(chosen)} plans of {', '.join(facts.chosen)}, in a session's order")
+    else:
+        chosen = plans_to_measure(facts.space, facts.baseline, plans, seed)
+        print(f"{name}: {len(chosen)} plans of {', '.join(facts.chosen)}")
+        off = one_pass(config, facts.space, facts.baseline, chosen, prune=lambda plan: False)
     on = one_pass(config, facts.space, facts.baseline, chosen, prune=prunable(config, facts.baseline))
     pruned = [t for t in on if t.state == optuna.trial.TrialState.PRUNED]
     best_off, rate_off = winner(off)
@@ -104,6 +129,9 @@ def main() -> None:
     parser.add_argument("names", nargs="*", default=list(REFERENCES))
     parser.add_argument("--plans", type=int, default=12)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--order", choices=("random", "session"), default="random",
+                        help="random: the baseline, then distinct plans drawn at random; session: the plans a "
+                             "session's own search proposes (textbook settings, then TPE), in its order")
     parser.add_argument("--share", type=float, default=search.PRUNE_SHARE, help="prune what cannot end above this share of the best")
     parser.add_argument("--from", dest="start", type=int, default=search.PRUNE_FROM_PERCENT, help="... judged from this percent of the window")
     parser.add_argument("--early", nargs=2, type=float, default=search.PRUNE_EARLY, metavar=("PERCENT", "SHARE"),
@@ -116,7 +144,7 @@ def main() -> None:
     print(f"the rule: prune what cannot end above {args.share:.0%} of the best finished trial's rate at its fastest pace "
           f"over {args.stretch}% of its window so far, from {args.start}% of it (from {args.early[0]:.0f}%, "
           f"{args.early[1]:.0%})")
-    rows = [compare(name, args.plans, args.seed) for name in args.names]
+    rows = [compare(name, args.plans, args.seed, args.order) for name in args.names]
     print("\n| reference | plans | trial s, off | trial s, on | saved | pruned | off's winner measured whole | same winner |")
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
