@@ -3,8 +3,8 @@
 evidence -> diagnoses -> candidate recipes -> trials (Optuna) -> numerics gate -> interleaved
 verification (with each recipe's share by leaving it out) -> ranked recommendations.
 
-After the textbook trial of each recipe, those not shown to lose alone are tried together
-(`stacked_singles`). A trial far over the bar is verified as soon as it is measured
+After the textbook trial of each recipe, those that beat the baseline alone are tried together,
+then those not shown to lose alone (`stacked_singles`). A trial far over the bar is verified as soon as it is measured
 (`early_candidate`), so a user has advice to trust early; once a fix is verified the search
 stops when it goes unbeaten (`plateau`) and every plan one step from the best is measured
 (`search.unmeasured_neighbour`), and the end verifies only what could beat it (`still_to_verify`).
@@ -57,10 +57,13 @@ CONFIRM_MARGIN = 1.1
 # 10-20% (serve_encoder: inference_mode verified early; bf16 and compile on top of it ran 1.14x
 # faster in their trial and went unverified under EARLY_MARGIN, 0.63x of the grid's best).
 SECOND_LOOK_MARGIN = 1.1
-# A recipe whose own trial ran at least this share of the baseline's is stacked with the others:
-# one trial each cannot tell a small loss from a gain its noise hid (serve_encoder, bench of
-# 2026-11-24: the baseline's trial ran at 187/s, 174/s in later rounds; bf16 and inference mode
-# alone read 0.93x and 0.92x of it, nothing was verified, and the two together ran 1.71x).
+# The recipes that beat the baseline's trial by min_speedup are stacked; then, in a second trial,
+# those whose own trial ran at least this share of it: one trial each cannot tell a small loss
+# from a gain its noise hid (serve_encoder, bench of 2026-11-24: the baseline's trial ran at
+# 187/s, 174/s in later rounds; bf16 and inference mode alone read 0.93x and 0.92x of it, nothing
+# was verified, and the two together ran 1.71x). Not the wider stack alone: in the next bench run
+# it took in compile and quantization too (0.98x, 0.93x alone) and ran slower than bf16 with
+# inference mode, the two that had beaten the baseline.
 STACK_FLOOR = 0.9
 
 
@@ -344,9 +347,11 @@ def optimize(
         def trial_done(*args) -> None:
             hooks.trial(*args)
             finished = search.finished_trials(study, pruned=True)
-            stack = stacked_singles(finished, singles, facts.baseline)
-            if stack is not None:  # once: a plan already in the study is not queued again
-                study.enqueue_trial(stack, skip_if_exists=True)
+            # those that beat the baseline first, then those not shown to lose, where that differs
+            for floor in (config.search.min_speedup, STACK_FLOOR):
+                stack = stacked_singles(finished, singles, facts.baseline, floor)
+                if stack is not None:  # once: a plan already in the study is not queued again
+                    study.enqueue_trial(stack, skip_if_exists=True)
             if not verified.trial_numbers and config.search.verify_top > 0:  # one early verification at most
                 early = early_candidate([t for t in finished if not search.pruned(t.measurement)], facts.baseline, config)
                 if early is not None:
