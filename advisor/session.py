@@ -4,10 +4,11 @@ evidence -> diagnoses -> candidate recipes -> trials (Optuna) -> numerics gate -
 verification (with each recipe's share by leaving it out) -> ranked recommendations.
 
 After the textbook trial of each recipe, those that beat the baseline alone are tried together,
-then those not shown to lose alone (`stacked_singles`). A trial far over the bar is verified as soon as it is measured
-(`early_candidate`), so a user has advice to trust early; once a fix is verified the search
-stops when it goes unbeaten (`plateau`) and every plan one step from the best is measured
-(`search.unmeasured_neighbour`), and the end verifies only what could beat it (`still_to_verify`).
+then those not shown to lose alone (`stacked_singles`). A trial far over the bar is verified as
+soon as it is measured (`early_candidate`), so a user has advice to trust early; once a fix is
+verified the search stops when it goes unbeaten (`plateau`) and every plan one step from the
+best is measured (`search.unmeasured_neighbour`), and the end verifies only what could beat it
+(`still_to_verify`).
 """
 
 from __future__ import annotations
