@@ -1,6 +1,7 @@
 """Pruning on against pruning off: the same plans, in the same order, measured twice.
 
-    python -m experiments.pruning [NAME ...] [--plans 12] [--seed 0] [--share 0.7] [--from 20] [--early 10 0.63] [--stretch 5]
+    python -m experiments.pruning [NAME ...] [--plans 12] [--seed 0] [--order random|session] [--window configured|default]
+                                  [--share 0.7] [--from 20] [--early 10 0.63] [--stretch 5]
 
 For each reference training job or service (configs/<name>.yaml, default: REFERENCES), the
 baseline is diagnosed once and its search space drawn: the baseline, then `--plans` distinct plans
@@ -11,6 +12,9 @@ measured whole, and won, with pruning on. The share saved counts only the pruned
 whole trial in the pass off less their pruned one), so that the run-to-run noise of the plans both
 passes ran whole does not pass for a saving. `--share`, `--from`, `--early` and `--stretch` try
 another rule than the pruner's (PRUNE_SHARE, PRUNE_FROM_PERCENT, PRUNE_EARLY, PRUNE_STRETCH_PERCENT).
+`--window default` measures each trial over the window a config without a `measure` section gets
+(MeasureConfig's defaults) instead of the reference's own, shortened to keep the tests quick: a
+trial's start-up and warm-up cannot be pruned, and they weigh less in a window of a user's length.
 """
 
 from __future__ import annotations
@@ -24,7 +28,7 @@ from pathlib import Path
 import optuna
 
 from advisor import search
-from advisor.config import load_config
+from advisor.config import MeasureConfig, load_config
 from advisor.evidence import collect_evidence
 from advisor.session import effective, measure_with, plan_session, prunable, textbook_params
 
@@ -104,8 +108,18 @@ def winner(trials) -> tuple[str, float]:
     return search.plan_identity(best.params), best.value
 
 
-def compare(name: str, plans: int, seed: int, order: str = "random") -> str:
-    config = load_config(ROOT / "configs" / f"{name}.yaml")
+def with_window(config, window: str):
+    """The config as it is, or measured over the default window (steps and requests, with their warm-up)."""
+    if window == "configured":
+        return config
+    default = MeasureConfig()
+    return dataclasses.replace(config, measure=dataclasses.replace(
+        config.measure, steps=default.steps, warmup_steps=default.warmup_steps,
+        requests=default.requests, warmup_requests=default.warmup_requests))
+
+
+def compare(name: str, plans: int, seed: int, order: str = "random", window: str = "configured") -> str:
+    config = with_window(load_config(ROOT / "configs" / f"{name}.yaml"), window)
     facts = plan_session(config, collect_evidence(config))
     if order == "session":  # the pass off is the session's own search; the pass on replays its plans
         off = session_pass(config, facts, plans + 1, seed)
@@ -133,6 +147,9 @@ def main() -> None:
     parser.add_argument("--order", choices=("random", "session"), default="random",
                         help="random: the baseline, then distinct plans drawn at random; session: the plans a "
                              "session's own search proposes (textbook settings, then TPE), in its order")
+    parser.add_argument("--window", choices=("configured", "default"), default="configured",
+                        help="configured: each reference's own measure section; default: the steps and requests a "
+                             "config without one gets")
     parser.add_argument("--share", type=float, default=search.PRUNE_SHARE, help="prune what cannot end above this share of the best")
     parser.add_argument("--from", dest="start", type=int, default=search.PRUNE_FROM_PERCENT, help="... judged from this percent of the window")
     parser.add_argument("--early", nargs=2, type=float, default=search.PRUNE_EARLY, metavar=("PERCENT", "SHARE"),
@@ -145,7 +162,7 @@ def main() -> None:
     print(f"the rule: prune what cannot end above {args.share:.0%} of the best finished trial's rate at its fastest pace "
           f"over {args.stretch}% of its window so far, from {args.start}% of it (from {args.early[0]:.0f}%, "
           f"{args.early[1]:.0%})")
-    rows = [compare(name, args.plans, args.seed, args.order) for name in args.names]
+    rows = [compare(name, args.plans, args.seed, args.order, args.window) for name in args.names]
     print("\n| reference | plans | trial s, off | trial s, on | saved | pruned | off's winner measured whole | same winner |")
     print("|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
