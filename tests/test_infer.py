@@ -287,3 +287,20 @@ def test_batching_raises_throughput_within_the_slo_the_baseline_breaks(tmp_path)
     top = done.recommendations[0]
     assert top.recipes == ("dynamic_batching",) and top.verified, (top.speedup, top.interval, top.reason)
     assert top.interval[0] > 1.05 and top.latency_ms["p95_ms"] <= 50 and top.failed_runs == 0
+
+
+def test_a_dtype_clash_between_autocast_and_int8_layers_names_both_recipes():
+    from advisor.harness.infer import make_server, prepare_model
+
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.TransformerEncoder(
+        torch.nn.TransformerEncoderLayer(16, 2, dim_feedforward=32, batch_first=True), 1, enable_nested_tensor=False),
+        torch.nn.Linear(16, 4))
+    plan = {"amp.dtype": "bfloat16", "quantize_dynamic.dtype": "qint8", "inference_mode.enabled": True}
+    serve = make_server(prepare_model(model, plan, torch.device("cpu")), None, plan, torch.device("cpu"))
+    with pytest.raises(RuntimeError, match=r"amp \(bfloat16 autocast\) and quantize_dynamic do not run together"):
+        serve([torch.randn(1, 8, 16)])
+    # either recipe alone serves
+    for alone in ({"amp.dtype": "bfloat16", "inference_mode.enabled": True}, {"quantize_dynamic.dtype": "qint8"}):
+        served = make_server(prepare_model(model, alone, torch.device("cpu")), None, alone, torch.device("cpu"))
+        assert served([torch.randn(1, 8, 16)])[0].shape == (1, 8, 4)
