@@ -372,7 +372,8 @@ def optimize(
             step = search.unmeasured_neighbour(study, facts.space, facts.baseline,
                                                {key: around.plan[key] for key in facts.space}, effective)
             if step is None:
-                return f"{why}, and every plan one step from the best (trial #{around.number}) is measured"
+                return (f"{why}, and every plan one step from trial #{around.number} (the best where the search "
+                        f"levelled off) is measured")
             study.enqueue_trial(step, skip_if_exists=True)
             return ""
 
