@@ -55,6 +55,7 @@ PRUNE_EARLY = (10, 0.63)  # ... and from 10% under 63%: there it reads 0.74 at w
 PRUNE_READINGS = 2  # ... and this many readings of its running rate (one stretch alone was once a slow step) ...
 PRUNE_STRETCH_PERCENT = 5  # ... its pace read over stretches of at least this share of its window (not one step a warm queue served)
 WINDOW_ATTR = "window"  # a watched trial's timed window: {"of": its steps, "best_case": whether its values are already bounds}
+UNRUN_ATTR = "unrun_s"  # a pruned trial's timed window left unrun, in seconds at its pace so far: the time pruning saved
 POSTGRES_DRIVERS = (("psycopg", "postgresql+psycopg"), ("psycopg2", "postgresql+psycopg2"), ("pg8000", "postgresql+pg8000"))
 
 Progress = Callable[[str], None]
@@ -150,6 +151,7 @@ def watcher(trial: optuna.Trial) -> Callable[[dict], str]:
         trial.report(heard[steps], steps)
         if not trial.should_prune():
             return ""
+        trial.set_user_attr(UNRUN_ATTR, unrun_seconds(progress))
         done = f"after {100 * steps / of:.0f}% of its window"
         told = (f"1000 / p95 ms at most {heard[steps]:,.0f} by its end ({done}, the rest answered at once)"
                 if window["best_case"] else
@@ -157,6 +159,11 @@ def watcher(trial: optuna.Trial) -> Callable[[dict], str]:
         return f"{told}: under {prune_bar(heard, window):.0%} of the best trial's {best_rate(trial.study):,.0f}"
 
     return watch
+
+
+def unrun_seconds(progress: dict) -> float:
+    """The rest of a run's timed window at its pace so far: what stopping it now saves."""
+    return progress["seconds"] * (progress["of"] - progress["steps"]) / progress["steps"]
 
 
 def storage_url(config: AdvisorConfig) -> str:
@@ -656,9 +663,10 @@ def infeasible_reason(run: Measurement, max_memory_mb: Optional[float]) -> str:
     return ""
 
 
-def pruned_trials(study: optuna.Study) -> tuple[tuple[int, dict, str], ...]:
-    """The trials stopped midway, clearly losing: (number, plan, why)."""
-    return tuple((t.number, t.user_attrs.get(PLAN_ATTR, {}), t.user_attrs.get(MEASUREMENT_ATTR, {}).get("reason", ""))
+def pruned_trials(study: optuna.Study) -> tuple[tuple[int, dict, str, float], ...]:
+    """The trials stopped midway, clearly losing: (number, plan, why, seconds of window left unrun)."""
+    return tuple((t.number, t.user_attrs.get(PLAN_ATTR, {}), t.user_attrs.get(MEASUREMENT_ATTR, {}).get("reason", ""),
+                  t.user_attrs.get(UNRUN_ATTR, 0.0))
                  for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)))
 
 

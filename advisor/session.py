@@ -128,7 +128,7 @@ class SessionResult:
     numerics_reference: str = "the baseline"  # whose results the candidates reproduce
     baseline_latency_ms: dict = field(default_factory=dict)  # inference: over the verification rounds' baseline runs
     first_verified_s: Optional[float] = None  # from the session's start to its first verified fix
-    pruned: tuple = ()  # the trials stopped midway, clearly losing: (number, plan, reason)
+    pruned: tuple = ()  # the trials stopped midway, clearly losing: (number, plan, reason, seconds of window unrun)
 
     @property
     def trials_run(self) -> int:
@@ -1175,5 +1175,6 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
             {"number": t.number, "plan": t.plan, "feasible": t.feasible, "measurement": t.measurement.to_dict()}
             for t in result.trials
         ],
-        "pruned": [{"number": number, "plan": plan, "reason": reason} for number, plan, reason in result.pruned],
+        "pruned": [{"number": number, "plan": plan, "reason": reason, "unrun_s": unrun}
+                   for number, plan, reason, unrun in result.pruned],
     }

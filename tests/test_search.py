@@ -426,4 +426,7 @@ def test_a_clearly_losing_trial_is_stopped_midway_and_counted(tmp_path):
     assert search.PRUNE_EARLY[0] / 100 * window["of"] <= max(slow.intermediate_values) < window["of"], \
         "judged from a tenth of its window, stopped before it ended"
     assert "pruned: " in lines[-1] and re.search(r"under (63|70)% of the best trial's", lines[-1]), lines[-1]
+    steps, unrun = max(slow.intermediate_values), slow.user_attrs[search.UNRUN_ATTR]
+    spent = steps * config.workload.batch_size / slow.intermediate_values[steps]  # its window so far, in seconds
+    assert unrun == pytest.approx(spent * (window["of"] - steps) / steps, rel=1e-6), "the rest of its window at its pace"
     assert search.counted_trials(study) == 2 and [t.number for t in search.finished_trials(study)] == [0]
