@@ -228,7 +228,7 @@ def render_recommendations(payload: dict) -> str:
                         f"{base['peak_memory_mb']:,.0f} MB): fixes that fit are ranked by speed, their results checked "
                         f"against {payload.get('numerics_reference', 'the baseline')}"]
     if payload.get("pruned"):
-        unrun = sum(p.get("unrun_s", 0.0) for p in payload["pruned"])
+        unrun = payload.get("pruned_unrun_s", 0.0)  # none in the payload of a session before it was kept
         lines[-1:-1] = [f"{len(payload['pruned'])} of {len(payload['pruned']) + len(payload.get('trials', []))} trials "
                         f"pruned midway, clearly losing (trial {', '.join('#' + str(p['number']) for p in payload['pruned'])})"
                         + (f": about {unrun:,.1f} s of their timed windows left unrun, at their pace so far" if unrun else "")]

@@ -159,7 +159,7 @@ class SessionLog:
             self.session, params={"recipes_tried": ",".join(payload["recipes_tried"]) or "none"},
             metrics={"baseline_samples_per_s": payload["baseline"]["samples_per_s"],
                      "pruned_trials": len(payload.get("pruned", [])),
-                     "pruned_unrun_s": sum(p.get("unrun_s", 0.0) for p in payload.get("pruned", [])),
+                     "pruned_unrun_s": payload.get("pruned_unrun_s", 0.0),
                      **({"first_verified_s": payload["first_verified_s"]} if payload.get("first_verified_s") else {})},
             tags={"fingerprint": payload["fingerprint"], "bottleneck": bottleneck,
                   DESCRIPTION_TAG: ranking_table(payload, bottleneck)}))

@@ -135,7 +135,8 @@ def test_the_report_counts_pruned_trials():
     payload = {"baseline": {"samples_per_s": 100.0}, "unit": "samples/s", "recommendations": [], "rejected": [], "min_speedup": 1.05,
                "trials": [{"number": 0}, {"number": 2}], "pruned": [{"number": 1, "plan": {}, "reason": "pruned: slow"}]}
     assert "1 of 3 trials pruned midway, clearly losing (trial #1)\n" in render_recommendations(payload)
-    timed = {**payload, "pruned": [{**payload["pruned"][0], "unrun_s": 2.5}, {"number": 3, "plan": {}, "reason": "", "unrun_s": 1.0}]}
+    timed = {**payload, "pruned": [{**payload["pruned"][0], "unrun_s": 2.5}, {"number": 3, "plan": {}, "reason": "", "unrun_s": 1.0}],
+             "pruned_unrun_s": 3.5}
     assert ("2 of 4 trials pruned midway, clearly losing (trial #1, #3): about 3.5 s of their timed windows left unrun"
             in render_recommendations(timed))
     assert "pruned" not in render_recommendations({**payload, "pruned": []})

@@ -1,6 +1,8 @@
 """`kind: infer`: requests replayed under load, latency percentiles, diagnosis of a service's
 bottlenecks, outputs compared with the baseline's, and bad input in one line."""
 
+import re
+
 import pytest
 import torch
 
@@ -290,6 +292,7 @@ def test_batching_raises_throughput_within_the_slo_the_baseline_breaks(tmp_path)
 
 
 def test_a_dtype_clash_between_autocast_and_int8_layers_names_both_recipes():
+    from advisor.harness.child import failure_reason
     from advisor.harness.infer import make_server, prepare_model
 
     torch.manual_seed(0)
@@ -298,8 +301,11 @@ def test_a_dtype_clash_between_autocast_and_int8_layers_names_both_recipes():
         torch.nn.Linear(16, 4))
     plan = {"amp.dtype": "bfloat16", "quantize_dynamic.dtype": "qint8", "inference_mode.enabled": True}
     serve = make_server(prepare_model(model, plan, torch.device("cpu")), None, plan, torch.device("cpu"))
-    with pytest.raises(RuntimeError, match=r"amp \(bfloat16 autocast\) and quantize_dynamic do not run together"):
+    with pytest.raises(RuntimeError) as crash:
         serve([torch.randn(1, 8, 16)])
+    assert re.search(r"amp \(bfloat16 autocast\) and quantize_dynamic do not run together",
+                     failure_reason(crash.value, plan)), "the child's reason names both recipes"
+    assert "quantize_dynamic" not in failure_reason(crash.value, {"amp.dtype": "bfloat16"}), "not without the pair"
     # either recipe alone serves
     for alone in ({"amp.dtype": "bfloat16", "inference_mode.enabled": True}, {"quantize_dynamic.dtype": "qint8"}):
         served = make_server(prepare_model(model, alone, torch.device("cpu")), None, alone, torch.device("cpu"))

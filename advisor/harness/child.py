@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import sys
 import traceback
+from typing import Optional
 
 from advisor.errors import UserError
 
@@ -27,7 +28,7 @@ def main(spec_path: str, result_path: str) -> int:
             reason = f"{spec['config']}: {reason}"
         result = {"status": "invalid", "reason": reason}
     except BaseException as exc:  # a failed trial is data for the parent, never a lost study
-        result = {"status": "failed", "reason": failure_reason(exc)}
+        result = {"status": "failed", "reason": failure_reason(exc, spec.get("plan") or {})}
         traceback.print_exc()
     with open(result_path, "w") as handle:
         json.dump(result, handle)
@@ -52,7 +53,18 @@ def read_config(spec: dict):
     return load_config(spec["config"])
 
 
-def failure_reason(exc: BaseException) -> str:
+def recipe_clash(text: str, plan: dict) -> str:
+    """Names the recipe pair behind a crash only their mix causes, where torch's words point at
+    neither: autocast's half precision reaching a dynamically quantized layer, which takes
+    float32 only (seen under inference mode, whose fast Transformer path keeps autocast's dtype)."""
+    dtype = plan.get("amp.dtype")
+    if dtype and plan.get("quantize_dynamic.dtype") and "expected scalar type Float" in text:
+        return (f"amp ({dtype} autocast) and quantize_dynamic do not run together here: "
+                f"a {dtype} tensor reached an int8 layer, which takes float32: ")
+    return ""
+
+
+def failure_reason(exc: BaseException, plan: Optional[dict] = None) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     first_line = lines[0] if lines else type(exc).__name__
@@ -62,7 +74,7 @@ def failure_reason(exc: BaseException) -> str:
     where = f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
     if any(marker.lower() in text.lower() for marker in OOM_MARKERS):
         return f"out of memory: {first_line[:300]}{where}"
-    return f"crashed: {first_line[:300]}{where}"
+    return f"crashed: {recipe_clash(text, plan or {})}{first_line[:300]}{where}"
 
 
 if __name__ == "__main__":

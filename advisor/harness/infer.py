@@ -14,11 +14,10 @@ has arrived, up to the batch size, waiting at most the plan's wait for more.
 
 from __future__ import annotations
 
-import contextlib
 import random
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
@@ -114,20 +113,6 @@ def prepare_model(model: Any, plan: dict, device: torch.device) -> torch.nn.Modu
     return compile.compile_model(model, plan.get("compile.mode"))
 
 
-@contextlib.contextmanager
-def mixed_dtype_named(plan: dict) -> Iterator[None]:
-    """Names the recipe pair behind a dtype clash: autocast's half-precision output reaching a
-    dynamically quantized layer, which takes float32 only (seen with inference mode, whose fast
-    Transformer path keeps autocast's dtype)."""
-    try:
-        yield
-    except RuntimeError as exc:
-        if plan.get("amp.dtype") and plan.get("quantize_dynamic.dtype") and "expected scalar type Float" in str(exc):
-            raise RuntimeError(f"amp ({plan['amp.dtype']} autocast) and quantize_dynamic do not run together here: "
-                               f"a {plan['amp.dtype']} tensor reached an int8 layer, which takes float32 ({exc})") from exc
-        raise
-
-
 def make_server(model, handler: Optional[Callable], plan: dict, device: torch.device) -> Callable[[list], list]:
     """Serves a list of requests, returning one output per request: one call each, or (with
     dynamic batching) one call on the requests concatenated along their first dimension."""
@@ -140,7 +125,7 @@ def make_server(model, handler: Optional[Callable], plan: dict, device: torch.de
 
     def serve(batch: list) -> list:
         context = torch.inference_mode() if grad_off else torch.enable_grad()
-        with context, amp.autocast(device.type, amp_dtype), mixed_dtype_named(plan):
+        with context, amp.autocast(device.type, amp_dtype):
             if len(batch) == 1:
                 outputs = [call(batch[0])]
             else:
