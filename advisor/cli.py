@@ -174,7 +174,7 @@ def run_diagnose(args: argparse.Namespace) -> int:
 def run_optimize(args: argparse.Namespace) -> int:
     from advisor.api import optimize
     from advisor.config import load_config
-    from advisor.session import out_of_memory, over_slo
+    from advisor.failures import out_of_memory, over_slo
 
     config = load_config(args.config)
     evidence = load_evidence(args.evidence) if args.evidence else None

@@ -53,6 +53,8 @@ class TrainWorkload:
     model: Ref = _check(_callable_ref)
     dataset: Ref = _check(_callable_ref)  # a map-style Dataset, or a DataLoader whose sampler and collate_fn are kept
     kind: Literal["train"] = "train"
+    KIND_MODULE: ClassVar[str] = "advisor.kinds.train"
+    CHILD_RUN: ClassVar[str] = "advisor.workload:run_train"
     SERVED: ClassVar[bool] = False
     model_args: dict = field(default_factory=dict)
     dataset_args: dict = field(default_factory=dict)
@@ -78,6 +80,8 @@ class LightningWorkload:
     module: Ref = _check(_callable_ref)  # a LightningModule class or builder
     datamodule: Ref = _check(_callable_ref)  # a LightningDataModule class or builder
     kind: Literal["lightning"] = "lightning"
+    KIND_MODULE: ClassVar[str] = "advisor.kinds.lightning"
+    CHILD_RUN: ClassVar[str] = "advisor.workload:run_lightning"
     SERVED: ClassVar[bool] = False
     module_args: dict = field(default_factory=dict)
     datamodule_args: dict = field(default_factory=dict)
@@ -92,6 +96,8 @@ class InferWorkload:
     model: Ref = _check(_callable_ref)  # -> nn.Module (advisor puts it in eval mode)
     requests: Ref = _check(_callable_ref)  # -> a list of requests, each one call's input (tensor, tuple or dict)
     kind: Literal["infer"] = "infer"
+    KIND_MODULE: ClassVar[str] = "advisor.kinds.infer"
+    CHILD_RUN: ClassVar[str] = "advisor.workload:run_infer"
     SERVED: ClassVar[bool] = True  # judged by the latency its clients see
     model_args: dict = field(default_factory=dict)
     requests_args: dict = field(default_factory=dict)
@@ -122,6 +128,8 @@ class PipelineWorkload:
     source: SourceConfig
     transform: Ref = _check(_callable_ref)  # DataFrame -> DataFrame
     kind: Literal["pipeline"] = "pipeline"
+    KIND_MODULE: ClassVar[str] = "advisor.kinds.pipeline"
+    CHILD_RUN: ClassVar[str] = "advisor.workload:run_pipeline"
     SERVED: ClassVar[bool] = False
     partition_safe: bool = False  # transform(concat(parts)) == combine([transform(p) for p in parts])
     combine: Optional[Ref] = _check(_callable_ref, default=None)  # list of partial frames -> frame
@@ -131,7 +139,17 @@ class PipelineWorkload:
     dask: DaskConfig = field(default_factory=DaskConfig)
 
 
-# Each kind maps to its own dataclass; None marks a kind this version cannot run yet.
+def source_format_of(source: "SourceConfig") -> str:
+    """The source's format, as declared or as its path's suffix says (csv when it cannot tell)."""
+    if source.format:
+        return source.format
+    suffix = source.path.rsplit(".", 1)[-1].lower()
+    return {"parquet": "parquet", "pq": "parquet", "jsonl": "jsonl", "json": "jsonl"}.get(suffix, "csv")
+
+
+# The one registry of workload kinds: each maps to its own config section, which names the kind's
+# parent side (`KIND_MODULE`: evidence, rules, comparison) and its child side (`CHILD_RUN`: the
+# job loaded and run in a measurement child). None marks a kind this version cannot run yet.
 WORKLOAD_KINDS: dict[str, Optional[type]] = {
     "train": TrainWorkload, "lightning": LightningWorkload, "infer": InferWorkload, "pipeline": PipelineWorkload,
 }

@@ -380,3 +380,13 @@ class GpuProbe:
         rates = self._pynvml.nvmlDeviceGetUtilizationRates(self._handle)
         memory = self._pynvml.nvmlDeviceGetMemoryInfo(self._handle)
         return float(rates.gpu), memory.used / MB
+
+
+def cpu_has_bf16() -> bool:
+    """Native bfloat16 on this CPU (x86 avx512_bf16 or AMX; Arm's bf16)."""
+    try:
+        with open("/proc/cpuinfo") as handle:
+            flags = handle.read()
+    except OSError:
+        return False
+    return any(flag in flags for flag in ("avx512_bf16", "amx_bf16", " bf16"))

@@ -3,62 +3,70 @@
 The same key names are Optuna parameter names and MLflow params. A plan is a plain dict so it
 travels as JSON to child processes, into Optuna and into MLflow unchanged; treat it as immutable
 and derive new plans with `with_changes`.
+
+This module is the one home of a plan's identity (`plan_key`): the search, the session and
+tracking all compare plans by it. A leaf: it reads the recipes' declarations and nothing of
+advisor above it.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Optional
 
-from advisor.config import AdvisorConfig
+from recipes import RECIPES, Recipe
 
 Plan = dict[str, Any]
 
-PLAN_KEYS = (
-    "dataloader.num_workers",
-    "dataloader.prefetch_factor",
-    "dataloader.pin_memory",
-    "dataloader.persistent_workers",
-    "threads.intra_op",
-    "threads.inter_op",
-    "amp.dtype",
-    "compile.mode",
-    "checkpointing.share",
-    "grad_accumulation.micro_batches",
-    "batch_size",
-    "inference_mode.enabled",
-    "warmup.requests",
-    "dynamic_batching.max_batch",
-    "dynamic_batching.max_wait_ms",
-    "quantize_dynamic.dtype",
-    "channels_last.enabled",
-    "pipeline.vectorise",
-    "pipeline.format",
-    "pipeline.engine",
-    "pipeline.dtype_backend",
-    "pipeline.categories",
-    "pipeline.columns",
-    "pipeline.parquet_cache",
-    "pipeline.chunksize",
-    "pipeline.dask_workers",
-    "pipeline.dask_scheduler",
-    "pipeline.dask_partitions",
-)
+RISK_ORDER = {"exact": 0, "tolerance": 1, "changes semantics": 2}
+
+# Every plan key: the batch size and the pipeline's source format (not tuned: the snippets'
+# reader), then each recipe's own keys.
+PLAN_KEYS: tuple[str, ...] = tuple(dict.fromkeys(("batch_size", "pipeline.format",
+                                                  *(key for recipe in RECIPES for key in recipe.keys))))
 
 
-def baseline_plan(config: AdvisorConfig, seen: Optional[dict] = None) -> Plan:
-    """What the user runs today: the config's own settings, no fixes applied (`seen`: what the
-    baseline's runs saw, for the settings only the user's code holds, such as a Lightning loader's)."""
-    from advisor.kinds import kind_of
+def effective(plan: Plan) -> Plan:
+    """The plan with the keys that do nothing removed, as each recipe declares them (prefetch
+    without workers, a batcher's wait without batches, the parser under a Parquet cache)."""
+    idle = frozenset().union(*(recipe.idle(plan) for recipe in RECIPES))
+    return {key: value for key, value in plan.items() if key not in idle}
 
-    return kind_of(config.kind).baseline_plan(config, seen)
+
+def plan_key(plan: Plan) -> str:
+    """What a plan does, as text: two plans with the same key run the same job."""
+    return json.dumps(effective(plan), sort_keys=True, default=str)
 
 
-def source_format_of(source) -> str:
-    """The source's format, as declared or as its path's suffix says (csv when it cannot tell)."""
-    if source.format:
-        return source.format
-    suffix = source.path.rsplit(".", 1)[-1].lower()
-    return {"parquet": "parquet", "pq": "parquet", "jsonl": "jsonl", "json": "jsonl"}.get(suffix, "csv")
+def unique(plans: list[Plan], baseline: Optional[Plan] = None) -> list[Plan]:
+    """The plans in order (each read on top of `baseline`, when given), each that does what an
+    earlier one does left out."""
+    seen, kept = set(), []
+    for plan in plans:
+        key = plan_key({**(baseline or {}), **plan})
+        if key not in seen:
+            seen.add(key)
+            kept.append(plan)
+    return kept
+
+
+def changes_of(plan: Plan, baseline: Plan) -> Plan:
+    """What a plan changes from the baseline, keys that do nothing left out."""
+    return {k: v for k, v in effective(plan).items() if v != baseline.get(k)}
+
+
+def active_recipes(plan: Plan, baseline: Plan) -> tuple[Recipe, ...]:
+    """The recipes whose keys the plan changes, in effect, from the baseline."""
+    return tuple(r for r in RECIPES if r.active(effective(plan), effective(baseline)))
+
+
+def names(recipes: tuple[Recipe, ...]) -> tuple[str, ...]:
+    return tuple(r.name for r in recipes)
+
+
+def combined_risk(recipes: tuple[Recipe, ...]) -> str:
+    """The riskiest of the recipes' risks ("exact" for none)."""
+    return max((r.risk for r in recipes), key=RISK_ORDER.__getitem__, default="exact")
 
 
 def with_changes(plan: Plan, **changes: Any) -> Plan:

@@ -16,7 +16,7 @@ from advisor import search
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.fingerprint import describe_changes, fingerprint, workload_section
-from advisor.plan import baseline_plan
+from advisor.kinds import baseline_plan
 from advisor.session import measure_with, optimize
 from advisor.verify import paired_interval, interleave, judge
 

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-import json
 import math
 import os
 import threading
@@ -30,7 +29,9 @@ from optuna.trial import FrozenTrial, TrialState
 
 from advisor.config import AdvisorConfig
 from advisor.harness.lifetime import interrupts_held, owner, owner_gone
+from advisor.failures import pruned
 from advisor.measure import Measurement
+from advisor.plan import plan_key, unique
 from recipes import Choice, IntRange, Param
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -307,11 +308,10 @@ def fail_stale_trials(study: optuna.Study, now: Optional[float] = None, only_gon
 
 def create_study(
     config: AdvisorConfig, space: dict[str, Param], baseline_params: dict, attrs: dict, first: Sequence[dict] = (),
-    canonical: Callable[[dict], dict] = lambda plan: plan,
 ) -> optuna.Study:
     """Creates the workload's study: the session's facts stored in it, the baseline enqueued first
-    and the `first` plans (earlier best plans, textbook settings) right after it. `canonical`
-    maps a plan to what it does (keys that do nothing dropped), so no plan is queued twice.
+    and the `first` plans (earlier best plans, textbook settings) right after it; no plan is
+    queued twice (plans are compared by `plan_key`: what they do).
 
     Creation is atomic in every Optuna storage, so of several processes starting at once exactly
     one creates the study and enqueues the baseline; the others load it.
@@ -324,9 +324,9 @@ def create_study(
     except optuna.exceptions.DuplicatedStudyError:
         return find_study(config)
     queue = [baseline_params] + [{**baseline_params, **{k: v for k, v in p.items() if k in space}} for p in first]
-    if distinct_plans(space, canonical) <= config.search.trials:  # every distinct plan fits: no sampling
+    if distinct_plans(space) <= config.search.trials:  # every distinct plan fits: no sampling
         queue += every_plan(space)
-    for params in unique(queue, canonical):
+    for params in unique(queue):
         study.enqueue_trial(params)
     # The facts last, the space last of all: a process that joins (it waits for the space) finds
     # the baseline already queued, so trial 0 is the baseline whoever asks first.
@@ -341,22 +341,6 @@ def random_study(baseline_params: dict, seed: int = 0) -> optuna.Study:
     study = optuna.create_study(direction="maximize", sampler=optuna.samplers.RandomSampler(seed=seed))
     study.enqueue_trial(baseline_params)
     return study
-
-
-def plan_identity(plan: dict, canonical: Callable[[dict], dict] = lambda plan: plan) -> str:
-    """What a plan does, as text (`canonical` drops the keys that do nothing): two plans with
-    the same identity run the same job."""
-    return json.dumps(canonical(plan), sort_keys=True, default=str)
-
-
-def unique(plans: list[dict], canonical: Callable[[dict], dict] = lambda plan: plan) -> list[dict]:
-    seen, kept = set(), []
-    for plan in plans:
-        key = plan_identity(plan, canonical)
-        if key not in seen:
-            seen.add(key)
-            kept.append(plan)
-    return kept
 
 
 def space_to_json(space: dict[str, Param]) -> dict:
@@ -398,18 +382,17 @@ def every_plan(space: dict[str, Param]) -> list[dict]:
 ENUMERABLE = 4096  # spaces up to this size are enumerated to count their distinct plans
 
 
-def distinct_plans(space: dict[str, Param], canonical: Callable[[dict], dict] = lambda plan: plan) -> int:
+def distinct_plans(space: dict[str, Param]) -> int:
     """How many plans of the space differ in what they do (plans that differ only in keys that
     do nothing, such as Dask partitions without Dask, count once); spaces too large to
     enumerate are counted by their size."""
     size = space_size(space)
-    return len(unique(every_plan(space), canonical)) if size <= ENUMERABLE else size
+    return len(unique(every_plan(space))) if size <= ENUMERABLE else size
 
 
-def trial_budget(config: AdvisorConfig, space: dict[str, Param],
-                 canonical: Callable[[dict], dict] = lambda plan: plan) -> int:
+def trial_budget(config: AdvisorConfig, space: dict[str, Param]) -> int:
     """No more trials than there are distinct plans."""
-    return min(config.search.trials, distinct_plans(space, canonical))
+    return min(config.search.trials, distinct_plans(space))
 
 
 def is_feasible_trial(trial: FrozenTrial) -> bool:
@@ -430,12 +413,12 @@ def requeue_interrupted(study: optuna.Study) -> None:
         study.set_user_attr(REQUEUED_ATTR, sorted(done | {t.number for t in interrupted}))
 
 
-def taken_plans(study: optuna.Study, baseline: dict, canonical: Callable[[dict], dict]) -> set[str]:
+def taken_plans(study: optuna.Study, baseline: dict) -> set[str]:
     """The identities of the plans measured, being measured or queued in the study."""
     def plan(t: FrozenTrial) -> dict:
         return t.user_attrs.get(PLAN_ATTR) or {**baseline, **t.system_attrs.get("fixed_params", {})}
 
-    return {plan_identity(plan(t), canonical)
+    return {plan_key(plan(t))
             for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING,
                                                               TrialState.PRUNED, TrialState.WAITING))
             if counts(t) or t.state == TrialState.WAITING}
@@ -456,13 +439,12 @@ def neighbours(params: dict, space: dict[str, Param]) -> list[dict]:
     return steps
 
 
-def unmeasured_neighbour(study: optuna.Study, space: dict[str, Param], baseline: dict, params: dict,
-                         canonical: Callable[[dict], dict]) -> Optional[dict]:
+def unmeasured_neighbour(study: optuna.Study, space: dict[str, Param], baseline: dict, params: dict) -> Optional[dict]:
     """The first plan one step from `params` that does something new: none measured, being
     measured or queued does the same."""
-    done = taken_plans(study, baseline, canonical) | {plan_identity({**baseline, **params}, canonical)}
+    done = taken_plans(study, baseline) | {plan_key({**baseline, **params})}
     return next((step for step in neighbours(params, space)
-                 if plan_identity({**baseline, **step}, canonical) not in done), None)
+                 if plan_key({**baseline, **step}) not in done), None)
 
 
 def suggest(trial: optuna.Trial, space: dict[str, Param]) -> dict:
@@ -508,30 +490,30 @@ def counted_trials(study: optuna.Study) -> int:
     return sum(1 for t in study.get_trials(deepcopy=False, states=COUNTED_STATES) if counts(t, again))
 
 
-def unmeasured_plan(study: optuna.Study, space: dict[str, Param], baseline: dict, canonical: Callable[[dict], dict],
+def unmeasured_plan(study: optuna.Study, space: dict[str, Param], baseline: dict,
                     seed: int, draws: int = 200) -> Optional[dict]:
     """Parameters drawn at random (seeded) whose plan no trial has measured or is measuring;
     None when `draws` draws find none (the space is nearly spent)."""
     import random
 
-    done = taken_plans(study, baseline, canonical)
+    done = taken_plans(study, baseline)
     rng = random.Random(seed)
     for _ in range(draws):
         params = {key: rng.choice(values_of(param)) for key, param in space.items()}
-        if plan_identity({**baseline, **params}, canonical) not in done:
+        if plan_key({**baseline, **params}) not in done:
             return params
     return None
 
 
-def skip_reason(study: optuna.Study, number: int, plan: dict, budget: int, canonical: Callable[[dict], dict]) -> str:
+def skip_reason(study: optuna.Study, number: int, plan: dict, budget: int) -> str:
     """Why the trial just asked must not run, or "". Trials are ranked by number, so of two
     processes that asked for the last place at once, the later one yields."""
     again = frozenset(retried(study))
     trials = [t for t in study.get_trials(deepcopy=False, states=COUNTED_STATES) if t.number != number and counts(t, again)]
     if sum(1 for t in trials if t.number < number) >= budget:
         return "over the budget: another process took the last trial"
-    key = plan_identity(plan, canonical)
-    if any(plan_identity(t.user_attrs.get(PLAN_ATTR) or {}, canonical) == key
+    key = plan_key(plan)
+    if any(plan_key(t.user_attrs.get(PLAN_ATTR) or {}) == key
            for t in trials if t.state in (TrialState.COMPLETE, TrialState.RUNNING, TrialState.PRUNED)):
         return "a plan equal in effect was measured already, or is being measured"
     return ""
@@ -547,7 +529,6 @@ def run_trials(
     max_memory_mb: Optional[float],
     progress: Progress = lambda line: None,
     on_trial: Callable[..., None] = lambda *args: None,
-    canonical: Callable[[dict], dict] = lambda plan: plan,
     stop_reason: Callable[[optuna.Study], str] = lambda study: "",
     prune: Callable[[dict], bool] = lambda plan: False,
 ) -> int:
@@ -558,7 +539,7 @@ def run_trials(
 
     Returns the number of trials this process ran. Several processes may run this on one
     study at once; each trial is asked once, so none is lost, and no plan equal in effect
-    (`canonical`) to one measured or under way is run again: the budget counts distinct plans.
+    (`plan_key`) to one measured or under way is run again: the budget counts distinct plans.
     Before it returns, it waits for the trials other processes are measuring, so the caller
     concludes on every finished measurement, and runs again any whose process died.
     """
@@ -579,12 +560,12 @@ def run_trials(
                 trial.set_user_attr(WORKER_ATTR, owner())
             plan = {**baseline, **suggest(trial, space)}
             trial.set_user_attr(PLAN_ATTR, plan)
-            why = skip_reason(study, trial.number, plan, budget_trials, canonical)
+            why = skip_reason(study, trial.number, plan, budget_trials)
             if why:
                 trial.set_user_attr(SKIPPED_ATTR, why)
                 study.tell(trial, state=TrialState.FAIL)
                 repeats = repeats + 1 if why.startswith("a plan") else 0
-                fresh = unmeasured_plan(study, space, baseline, canonical, seed=trial.number) if repeats else None
+                fresh = unmeasured_plan(study, space, baseline, seed=trial.number) if repeats else None
                 if fresh is not None:  # the sampler circles a measured plan: the next trial is one it has not tried
                     study.enqueue_trial(fresh, skip_if_exists=True)
                 if repeats >= MAX_REPEATS:
@@ -643,12 +624,6 @@ def heartbeat(study: optuna.Study, trial: optuna.Trial):
     finally:
         stop.set()
         thread.join()
-
-
-def pruned(run: Measurement) -> bool:
-    from advisor.harness.runner import PRUNED
-
-    return not run.ok and run.reason.startswith(PRUNED)
 
 
 def is_feasible(run: Measurement, max_memory_mb: Optional[float]) -> bool:

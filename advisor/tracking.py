@@ -21,7 +21,7 @@ from typing import Callable, Optional
 
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
-from advisor.search import plan_identity
+from advisor.plan import plan_key
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 # A tracking server that went away must cost seconds, not MLflow's default minutes of retries.
@@ -136,7 +136,7 @@ class SessionLog:
         self._call(f"trial {number}", log)
 
     def verification(self, name: str, plan: dict, verdict: dict, started: float, finished: float) -> None:
-        self.verified_at[plan_identity(plan)] = (started, finished)
+        self.verified_at[plan_key(plan)] = (started, finished)
 
         def log() -> None:
             run_id = self.tracker.start(
@@ -187,7 +187,7 @@ class SessionLog:
         self.close("FINISHED")
 
     def _recommendation(self, rec: dict, bottleneck: str) -> None:
-        started, finished = self.verified_at.get(plan_identity(rec["plan"]), (None, None))
+        started, finished = self.verified_at.get(plan_key(rec["plan"]), (None, None))
         run_id = self.tracker.start(
             recommendation_name(rec, bottleneck),
             {"kind": "recommendation", "verified": str(rec["verified"]).lower(), "recipe": "+".join(rec["recipes"]),

@@ -16,7 +16,9 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional, Sequence
 
+from advisor.frames import plain_difference, shape_difference, tabular
 from advisor.measure import BUSY_SHARE, Measurement
+from advisor.outputs import own_output
 
 EXACT_RTOL = 1e-3  # an "exact" recipe reorders float sums at most (threads, workers)
 FIRST_LOOK = 3  # rounds after which a verification may stop, when every verdict is already settled
@@ -55,6 +57,14 @@ class Verdict:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def foreign_output(config, candidate: Measurement, reference: Measurement, risk: str,
+                   tolerance: float) -> Optional[NumericsResult]:
+    """A failed comparison when either kept output lies outside advisor's own folder (never read); else None."""
+    if all(own_output(config, run.output.get("path")) for run in (candidate, reference)):
+        return None
+    return NumericsResult(False, risk, math.inf, tolerance, 0, "an output lies outside advisor's own folder: not read")
 
 
 def compare_training(candidate: Measurement, baseline: Measurement, risk: str, loss_rtol: float) -> NumericsResult:
@@ -140,7 +150,7 @@ def compare_frames(candidate: Optional[str], baseline: Optional[str], risk: str,
     misshapen = shape_difference(mine, theirs)
     if misshapen:
         return NumericsResult(False, risk, math.inf, rtol, 0, misshapen)
-    mine, theirs = _plain(mine), _plain(theirs)
+    mine, theirs = tabular(mine), tabular(theirs)
     if not order_matters:
         exact = [c for c in mine.columns if mine[c].dtype != "float64"]
         keys = exact + [c for c in mine.columns if c not in exact]
@@ -148,79 +158,6 @@ def compare_frames(candidate: Optional[str], baseline: Optional[str], risk: str,
         theirs = theirs.sort_values(keys, kind="mergesort", ignore_index=True)
     worst, problem = plain_difference(mine, theirs, rtol)
     return NumericsResult(problem is None, risk, worst, rtol, len(mine), problem or "")
-
-
-def plain_difference(mine, theirs, rtol: float, reference: str = "the baseline's") -> tuple[float, Optional[str]]:
-    """Two plain frames (`_plain`) of the same columns and length: the worst relative float
-    difference, and the first column and row where they disagree (None when they agree)."""
-    worst = 0.0
-    for column in mine.columns:
-        relative, problem = column_difference(mine[column], theirs[column], rtol, reference)
-        if problem:
-            return relative, f"column {column!r}: {problem}"
-        worst = max(worst, relative)
-    return worst, None
-
-
-def shape_difference(mine, theirs, reference: str = "the baseline's") -> Optional[str]:
-    """Two frames whose columns or row counts differ, in words; None when they match."""
-    if list(mine.columns) != list(theirs.columns):
-        return f"columns differ: {list(mine.columns)} vs {list(theirs.columns)}"
-    if len(mine) != len(theirs):
-        return f"{len(mine):,} rows against {reference} {len(theirs):,}"
-    return None
-
-
-def frame_difference(mine, theirs, rtol: float, reference: str = "the baseline's") -> Optional[str]:
-    """Where two output frames (as `comparable` makes them) first disagree, row by row; None when they agree."""
-    return shape_difference(mine, theirs, reference) or plain_difference(_plain(mine.reset_index(drop=True)), _plain(theirs.reset_index(drop=True)), rtol, reference)[1]
-
-
-def column_difference(mine, theirs, rtol: float, reference: str = "the baseline's") -> tuple[float, Optional[str]]:
-    """Two plain columns (`_plain`) of equal length: the largest relative difference of their
-    floats, and where they first disagree ("row 12: 'nan' against the baseline's 'None'"),
-    None when every value is equal (floats: within `rtol`)."""
-    import numpy as np
-
-    a, b = mine.to_numpy(), theirs.to_numpy()
-    if mine.dtype == "float64" and theirs.dtype == "float64":
-        relative = np.abs(a - b) / np.maximum(np.abs(b), 1e-300)
-        bad = (np.isnan(a) != np.isnan(b)) | (relative > rtol)
-        worst = float(np.nanmax(np.where(np.isnan(a) != np.isnan(b), np.inf, relative), initial=0.0))
-    else:
-        bad, worst = a.astype(str) != b.astype(str), 0.0
-    if not bad.any():
-        return worst, None
-    row = int(np.argmax(bad))
-    floats = mine.dtype == "float64" and theirs.dtype == "float64" and worst < math.inf
-    what = f"a float differs by {worst:.2e} relative, over the {rtol:.0e} tolerance" if floats else "values differ"
-    first = getattr(a[row], "item", lambda: a[row])(), getattr(b[row], "item", lambda: b[row])()
-    return (worst if floats else math.inf), f"{what}; first at row {row}: {first[0]!r} against {reference} {first[1]!r}"
-
-
-def first_difference(candidate, baseline, rtol: float, reference: str = "the baseline's") -> Optional[str]:
-    """Where two series first disagree under the pipeline's comparison rules; None when they agree."""
-    import pandas as pd
-
-    if len(candidate) != len(baseline):  # series: their lengths (a frame's columns would name `value`)
-        return f"{len(candidate):,} rows against {reference} {len(baseline):,}"
-    mine = _plain(pd.DataFrame({"value": candidate.reset_index(drop=True)}))["value"]
-    theirs = _plain(pd.DataFrame({"value": baseline.reset_index(drop=True)}))["value"]
-    return column_difference(mine, theirs, rtol, reference)[1]
-
-
-def _plain(frame):
-    """Numbers as float64 (integers too: a chunked sum may come back as float), the rest as text."""
-    import pandas as pd
-
-    columns = {}
-    for name in frame.columns:
-        series = frame[name]
-        if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
-            columns[name] = series.to_numpy(dtype="float64", na_value=float("nan"))
-        else:
-            columns[name] = series.astype(object).where(series.notna(), None).astype(str).to_numpy()
-    return pd.DataFrame(columns)
 
 
 def paired_interval(ratios: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:

@@ -48,10 +48,11 @@ from advisor.config import AdvisorConfig, load_config
 from advisor.kinds import kind_of
 from advisor.harness import run_measurement
 from advisor.measure import Measurement
-from advisor.session import (
-    SessionResult, active_recipes, combined_risk, compare_outputs, effective, gap_recovered, measure_with, optimize,
-    plan_key, search_space, worst_numerics,
-)
+from advisor.plan import active_recipes, combined_risk, effective, plan_key, unique
+from advisor.session import SessionResult, measure_with, optimize
+from advisor.session.gate import compare_outputs, worst_numerics
+from advisor.session.planning import search_space
+from advisor.session.verification import gap_recovered
 from advisor.verify import paired_interval, interleave
 from experiments.calibrate import aa_verdicts
 from experiments.reproduce import plain_speedup
@@ -87,7 +88,7 @@ def blog_plan(baseline: dict, context) -> dict:
 def grid(space: dict, baseline: dict) -> list[dict]:
     """Every distinct plan of the space (plans differing only in keys that do nothing count once),
     the default first."""
-    return search.unique([baseline] + [{**baseline, **params} for params in search.every_plan(space)], effective)
+    return unique([baseline] + [{**baseline, **params} for params in search.every_plan(space)])
 
 
 def capped(plans: list[dict], cap: int, seed: int) -> list[dict]:
@@ -134,8 +135,7 @@ def scratch_config(name: str, folder: Path) -> AdvisorConfig:
 
 def run_search(study, space, baseline, measure, budget, config, progress) -> tuple[list[search.TrialResult], float]:
     started = time.time()
-    search.run_trials(study, space, baseline, measure, budget, math.inf, config.constraints.max_memory_mb, progress,
-                      canonical=effective)
+    search.run_trials(study, space, baseline, measure, budget, math.inf, config.constraints.max_memory_mb, progress)
     return search.finished_trials(study), time.time() - started
 
 
@@ -208,7 +208,7 @@ def rows_so_far(done: list[dict], kept: dict[str, dict]) -> list[dict]:
 
 def repeated_plans(trials: list[search.TrialResult]) -> int:
     """Trials of one study that measured a plan equal in effect to an earlier trial's."""
-    return len(trials) - len({search.plan_identity(t.plan, effective) for t in trials})
+    return len(trials) - len({plan_key(t.plan) for t in trials})
 
 
 def measure_arms(chosen: dict, config, measure, rounds: int, ideal: bool, progress: Progress,

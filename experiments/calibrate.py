@@ -141,7 +141,7 @@ def within_bounds(result: Coverage) -> bool:
 def aa_verdicts(config, repeats: int, pairs: int, progress: Callable[[str], None] = print) -> list[Verdict]:
     """`repeats` verifications of the baseline plan against itself, each judged against 1.0:
     verified means a plan that does nothing was called faster than the baseline."""
-    from advisor.plan import baseline_plan
+    from advisor.kinds import baseline_plan
     from advisor.session import measure_with
 
     plan, measure = baseline_plan(config), measure_with(config)

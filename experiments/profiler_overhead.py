@@ -12,7 +12,7 @@ import statistics
 
 from advisor.config import load_config
 from advisor.harness import run_measurement
-from advisor.plan import baseline_plan
+from advisor.kinds import baseline_plan
 
 
 def main() -> None:

@@ -27,7 +27,8 @@ from pathlib import Path
 from advisor import search
 from advisor.config import load_config
 from advisor.evidence import collect_evidence
-from advisor.session import measure_with, plan_session, prunable
+from advisor.session import measure_with, plan_session
+from advisor.session.trials import prunable
 from experiments.pruning import plans_to_measure
 
 ROOT = Path(__file__).resolve().parent.parent

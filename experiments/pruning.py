@@ -30,7 +30,10 @@ import optuna
 from advisor import search
 from advisor.config import MeasureConfig, load_config
 from advisor.evidence import collect_evidence
-from advisor.session import effective, measure_with, plan_session, prunable, textbook_params
+from advisor.plan import plan_key, unique
+from advisor.session import measure_with, plan_session
+from advisor.session.planning import textbook_params
+from advisor.session.trials import prunable
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCES = ("shard_open", "memory_budget", "text_step", "fetch_stall", "quickstart", "prep_stall", "overhead",
@@ -41,13 +44,13 @@ def plans_to_measure(space: dict, baseline: dict, count: int, seed: int) -> list
     """The baseline's settings, then `count` distinct plans drawn at random (fewer if the space is smaller)."""
     rng = random.Random(seed)
     plans = [{key: baseline[key] for key in space}]
-    everything = search.unique(search.every_plan(space) if search.space_size(space) <= search.ENUMERABLE else
+    everything = unique(search.every_plan(space) if search.space_size(space) <= search.ENUMERABLE else
                                [{k: rng.choice(search.values_of(p)) for k, p in space.items()} for _ in range(50 * count)],
-                               lambda params: effective({**baseline, **params}))
+                               baseline)
     rng.shuffle(everything)
-    seen = {search.plan_identity({**baseline, **plans[0]}, effective)}
+    seen = {plan_key({**baseline, **plans[0]})}
     for params in everything:
-        key = search.plan_identity({**baseline, **params}, effective)
+        key = plan_key({**baseline, **params})
         if key not in seen and len(plans) <= count:
             seen.add(key)
             plans.append(params)
@@ -59,11 +62,11 @@ def session_pass(config, facts, count: int, seed: int) -> list[optuna.trial.Froz
     textbook setting, then TPE (the session's sampler, seeded), until `count` distinct plans."""
     sampler = search.make_sampler(dataclasses.replace(config, measure=dataclasses.replace(config.measure, seed=seed)))
     study = optuna.create_study(direction="maximize", sampler=sampler)
-    for params in search.unique([{key: facts.baseline[key] for key in facts.space}, *textbook_params(facts)],
-                                lambda params: effective({**facts.baseline, **params})):
+    for params in unique([{key: facts.baseline[key] for key in facts.space}, *textbook_params(facts)],
+                         facts.baseline):
         study.enqueue_trial(params)
     search.run_trials(study, facts.space, facts.baseline, measure_with(config), count, math.inf,
-                      config.constraints.max_memory_mb, progress=print, canonical=effective)
+                      config.constraints.max_memory_mb, progress=print)
     return measured(study.trials)
 
 
@@ -78,7 +81,7 @@ def one_pass(config, space: dict, baseline: dict, plans: list[dict], prune) -> l
     for params in plans:
         study.enqueue_trial(params)
     search.run_trials(study, space, baseline, measure_with(config), len(plans), math.inf,
-                      config.constraints.max_memory_mb, progress=print, canonical=effective, prune=prune)
+                      config.constraints.max_memory_mb, progress=print, prune=prune)
     return measured(study.trials)
 
 
@@ -105,7 +108,7 @@ def saved_share(off, on) -> float:
 def winner(trials) -> tuple[str, float]:
     done = [t for t in trials if t.state == optuna.trial.TrialState.COMPLETE and search.is_feasible_trial(t)]
     best = max(done, key=lambda t: t.value)
-    return search.plan_identity(best.params), best.value
+    return plan_key(best.params), best.value
 
 
 def with_window(config, window: str):
@@ -133,7 +136,7 @@ def compare(name: str, plans: int, seed: int, order: str = "random", window: str
     pruned = [t for t in on if t.state == optuna.trial.TrialState.PRUNED]
     best_off, rate_off = winner(off)
     best_on, rate_on = winner(on)
-    kept = not any(search.plan_identity(t.params) == best_off for t in pruned)
+    kept = not any(plan_key(t.params) == best_off for t in pruned)
     saved = saved_share(off, on)
     return (f"| {name} | {len(chosen)} | {seconds(off):.1f} | {seconds(on):.1f} | {saved:.0%} | {len(pruned)} | "
             f"{'yes' if kept else 'NO'} | {'yes' if best_on == best_off else f'no ({rate_on / rate_off:.2f}x of it)'} |")

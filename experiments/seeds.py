@@ -20,7 +20,9 @@ import math
 from pathlib import Path
 
 from advisor import search
-from advisor.session import effective, measure_with, optimize, search_space
+from advisor.plan import effective, plan_key
+from advisor.session import measure_with, optimize
+from advisor.session.planning import search_space
 from advisor.verify import interleave, paired_interval
 from experiments.bench import ROOT, grid, pick, run_grid, run_search, scratch_config
 from recipes import by_name
@@ -64,15 +66,15 @@ def main() -> None:
     grid_trials, grid_s = run_grid(plans, measure_with(config), config, lambda line: None)
     best = pick(grid_trials, baseline, config)
 
-    distinct = {search.plan_identity(p[arm], effective): p[arm] for p in picks for arm in ("advisor", "random")}
-    distinct.pop(search.plan_identity(best, effective), None)
+    distinct = {plan_key(p[arm]): p[arm] for p in picks for arm in ("advisor", "random")}
+    distinct.pop(plan_key(best), None)
     labels = {key: f"plan {index}" for index, key in enumerate(distinct, start=1)}
     print(f"{len(distinct)} distinct pick(s) against the grid's, interleaved, {args.rounds} rounds", flush=True)
     rounds = interleave(best, {labels[key]: plan for key, plan in distinct.items()}, measure_with(config), args.rounds,
                         lambda line: print(line, flush=True), reference="grid's pick")
 
     def ratio(plan: dict) -> float:
-        key = search.plan_identity(plan, effective)
+        key = plan_key(plan)
         if key not in labels:
             return 1.0
         ratios = rounds.ratios(labels[key])

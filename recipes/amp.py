@@ -69,6 +69,14 @@ def grad_scaler(device_type: str, dtype: Optional[str]) -> Optional[Any]:
     return torch.amp.GradScaler(device_type)
 
 
+def limits(context: Context) -> dict:
+    """float16 around a step the user wrote: its GradScaler calls would have to go inside that step."""
+    if not context.step or context.device != "cuda":
+        return {}
+    return {"amp (float16)": f"float16 needs a GradScaler's calls inside {context.step} (scaler.scale(loss).backward(), "
+                             "scaler.step(optimizer), scaler.update()); bfloat16, which needs none, is tried"}
+
+
 RECIPE = Recipe(
     name="amp",
     summary="mixed precision: bfloat16 autocast (float16 with a GradScaler on CUDA)",
@@ -81,4 +89,5 @@ RECIPE = Recipe(
     kinds=("train", "infer"),
     textbook=lambda context: {"amp.dtype": "bfloat16"},
     snippet_in=lambda plan, context: around_step(plan, context.step) if context.step else None,
+    limits=limits,
 )

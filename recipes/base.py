@@ -7,7 +7,7 @@ are, and the same names show up in Optuna and in MLflow.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Optional, Union
 
 RISKS = ("exact", "tolerance", "changes semantics")
@@ -77,6 +77,15 @@ class Recipe:
     unmasks: tuple[str, ...] = ()  # the bottlenecks left on top once it works: their recipes are tried with it
     # its snippet where the context says more (the user's own step, rewritten functions); None: `snippet`
     snippet_in: Optional[Callable[[dict, Context], Optional[str]]] = None
+    # the plan keys that do nothing under a plan, by this recipe's settings (prefetch without workers)
+    idle: Callable[[dict], frozenset] = lambda plan: frozenset()
+    prunable: bool = True  # its trials may be stopped midway: its running rate midway says how it ends
+    # its one-off cost over its verification runs and the reference's (compile time, a cache's build)
+    one_off_cost: Optional[Callable[[list, list, str], dict]] = None
+    # how it applies to a run: hook name -> function (`recipes.applied`, `recipes.entered`)
+    hooks: dict = field(default_factory=dict)
+    # what it cannot do here, though chosen, in the report's words: {what: why}
+    limits: Callable[[Context], dict] = lambda context: {}
 
     def active(self, plan: dict, baseline: dict) -> bool:
         """Whether `plan` changes any of this recipe's keys from the baseline."""

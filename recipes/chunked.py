@@ -28,6 +28,14 @@ def snippet(plan: dict) -> str:
             "result = combine(parts)  # pd.concat(parts) where rows need no merging")
 
 
+def idle(plan: dict) -> frozenset:
+    """pyarrow's parser cannot stream: chunks read by pandas (not by Dask, which reads in its own
+    blocks) leave it nothing to do."""
+    if plan.get("pipeline.chunksize") and not plan.get("pipeline.dask_workers"):
+        return frozenset({"pipeline.engine"})
+    return frozenset()
+
+
 RECIPE = Recipe(
     name="chunked",
     summary="process the source in chunks under the memory budget",
@@ -39,4 +47,5 @@ RECIPE = Recipe(
     snippet=snippet,
     textbook=lambda context: {"pipeline.chunksize": max(1_000, context.rows // CHUNKS[1])},
     kinds=("pipeline",),
+    idle=idle,
 )

@@ -46,6 +46,19 @@ def break_even_steps(compile_s: float, eager_step_s: float, compiled_step_s: flo
     return compile_s / saved if saved > 0 else None
 
 
+def compile_cost(runs: list, reference_runs: list, per: str = "step") -> dict:
+    """Compile time (warm-up beyond steady steps or requests) and the steps (`per`) after which it pays off."""
+    good = [r for r in runs if r.ok and r.warmup_ms]
+    base = [r for r in reference_runs if r.ok]
+    if not good or not base:
+        return {"compile": {}}
+    step_ms = sum(r.step_ms_mean for r in good) / len(good)
+    base_ms = sum(r.step_ms_mean for r in base) / len(base)
+    compile_s = sum(max(0.0, (sum(r.warmup_ms) - len(r.warmup_ms) * step_ms) / 1000) for r in good) / len(good)
+    return {"compile": {"compile_s": compile_s,
+                        "break_even_steps": break_even_steps(compile_s, base_ms / 1000, step_ms / 1000), "per": per}}
+
+
 RECIPE = Recipe(
     name="compile",
     summary="fuse operators with torch.compile",
@@ -57,4 +70,9 @@ RECIPE = Recipe(
     snippet=snippet,
     kinds=("train", "infer"),
     textbook=lambda context: {"compile.mode": "default"},
+    one_off_cost=compile_cost,
+    # its cost lands unevenly in its first timed steps (recompiles, compile workers still busy), so
+    # its running rate says little midway (`python -m experiments.pruning` pruned the overhead
+    # job's winning compile plan)
+    prunable=False,
 )

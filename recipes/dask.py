@@ -54,6 +54,13 @@ def snippet(plan: dict) -> str:
             "result = combine(list(compute(*[delayed(transform)(part) for part in parts])))")
 
 
+def idle(plan: dict) -> frozenset:
+    """Partitions and a scheduler need Dask; Dask reads in its own blocks, so chunks do nothing."""
+    if not plan.get("pipeline.dask_workers"):
+        return frozenset({"pipeline.dask_partitions", "pipeline.dask_scheduler"})
+    return frozenset({"pipeline.chunksize"} if plan.get("pipeline.chunksize") else ())
+
+
 RECIPE = Recipe(
     name="dask",
     summary="run the transform on Dask workers, partition by partition",
@@ -66,4 +73,5 @@ RECIPE = Recipe(
     textbook=lambda context: {"pipeline.dask_workers": 1 if context.dask_scheduler else context.cores,
                               "pipeline.dask_partitions": 2 * context.cores},
     kinds=("pipeline",),
+    idle=idle,
 )

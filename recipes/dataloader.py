@@ -51,6 +51,13 @@ def textbook(context: Context) -> dict:
     return plan
 
 
+def idle(plan: dict) -> frozenset:
+    """Prefetching and persistence belong to worker processes: without workers they do nothing."""
+    if plan.get("dataloader.num_workers"):
+        return frozenset()
+    return frozenset({"dataloader.prefetch_factor", "dataloader.persistent_workers"})
+
+
 RECIPE = Recipe(
     name="dataloader",
     summary="load batches in parallel worker processes, ahead of the step",
@@ -66,4 +73,5 @@ RECIPE = Recipe(
     space=space,
     snippet=snippet,
     textbook=textbook,
+    idle=idle,
 )

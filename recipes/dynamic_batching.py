@@ -58,4 +58,6 @@ RECIPE = Recipe(
     snippet=snippet,
     textbook=lambda context: {"dynamic_batching.max_batch": 16, "dynamic_batching.max_wait_ms": 2.0},
     kinds=("infer",),
+    idle=lambda plan: frozenset({"dynamic_batching.max_wait_ms"} if (plan.get("dynamic_batching.max_batch") or 1) == 1
+                                else ()),  # a batcher's wait needs batches
 )

@@ -3,6 +3,7 @@ The one-off cost, and the number of runs after which it pays off, are reported w
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from recipes.base import Choice, Context, Recipe, reader
@@ -21,15 +22,29 @@ def snippet(plan: dict) -> str:
             "frame = pd.read_parquet(cache)")
 
 
+def cache_cost(runs: list, reference_runs: list, per: str = "run") -> dict:
+    """The cache's one-off build time, and the runs after which it has paid for itself."""
+    build = max((r.stages.get("cache_build_s", {}).get("wall_s", 0.0) for r in runs if r.ok), default=0.0)
+    saved = _mean_wall(reference_runs) - _mean_wall(runs)
+    return {"cache": {"build_s": build, "pays_off_after_runs": math.ceil(build / saved) if saved > 0 else None}}
+
+
+def _mean_wall(runs: list) -> float:
+    good = [r.stages["wall_s"] for r in runs if r.ok and r.stages]
+    return sum(good) / len(good) if good else 0.0
+
+
 RECIPE = Recipe(
     name="parquet_cache",
     summary="cache the parsed source as Parquet",
     targets=("parse", "io"),
     risk="exact",
     keys=("pipeline.parquet_cache",),
+    idle=lambda plan: frozenset({"pipeline.engine"} if plan.get("pipeline.parquet_cache") else ()),  # no text to parse
     why_not=why_not,
     space=lambda context: {"pipeline.parquet_cache": Choice((False, True))},
     snippet=snippet,
     textbook=lambda context: {"pipeline.parquet_cache": True},
     kinds=("pipeline",),
+    one_off_cost=cache_cost,
 )

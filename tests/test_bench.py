@@ -7,7 +7,7 @@ import math
 from advisor.config import load_config
 from advisor.measure import Measurement
 from advisor.search import TrialResult
-from advisor.session import gap_recovered
+from advisor.session.verification import gap_recovered
 from experiments.bench import blog_plan, capped, cost_cell, grid, markdown, paired_ratio, pick, write_csv
 from recipes import Choice, Context, IntRange
 from conftest import TINY, write_config

@@ -7,7 +7,7 @@ import pytest
 from advisor.harness import cgroups
 from advisor.config import load_config
 from advisor.harness import run_measurement
-from advisor.plan import baseline_plan
+from advisor.kinds import baseline_plan
 
 
 def fake_host(tmp_path, proc_lines: str, controllers: str = "cpu memory pids", delegate: bool = True):

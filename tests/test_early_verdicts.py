@@ -8,9 +8,9 @@ import math
 from advisor.config import load_config
 from advisor.measure import Measurement
 from advisor.search import TrialResult
-from advisor.session import (
-    Recommendation, Verified, confirm_beside_fix, early_candidate, plateau, stacked_singles, still_to_verify,
-)
+from advisor.session import Recommendation
+from advisor.session.policies import early_candidate, plateau, stacked_singles
+from advisor.session.verification import Verified, confirm_beside_fix, still_to_verify
 from conftest import TINY, write_config
 
 BASELINE = {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": False}
@@ -180,7 +180,7 @@ def test_the_report_says_which_recipe_slows_the_winner():
 def test_leaving_a_recipe_out_restores_only_the_keys_the_baseline_has():
     """The threads recipe also has a service's inter-op key, which a training baseline lacks:
     leaving threads out of a training winner must not look it up (it crashed the session)."""
-    from advisor.session import without_recipe
+    from advisor.session.ranking import without_recipe
 
     baseline = {"dataloader.num_workers": 0, "threads.intra_op": None}
     winner = {"dataloader.num_workers": 2, "threads.intra_op": 1}
@@ -194,7 +194,6 @@ def test_a_plateau_first_measures_the_best_plans_neighbours():
     import optuna
 
     from advisor import search
-    from advisor.session import effective
     from recipes import Choice, IntRange
 
     space = {"dataloader.num_workers": IntRange(0, 8), "dataloader.prefetch_factor": Choice((2, 4, 8)),
@@ -207,16 +206,16 @@ def test_a_plateau_first_measures_the_best_plans_neighbours():
 
     study = optuna.create_study(direction="maximize")
     study.enqueue_trial({**best, "dataloader.num_workers": 7})
-    first = search.unmeasured_neighbour(study, space, BASELINE, best, effective)
+    first = search.unmeasured_neighbour(study, space, BASELINE, best)
     assert first == {**best, "dataloader.prefetch_factor": 4}, "7 workers is queued already"
     idle = {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": False}
     study.enqueue_trial({**idle, "dataloader.num_workers": 1})
-    assert search.unmeasured_neighbour(study, space, BASELINE, idle, effective) is None, \
+    assert search.unmeasured_neighbour(study, space, BASELINE, idle) is None, \
         "without workers prefetch and persistence do nothing: no new plan one step away"
 
 
 def test_the_neighbours_measured_are_those_of_the_best_at_the_plateau():
-    from advisor.session import neighbourhood_of
+    from advisor.session.policies import neighbourhood_of
 
     trials = [trial(0, 0, 100.0), trial(1, 2, 200.0), trial(2, 4, 230.0)]
     first = neighbourhood_of(trials, None)
@@ -233,7 +232,7 @@ def test_a_pruned_trial_counts_towards_the_plateau():
     import optuna
 
     from advisor import search
-    from advisor.session import plateau
+    from advisor.session.policies import plateau
 
     study = optuna.create_study(direction="maximize")
     for workers, rate, state in [(0, 100.0, "COMPLETE"), (2, 300.0, "COMPLETE"), (1, 40.0, "PRUNED"), (3, 45.0, "PRUNED")]:
@@ -255,7 +254,7 @@ def test_the_diagnosis_full_run_is_the_baseline_trial_when_measured_alike(tmp_pa
     """Without a memory budget a training trial of the baseline is the diagnosis's full run
     again (plan, mode, steps, limits): trial #0 takes that run, once; every other call measures."""
     from advisor.evidence import Evidence
-    from advisor.session import baseline_trial_is_diagnosed, with_first_run
+    from advisor.session.trials import baseline_trial_is_diagnosed, with_first_run
 
     evidence = Evidence(full=run(100.0), profile=run(0.0))
     assert baseline_trial_is_diagnosed(load_config(write_config(tmp_path, TINY)), evidence)
@@ -284,7 +283,7 @@ def recommended(trial_number: int, plan: dict, speedup: float, verified: bool = 
 
 
 def test_the_recipe_that_slows_the_winner_is_the_one_it_runs_clearly_fastest_without():
-    from advisor.session import slowing_recipe
+    from advisor.session.ranking import slowing_recipe
 
     top = recommended(4, {}, 1.5, amp=(1.4, 1.2, 1.6), threads=(0.7, 0.6, 0.8), compile=(0.9, 0.8, 0.98))
     assert slowing_recipe(top, None) == "threads", "0.7x: 1.43x faster without it, more than without compile"
@@ -299,7 +298,7 @@ def test_the_recipe_that_slows_the_winner_is_the_one_it_runs_clearly_fastest_wit
 def test_the_winner_without_what_slows_it_is_verified_and_leads():
     """#4 (amp + threads) runs 1.43x faster without threads in its leave-one-out rounds: that
     plan is kept as a trial, verified, and leads; its own shares show nothing slows it, so it stays."""
-    from advisor.session import without_what_slows
+    from advisor.session.ranking import without_what_slows
 
     plan_4, plan_7 = {"amp": 1, "threads": 1}, {"amp": 1, "threads": 0}
     first = recommended(4, plan_4, 1.5, amp=(1.4, 1.2, 1.6), threads=(0.7, 0.6, 0.8))
@@ -339,6 +338,7 @@ def test_the_winner_without_what_slows_it_is_verified_and_leads():
 
 def test_a_run_measured_after_the_search_is_kept_as_a_trial_the_sampler_learns_from():
     from advisor import search
+    from advisor.plan import plan_key
     from recipes import Choice, IntRange
 
     space = {"dataloader.num_workers": IntRange(0, 4), "dataloader.persistent_workers": Choice((False, True))}
@@ -348,7 +348,7 @@ def test_a_run_measured_after_the_search_is_kept_as_a_trial_the_sampler_learns_f
     assert kept.number == 1 and kept.feasible and kept.samples_per_s == 321.0, "after the waiting baseline (#0)"
     again = search.finished_trials(study)
     assert [(t.number, t.plan, t.samples_per_s) for t in again] == [(1, plan, 321.0)]
-    assert search.plan_identity(plan) in search.taken_plans(study, BASELINE, lambda p: p), "counted as measured"
+    assert plan_key(plan) in search.taken_plans(study, BASELINE), "counted as measured"
     assert study.trials[1].user_attrs[search.RECORDED_ATTR] == "beside #1"
     over = search.record_trial(study, space, {**plan, "dataloader.num_workers": 4},
                                dataclasses.replace(run(500.0), peak_memory_mb=80.0), 50.0, "beside #1")
@@ -367,24 +367,26 @@ def test_a_session_ends_on_the_winner_without_the_recipe_that_slowed_it(tmp_path
 
     from advisor import search
     from advisor.evidence import Evidence
-    from advisor.session import Hooks, conclude, effective, plan_session, trial_recorder
+    from advisor.plan import plan_key
+    from advisor.session import Hooks, Session, conclude, plan_session
+    from advisor.session.trials import trial_recorder
     from conftest import FIXTURES, merged
 
     config = load_config(write_config(tmp_path, merged(TINY, {"search": {"recipes": ["threads", "amp"], "trials": 2}})))
     facts = plan_session(config, Evidence.from_dict(json.loads((FIXTURES / "evidence" / "compute_bound.json").read_text())))
     both = {"threads.intra_op": 1, "amp.dtype": "bfloat16"}
     study = search.create_study(config, facts.space, {k: facts.baseline[k] for k in facts.space}, facts.to_attrs(),
-                                [both], canonical=effective)
+                                [both])
     jitter = iter([1.0, 1.03, 0.98, 1.01, 0.99] * 40)
 
     def measure(plan, **options):
         rate = 100.0 * (2.0 if plan["amp.dtype"] else 1.0) * (0.7 if plan["threads.intra_op"] == 1 else 1.0)
         return dataclasses.replace(run(rate * next(jitter)), plan=plan)
 
-    search.run_trials(study, facts.space, facts.baseline, measure, 2, math.inf, None, canonical=effective)
+    search.run_trials(study, facts.space, facts.baseline, measure, 2, math.inf, None)
     lines = []
-    result = conclude(config, facts, [], search.finished_trials(study), measure, lines.append, time.time(),
-                      record=trial_recorder(study, facts, config, Hooks()), measure_reference=measure)
+    session = Session(config, facts, [], measure, measure, lines.append, started=time.time())
+    result = conclude(session, search.finished_trials(study), record=trial_recorder(study, facts, config, Hooks()))
     first, second = result.recommendations[:2]
     assert (first.trial, first.recipes, first.verified) == (2, ("amp",), True), [r.trial for r in result.recommendations]
     assert first.speedup > 1.9 and second.trial == 1 and 1.3 < second.speedup < 1.5
@@ -392,4 +394,4 @@ def test_a_session_ends_on_the_winner_without_the_recipe_that_slowed_it(tmp_path
     assert any("#1 runs 1.4" in line and "faster without threads" in line and "trial #2" in line for line in lines), lines
     kept = [t for t in study.trials if t.number == 2][0]
     assert kept.user_attrs[search.RECORDED_ATTR] and kept.params == {"threads.intra_op": 2, "amp.dtype": "bfloat16"}
-    assert len({search.plan_identity(t.plan, effective) for t in search.finished_trials(study)}) == 3, "no plan twice"
+    assert len({plan_key(t.plan) for t in search.finished_trials(study)}) == 3, "no plan twice"

@@ -247,7 +247,7 @@ def test_two_processes_racing_on_a_new_study(tmp_path):
     racers = [start_advisor("optimize", str(path), tmpdir=tmp_path) for _ in range(2)]
     outputs = [racer.communicate(timeout=600) for racer in racers]
     assert all(racer.returncode == 0 for racer in racers), [err[-1500:] for _, err in outputs]
-    from advisor.session import plan_key
+    from advisor.plan import plan_key
 
     study = load_study(config)
     finished = measured_trials(config)

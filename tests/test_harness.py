@@ -10,7 +10,8 @@ import pytest
 from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.harness.runner import budget_reason
-from advisor.plan import baseline_plan, with_changes
+from advisor.kinds import baseline_plan
+from advisor.plan import with_changes
 from advisor.measure import MEMORY_METHOD
 from conftest import ROOT, run_cli
 
@@ -204,7 +205,7 @@ def test_persistent_workers_see_the_same_batches_in_every_epoch(tiny_config):
     """A window three epochs long (16 samples, batches of 8, 6 steps): the loader's workers draw
     their seed once per iterator, which persistent workers keep across epochs. The order of the
     samples must not depend on it, or the numerics gate rejects an exact fix."""
-    from advisor.session import compare_outputs
+    from advisor.session.gate import compare_outputs
 
     shards = ROOT / "experiments" / "workloads" / "shards.py"
     config = load_config(tiny_config(workload={

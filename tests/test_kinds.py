@@ -14,8 +14,8 @@ import torch
 from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.harness.batches import batch_length, map_tensors, split_batch
-from advisor.kinds.lightning import configured_optimizer
-from advisor.plan import baseline_plan
+from advisor.workload import configured_optimizer
+from advisor.kinds import baseline_plan
 from conftest import ROOT, run_cli, write_config
 
 SHAPES = {
@@ -105,7 +105,7 @@ def test_dict_batches_reach_a_model_that_returns_its_loss(tmp_path):
 def test_numerics_gate_works_through_the_users_step(tmp_path):
     """The user's step runs as written (same losses as advisor's own step on the same job);
     a plan that moves its losses beyond the tolerance is rejected there too."""
-    from advisor.session import compare_outputs
+    from advisor.session.gate import compare_outputs
 
     config = load_config(shaped(tmp_path, step="shapes:plain_step", optimizer="shapes:build_sgd"))
     own = load_config(write_config(tmp_path, {**SHAPES, "workload": {**SHAPES["workload"],
@@ -183,7 +183,7 @@ def test_a_users_dataloader_keeps_its_sampler_and_collate():
 
 def test_lightning_missing_is_one_line(monkeypatch):
     from advisor.errors import UserError
-    from advisor.kinds.lightning import lightning_classes
+    from advisor.workload import lightning_classes
 
     for name in ("lightning.pytorch", "pytorch_lightning"):
         monkeypatch.setitem(sys.modules, name, None)  # as if not installed
@@ -204,7 +204,7 @@ def test_lightning_module_without_training_step_is_named(tmp_path):
     """Raised where the child builds the job, as the errors above (which show the exit status)."""
     pytest.importorskip("lightning")
     from advisor.errors import UserError
-    from advisor.kinds.lightning import load_lightning_job
+    from advisor.workload import load_lightning_job
 
     config = load_config(write_config(tmp_path, {**SHAPES, "workload": {
         "kind": "lightning", "module": "shapes:lit_without_step", "datamodule": "shapes:lit_data"}}))

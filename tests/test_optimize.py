@@ -13,7 +13,8 @@ import yaml
 from mlflow import MlflowClient
 
 from advisor.config import load_config
-from advisor.session import cpu_has_bf16, optimize
+from advisor.measure import cpu_has_bf16
+from advisor.session import optimize
 from advisor.tracking import tracking_uri
 from conftest import ROOT, TINY, free_port, merged, run_cli, write_config
 

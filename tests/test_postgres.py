@@ -22,7 +22,7 @@ import yaml
 from advisor import search
 from advisor.config import load_config
 from advisor.harness.lifetime import machine
-from advisor.session import effective
+from advisor.plan import plan_key
 from conftest import ROOT, free_port
 from test_search import MEASURED, load_study, measured_trials, quick_config, wait_for
 
@@ -125,7 +125,7 @@ def test_optimize_and_two_workers_share_a_postgresql_study(tmp_path, postgres_ur
     assert len(finished) == 8, "the budget is spent exactly"
     assert not [t for t in trials if t.state == optuna.trial.TrialState.RUNNING], "no trial left running"
     assert len({t.number for t in trials}) == len(trials)
-    plans = Counter(search.plan_identity(t.user_attrs[search.PLAN_ATTR], effective) for t in finished)
+    plans = Counter(plan_key(t.user_attrs[search.PLAN_ATTR]) for t in finished)
     assert all(count == 1 for count in plans.values()), f"no plan measured twice: {plans}"
     dead = next(t for t in trials if t.number == killed.number)
     assert dead.state == optuna.trial.TrialState.FAIL

@@ -9,7 +9,8 @@ import pytest
 from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.harness.train import steady_steps
-from advisor.plan import PLAN_KEYS, baseline_plan
+from advisor.kinds import baseline_plan
+from advisor.plan import PLAN_KEYS
 from conftest import TINY, merged, write_config
 from recipes import RECIPES, Context, IntRange, by_name
 from recipes.base import RISKS

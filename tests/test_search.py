@@ -18,7 +18,7 @@ from advisor import search
 from advisor.config import load_config
 from advisor.harness.lifetime import owner
 from advisor.measure import Measurement
-from advisor.plan import baseline_plan
+from advisor.kinds import baseline_plan
 from advisor.session import measure_with
 from conftest import ROOT, TINY, merged, write_config
 from recipes import IntRange
@@ -158,8 +158,8 @@ def test_two_workers_share_one_study(tmp_path):
     assert len(runners) == 2, f"both processes ran trials: {runners}"
     fixed = Counter(str(t.system_attrs.get("fixed_params")) for t in finished if "fixed_params" in t.system_attrs)
     assert all(count == 1 for count in fixed.values()), "each enqueued plan ran exactly once"
-    from advisor.session import effective
-    plans = Counter(search.plan_identity(t.user_attrs[search.PLAN_ATTR], effective) for t in finished)
+    from advisor.plan import plan_key
+    plans = Counter(plan_key(t.user_attrs[search.PLAN_ATTR]) for t in finished)
     assert all(count == 1 for count in plans.values()), f"no plan measured twice: {plans}"
     assert "worker finished: ran" in helper_out
 
@@ -245,7 +245,7 @@ def test_a_sampler_circling_a_measured_plan_is_given_an_unmeasured_one(tmp_path)
     """When the baseline is best, TPE keeps proposing it; each repeat enqueues a plan not yet
     measured, so the budget is spent on distinct plans instead of stopping early."""
     from advisor.measure import Measurement
-    from advisor.session import effective
+    from advisor.plan import plan_key
     from recipes import Choice
 
     config = load_config(quick_config(tmp_path, 6))
@@ -258,8 +258,8 @@ def test_a_sampler_circling_a_measured_plan_is_given_an_unmeasured_one(tmp_path)
         return Measurement(mode="full", plan=plan, status="ok", samples_per_s=50.0 if plan["pipeline.dask_workers"] else 100.0)
 
     study = search.create_study(config, space, baseline, {})
-    search.run_trials(study, space, baseline, measure, 6, time.time() + 120, None, progress=lines.append, canonical=effective)
-    measured = {search.plan_identity(t.plan, effective) for t in search.finished_trials(study)}
+    search.run_trials(study, space, baseline, measure, 6, time.time() + 120, None, progress=lines.append)
+    measured = {plan_key(t.plan) for t in search.finished_trials(study)}
     assert len(measured) == 6, lines
     assert not any("the search stops here" in line for line in lines)
 

@@ -5,15 +5,10 @@ import dataclasses
 import pytest
 
 from advisor.errors import UserError
-from advisor.session import (
-    Recommendation,
-    SessionFacts,
-    active_recipes,
-    changes_of,
-    rank,
-    select_recipes,
-    textbook_params,
-)
+from advisor.plan import active_recipes, changes_of
+from advisor.session import Recommendation, SessionFacts
+from advisor.session.planning import select_recipes, textbook_params
+from advisor.session.ranking import rank
 from recipes import Context
 
 MEMORY_FIRST = Context("cpu", 2, 2, 97, True, bottlenecks=("memory", "input-prep"))

@@ -14,7 +14,7 @@ import pytest
 from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.harness.vectorised import callbacks_vectorised, with_vectorised
-from advisor.plan import baseline_plan
+from advisor.kinds import baseline_plan
 from advisor.vectorise import Unsupported, function_at, rewrite
 from advisor.verify import compare_frames
 from conftest import ROOT, write_config

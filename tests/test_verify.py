@@ -7,7 +7,7 @@ import pytest
 
 from advisor.config import load_config
 from advisor.harness import run_measurement
-from advisor.plan import baseline_plan
+from advisor.kinds import baseline_plan
 from advisor.measure import Measurement
 from advisor.verify import compare_losses, compare_training, interleave, judge, paired_interval, step_breakdown
 from conftest import TINY, merged, write_config
@@ -228,7 +228,8 @@ def test_planted_flaky_plan_is_reported_flaky_not_verified(tmp_path):
     """A plan whose DataLoader worker is killed in some runs and not in others, verified through
     real child processes: its failed runs count against it, though its good runs are fast enough."""
     from advisor.search import TrialResult
-    from advisor.session import measure_with, verify_each
+    from advisor.session import Session, SessionFacts
+    from advisor.session.verification import verify_each
 
     path = write_config(tmp_path, merged(TINY, {
         "workload": {"dataset": "broken:flaky_in_workers", "dataset_args": {"counter": str(tmp_path / "builds")}},
@@ -237,7 +238,8 @@ def test_planted_flaky_plan_is_reported_flaky_not_verified(tmp_path):
     baseline = baseline_plan(config)
     workers = {**baseline, "dataloader.num_workers": 1}
     trial = TrialResult(1, workers, run_measurement(config.path, workers, "full", 4, 60), True)
-    recommendations, _, _ = verify_each([trial], baseline, config, measure_with(config), False, lambda line: None)
+    facts = SessionFacts(None, None, (), {}, baseline, {})
+    recommendations, _, _ = verify_each(Session(config, facts), [trial])
     (flaky,) = recommendations
     assert 0 < flaky.failed_runs < config.search.pairs  # failed in some runs, not all
     assert not flaky.verified

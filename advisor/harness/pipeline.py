@@ -31,6 +31,7 @@ import pandas as pd
 
 from advisor.config import SOURCE_FORMATS, AdvisorConfig
 from advisor.errors import UserError
+from advisor.frames import checked, comparable
 from advisor.measure import descendants_cpu_seconds, machine_busy_seconds, other_cpu_share, tree_memory
 
 CACHE_CHUNK_ROWS = 250_000  # rows parsed at a time while building a Parquet cache
@@ -202,13 +203,6 @@ class Stages:
     def to_dict(self) -> dict:
         return {name: {"wall_s": self.wall[name], "cpu_s": self.cpu[name]} for name in self.wall}
 
-
-def checked(output, key_path: str = "workload.transform") -> pd.DataFrame:
-    if isinstance(output, pd.Series):
-        return output.to_frame()
-    if not isinstance(output, pd.DataFrame):
-        raise UserError(f"{key_path}: returned {type(output).__name__}, not a pandas DataFrame; return a DataFrame")
-    return output
 
 
 def finish(parts: list[pd.DataFrame], code: PipelineCode, stages: Stages) -> pd.DataFrame:
@@ -387,17 +381,6 @@ def write(output: pd.DataFrame, path: Path) -> None:
     else:
         output.to_parquet(path, index=False)
 
-
-def comparable(frame: pd.DataFrame) -> pd.DataFrame:
-    """The output as Parquet can hold it: string column names, a meaningful index kept as columns.
-    An unnamed integer index is the source's row labels (a filter leaves gaps in them), which
-    chunks and partitions number afresh: it is not a result, so it is dropped."""
-    frame = frame.copy()
-    frame.columns = [str(c) for c in frame.columns]
-    if isinstance(frame.index, pd.RangeIndex):
-        return frame
-    row_labels = all(name is None for name in frame.index.names) and pd.api.types.is_integer_dtype(frame.index.dtype)
-    return frame.reset_index(drop=row_labels)
 
 
 # ---------------------------------------------------------------- profiling

@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from advisor.errors import UserError
+from advisor.failures import PRUNED
 from advisor.harness import cgroups, launch, lifetime
 from advisor.measure import Measurement, ResourceSampler, TreeMemory, default_memory_limit_mb, kill_tree
 
 STDERR_TAIL_CHARS = 4000
 WATCH_EVERY_S = 0.05  # how often a watched run's progress is read
-PRUNED = "pruned"  # the reason's first word for a run stopped by its watcher
 THREAD_START_FAILED = "can't start new thread"  # Python's words when pthread_create fails
 
 

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from advisor.vectorise import Rewrite, Unsupported, column_loops, function_at, rewrite, rewrite_loops
-from advisor.verify import first_difference, frame_difference
+from advisor.frames import checked, comparable, first_difference, frame_difference
 
 
 def where(file: str, line: int) -> str:
@@ -95,8 +95,6 @@ def transform_with_loops(transform: Callable, wanted) -> Callable:
 def loop_verdicts(transform: Callable, sample: pd.DataFrame, rtol: float) -> list[dict]:
     """Each loop of the transform that builds a column row by row: its rewrite, and whether the
     transform with it gives the same output on `sample` (else the first difference)."""
-    from advisor.harness.pipeline import checked, comparable
-
     try:
         node, source = transform_source(transform)
     except (OSError, SyntaxError, AttributeError):

@@ -1,7 +1,7 @@
 """Workload kinds: each kind of job advisor measures is one module behind `Kind`.
 
-A kind knows how its job runs in a measurement child, which runs make its evidence and what
-follows from them, which diagnosis rules apply, what its baseline plan is, how two runs'
+A kind (the parent's side of a job; the child's side is its loop in `advisor.harness`, loaded
+by `advisor.workload`) knows which runs make its evidence and what follows from them, which diagnosis rules apply, what its baseline plan is, how two runs'
 results are compared, and what its fingerprint covers. `kind_of` picks the kind once, from the
 config's `workload.kind`; the session, the diagnosis and the report call through the interface
 and never test a kind's name.
@@ -20,11 +20,6 @@ if TYPE_CHECKING:
     from advisor.verify import NumericsResult
     from recipes import Context
 
-# Modules are imported on first use: a pipeline's child must never import torch.
-KINDS = {
-    "train": "advisor.kinds.train", "lightning": "advisor.kinds.lightning", "infer": "advisor.kinds.infer",
-    "pipeline": "advisor.kinds.pipeline",
-}
 
 
 class Kind(Protocol):
@@ -40,9 +35,6 @@ class Kind(Protocol):
 
     def unit(self, config: "AdvisorConfig") -> str:
         """The unit of a run's objective value (`samples_per_s`): samples/s, rows/s, 1000 / p95 ms."""
-
-    def run(self, config: "AdvisorConfig", spec: dict) -> dict:
-        """In the measurement child: runs the job under `spec["plan"]`, returns the fields."""
 
     def baseline_plan(self, config: "AdvisorConfig", seen: Optional[dict] = None) -> dict:
         """What the user runs today; `seen`, what the baseline's runs saw, fills what the config cannot say."""
@@ -81,5 +73,14 @@ class Kind(Protocol):
 
 
 def kind_of(name: str) -> Kind:
-    """The kind named by a config's `workload.kind` (validated by the config)."""
-    return importlib.import_module(KINDS[name]).KIND
+    """The kind named by a config's `workload.kind` (validated by the config), registered once,
+    on its config section (`config.WORKLOAD_KINDS`); its module is imported on first use."""
+    from advisor.config import WORKLOAD_KINDS
+
+    return importlib.import_module(WORKLOAD_KINDS[name].KIND_MODULE).KIND
+
+
+def baseline_plan(config: "AdvisorConfig", seen: Optional[dict] = None) -> dict:
+    """What the user runs today: the config's own settings, no fixes applied (`seen`: what the
+    baseline's runs saw, for the settings only the user's code holds, such as a Lightning loader's)."""
+    return kind_of(config.kind).baseline_plan(config, seen)

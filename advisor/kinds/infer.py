@@ -16,9 +16,9 @@ from typing import Any, Optional
 
 from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence, derive_infer
+from advisor.failures import SLO_FAILURE
 
 
-SLO_FAILURE = "over the p95 SLO"
 
 
 class InferKind:
@@ -37,12 +37,6 @@ class InferKind:
 
     def unit(self, config: AdvisorConfig) -> str:
         return "/s (1000 / p95 ms)" if config.objective == "p95" else "requests/s"
-
-    def run(self, config: AdvisorConfig, spec: dict) -> dict:
-        from advisor.harness import infer
-        from advisor.workload import load_infer_job
-
-        return infer.run(config, load_infer_job(config), spec["plan"], spec["mode"], spec.get("output"), spec.get("progress"))
 
     def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
         return {
@@ -67,7 +61,7 @@ class InferKind:
         return SERVING_RULES
 
     def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
-        from advisor.session import cpu_has_bf16
+        from advisor.measure import cpu_has_bf16
         from recipes import Context
 
         seen = self.seen(evidence)
@@ -85,7 +79,7 @@ class InferKind:
         breaks `constraints.p95_ms` is infeasible."""
         from advisor.harness import run_measurement
         from advisor.measure import Measurement
-        from advisor.session import output_path
+        from advisor.outputs import output_path
 
         limit = config.constraints.max_memory_mb if capped else None
         slo = config.constraints.p95_ms if capped else None
@@ -101,8 +95,7 @@ class InferKind:
         return measure
 
     def compare(self, candidate, reference, risk: str, config: AdvisorConfig):
-        from advisor.session import foreign_output
-        from advisor.verify import compare_served
+        from advisor.verify import compare_served, foreign_output
 
         constraints = config.constraints
         refused = foreign_output(config, candidate, reference, risk, constraints.output_rtol)

@@ -31,15 +31,8 @@ class PipelineKind:
     def unit(self, config: AdvisorConfig) -> str:
         return "rows/s"
 
-    def run(self, config: AdvisorConfig, spec: dict) -> dict:
-        from advisor.harness import pipeline
-        from advisor.workload import load_pipeline
-
-        return pipeline.run(config, load_pipeline(config), spec["plan"], spec["mode"], spec.get("output"),
-                            spec.get("scratch"))
-
     def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
-        from advisor.plan import source_format_of
+        from advisor.config import source_format_of
 
         source = config.workload.source
         return {
@@ -83,7 +76,7 @@ class PipelineKind:
     def measure(self, config: AdvisorConfig, capped: bool):
         """Each run keeps its output, one file per plan, for the comparison with the baseline's."""
         from advisor.harness import run_measurement
-        from advisor.session import output_path
+        from advisor.outputs import output_path
 
         limit = config.constraints.max_memory_mb if capped else None
 
@@ -94,8 +87,7 @@ class PipelineKind:
         return measure
 
     def compare(self, candidate, reference, risk: str, config: AdvisorConfig):
-        from advisor.session import foreign_output
-        from advisor.verify import compare_frames
+        from advisor.verify import compare_frames, foreign_output
 
         workload = config.workload  # a path from a shared study is only data: read from advisor's folder alone
         refused = foreign_output(config, candidate, reference, risk, workload.float_rtol)

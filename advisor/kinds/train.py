@@ -8,7 +8,7 @@ the seeded loss trajectory and, for exact recipes, the parameters after the same
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, Optional
+from typing import Any, Optional
 
 from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence, derive
@@ -35,16 +35,6 @@ class TrainKind:
     def unit(self, config: AdvisorConfig) -> str:
         return "samples/s"
 
-    def run(self, config: AdvisorConfig, spec: dict) -> dict:
-        from advisor.harness import train
-
-        return train.run(config, self.job_builder(config), spec["plan"], spec["mode"], spec["steps"], spec.get("progress"))
-
-    def job_builder(self, config: AdvisorConfig) -> Callable[[], Any]:
-        from advisor.workload import load_train_job
-
-        return load_train_job(config)
-
     def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
         workload = config.workload
         loader = workload.dataloader
@@ -67,7 +57,7 @@ class TrainKind:
         return TRAINING_RULES
 
     def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
-        from advisor.session import cpu_has_bf16
+        from advisor.measure import cpu_has_bf16
         from recipes import Context
 
         environment = self.seen(evidence)

@@ -1,0 +1,35 @@
+"""How a failed run is worded, and what its words say: the reasons a child, the runner or a
+kind gives a failed measurement start with these, and the session reads them back.
+
+A leaf: it imports nothing of advisor's.
+"""
+
+from __future__ import annotations
+
+PRUNED = "pruned"  # the reason's first word for a run stopped by its watcher
+SLO_FAILURE = "over the p95 SLO"  # a service's run whose p95 broke `constraints.p95_ms`
+MEMORY_FAILURES = ("over the memory budget", "out of memory", "killed by SIGKILL")
+
+
+def pruned(run) -> bool:
+    """Whether a run was stopped midway, clearly losing."""
+    return not run.ok and run.reason.startswith(PRUNED)
+
+
+def out_of_memory(run) -> bool:
+    """Whether a run failed for want of memory (at the budget, an allocation, or the OOM killer)."""
+    return not run.ok and run.reason.startswith(MEMORY_FAILURES)
+
+
+def over_slo(run) -> bool:
+    """Whether a service's run broke its p95 SLO."""
+    return not run.ok and run.reason.startswith(SLO_FAILURE)
+
+
+def broken_constraint(run, max_memory_mb) -> str | None:
+    """The constraint a run failed for, in words: advisor's memory budget, or a service's SLO."""
+    if out_of_memory(run) and max_memory_mb is not None:
+        return "the memory budget"
+    if over_slo(run):
+        return "the p95 SLO"
+    return None

@@ -1,0 +1,66 @@
+"""What a session knows, in one frozen bundle that every stage takes: the config, the facts
+planned before the trials, the diagnoses, how a plan is measured, and (once the search is done)
+whose results the candidates must reproduce."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from advisor.config import AdvisorConfig
+from advisor.diagnose import Diagnosis
+from advisor.kinds import kind_of
+from advisor.measure import Measurement
+from advisor.session.planning import SessionFacts
+from advisor.session.results import Hooks, Progress
+from recipes import Context
+
+
+def measure_with(config: AdvisorConfig, capped: bool = True) -> Callable[[dict], Measurement]:
+    """How a plan is measured: a full run in a fresh child, killed at `constraints.max_memory_mb`
+    when `capped` (every trial and candidate); uncapped for the job as the user runs it today,
+    the reference that candidates are compared with."""
+    return kind_of(config.kind).measure(config, capped)
+
+
+@dataclass(frozen=True)
+class Reference:
+    """What the baseline's trial says of the session's judgement: the run every candidate must
+    reproduce, whose it is in words, whether the baseline fits at all (a memory fix is then
+    judged on fitting), and whether the ideal is measured beside each verification round."""
+
+    base_run: Measurement  # the baseline's trial (the diagnosis's full run when there was none)
+    uncapped: Optional[Measurement]  # the baseline run once without the constraint it broke
+    run: Optional[Measurement]  # the run whose results the candidates reproduce (None: nothing fitted)
+    note: str  # whose results those are, in words
+    memory_fix: bool  # the baseline does not fit its budget
+    with_ideal: bool  # input-bound: the ideal (synthetic batches) is measured beside each round
+
+
+@dataclass(frozen=True)
+class Session:
+    """Everything a stage needs to know of its session, read-only."""
+
+    config: AdvisorConfig
+    facts: SessionFacts
+    diagnoses: list[Diagnosis] = field(default_factory=list)
+    measure: Optional[Callable[..., Measurement]] = None  # a trial or candidate: held to the constraints
+    measure_reference: Optional[Callable[[dict], Measurement]] = None  # the job as the user runs it: uncapped
+    progress: Progress = lambda line: None
+    hooks: Hooks = Hooks()
+    started: float = 0.0
+    reference: Optional[Reference] = None  # set once the search is done (`gate.with_reference`)
+
+    def __post_init__(self) -> None:
+        if self.measure is None:
+            object.__setattr__(self, "measure", measure_with(self.config))
+        if self.measure_reference is None:
+            object.__setattr__(self, "measure_reference", measure_with(self.config, capped=False))
+
+    @property
+    def baseline(self) -> dict:
+        return self.facts.baseline
+
+    @property
+    def context(self) -> Context:
+        return self.facts.context

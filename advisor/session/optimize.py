@@ -1,0 +1,76 @@
+"""One optimize session, top to bottom: plan, search, gate, verify, rank, record.
+
+Each stage is a module of this package and takes the one frozen bundle of what the session
+knows (`Session`); the verdicts reached so far live in one ledger (`Verified`), which the search
+adds to when it verifies a trial early.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Callable, Optional
+
+from advisor import search
+from advisor.config import AdvisorConfig
+from advisor.evidence import Evidence
+from advisor.measure import Measurement
+from advisor.session.bundle import Session
+from advisor.session.gate import with_reference
+from advisor.session.planning import plan_or_resume
+from advisor.session.ranking import rank_session
+from advisor.session.results import Hooks, Progress, Recommendation, Rejection, SessionResult
+from advisor.session.trials import run_search, trial_recorder
+from advisor.session.verification import Verified, choose_candidates, latency_of, verify_candidates
+from advisor.verify import step_breakdown
+
+
+def optimize(config: AdvisorConfig, progress: Progress = lambda line: None, warm_start: tuple[dict, ...] = (),
+             evidence: Optional[Evidence] = None, hooks: Hooks = Hooks(), started: Optional[float] = None) -> SessionResult:
+    """Diagnoses (unless `evidence` from an earlier diagnosis is given), searches, verifies, ranks.
+    Resumes the workload's study when one exists. `started`: when the user's command began (the
+    time to the first verified fix counts from it)."""
+    started = time.time() if started is None else started
+    study, facts, diagnoses, diagnosed_now = plan_or_resume(config, evidence, warm_start, progress)
+    if diagnoses:
+        progress(f"bottleneck: {diagnoses[0].bottleneck}; trying: {', '.join(facts.chosen) or 'nothing'}")
+    session = Session(config, facts, diagnoses, progress=progress, hooks=hooks, started=started)
+    verified = Verified(started, progress, hooks)
+    if study is None:  # nothing to search: the baseline alone
+        return conclude(session, [], verified)
+    run_search(session, study, verified, diagnosed_now)
+    result = conclude(session, search.finished_trials(study), verified, trial_recorder(study, facts, config, hooks))
+    return dataclasses.replace(result, pruned=search.pruned_trials(study), trials=search.finished_trials(study))
+
+
+def conclude(session: Session, trials: list[search.TrialResult], verified: Optional[Verified] = None,
+             record: Optional[Callable[[dict, Measurement], search.TrialResult]] = None) -> SessionResult:
+    """From the trials to ranked, verified recommendations. `verified` holds the verdicts the
+    search already reached: those candidates are not measured again, nor those whose trial was
+    not clearly faster than a fix already verified. `record` keeps a run of a plan found after
+    the search as a trial of the study (`ranking.without_what_slows`)."""
+    verified = verified or Verified(session.started, session.progress, session.hooks)
+    session = with_reference(session, trials)
+    candidates, rejected, passed_over = choose_candidates(session, trials, verified)
+    verify_candidates(session, candidates, verified)
+    ranked = rank_session(session, verified, record)
+    advised = {r.trial for r in ranked}  # a trial passed over, then verified without #1's slowing recipe
+    rejected = [r for r in rejected + verified.rejections + passed_over if r.trial not in advised]
+    return _result(session, trials, ranked, rejected, verified)
+
+
+def _result(session: Session, trials: list[search.TrialResult], ranked: list[Recommendation],
+            rejected: list[Rejection], verified: Verified) -> SessionResult:
+    facts, reference = session.facts, session.reference
+    baseline_run = reference.base_run if reference.base_run.ok else reference.uncapped or facts.evidence.full
+    return SessionResult(
+        config=session.config, evidence=facts.evidence, diagnoses=session.diagnoses, context=facts.context,
+        chosen=facts.chosen, skipped=facts.skipped, baseline=facts.baseline,
+        baseline_samples_per_s=baseline_run.samples_per_s,
+        baseline_breakdown_ms=step_breakdown(verified.baseline_runs or [facts.evidence.full]),
+        trials=trials, recommendations=ranked, rejected=rejected,
+        started=session.started, finished=time.time(), memory_fix=reference.memory_fix,
+        baseline_peak_mb=baseline_run.peak_memory_mb, numerics_reference=reference.note,
+        baseline_latency_ms=latency_of(verified.baseline_runs or [reference.base_run]),
+        first_verified_s=verified.first_s,
+    )

@@ -1,0 +1,210 @@
+"""Planning, the session's first stage: from the baseline's evidence to the recipes to try, the
+search space and the first trials, stored in the study so that workers and resumes share them.
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import asdict, dataclass, field
+from typing import Optional
+
+from advisor import search
+from advisor.config import AdvisorConfig
+from advisor.diagnose import Diagnosis, diagnose
+from advisor.errors import UserError
+from advisor.evidence import Evidence, collect_evidence
+from advisor.fingerprint import describe_changes, fingerprint
+from advisor.kinds import kind_of
+from advisor.session.results import Progress
+from recipes import RECIPES, Context, Param, Recipe, by_name
+
+ACTIONABLE = ("high", "moderate")
+
+
+def plan_or_resume(config: AdvisorConfig, evidence: Optional[Evidence], warm_start: tuple[dict, ...],
+                   progress: Progress) -> tuple[Optional[object], SessionFacts, list[Diagnosis], Optional[Evidence]]:
+    """The workload's study resumed with the facts it stores, or the baseline diagnosed (unless
+    `evidence` from an earlier diagnosis is given) and a new study made: the baseline first, then
+    `warm_start`, then the textbook trials. Returns the study (None when there is nothing to
+    search), the facts, the diagnoses (made once per session) and the evidence taken just now."""
+    study = search.find_study(config)
+    if study is not None and search.SPACE_ATTR in study.user_attrs:
+        check_same_workload(config, study.user_attrs)
+        facts = SessionFacts.from_attrs(study.user_attrs)
+        done = len(search.finished_trials(study))
+        progress(f"resuming study '{config.name}' ({done} trials done; the baseline's diagnosis is reused)")
+        return study, facts, diagnose(facts.evidence), None
+    diagnosed_now = None
+    if evidence is None:
+        progress("diagnosing the baseline:")
+        evidence = diagnosed_now = collect_evidence(config, progress)
+    else:
+        progress("using the given diagnosis of the baseline")
+    diagnoses = diagnose(evidence)
+    facts = plan_session(config, evidence, diagnoses)
+    study = None
+    if facts.space:
+        first = (*warm_start, *textbook_params(facts))
+        study = search.create_study(config, facts.space, {key: facts.baseline[key] for key in facts.space},
+                                    facts.to_attrs(), first)
+    return study, facts, diagnoses, diagnosed_now
+
+
+@dataclass(frozen=True)
+class SessionFacts:
+    """What a session decides before its trials; stored in the study so workers and resumes share it."""
+
+    evidence: Evidence
+    context: Context
+    chosen: tuple[str, ...]
+    skipped: dict
+    baseline: dict
+    space: dict
+    fingerprint: dict = field(default_factory=dict)  # the workload's static fingerprint components
+
+    def to_attrs(self) -> dict:
+        return {
+            "fingerprint": self.fingerprint,
+            "evidence": self.evidence.to_dict(),
+            "context": asdict(self.context),
+            "chosen": list(self.chosen),
+            "skipped": self.skipped,
+            "baseline": self.baseline,
+        }
+
+    @classmethod
+    def from_attrs(cls, attrs: dict) -> SessionFacts:
+        context = attrs["context"]
+        return cls(
+            evidence=Evidence.from_dict(attrs["evidence"]),
+            context=Context(**{key: _tuples(value) for key, value in context.items()}),
+            chosen=tuple(attrs["chosen"]),
+            skipped=attrs["skipped"],
+            baseline=attrs["baseline"],
+            space=search.space_from_json(attrs[search.SPACE_ATTR]),
+            fingerprint=attrs.get("fingerprint", {}),
+        )
+
+
+def plan_session(config: AdvisorConfig, evidence: Evidence,
+                 diagnoses: Optional[list[Diagnosis]] = None) -> SessionFacts:
+    """From the baseline's evidence (and its diagnoses, when made already) to the recipes and the search space."""
+    kind = kind_of(config.kind)
+    context = _context(evidence, diagnose(evidence) if diagnoses is None else diagnoses, config)
+    chosen, skipped = select_recipes(config.search.recipes, context, strict=kind.strict_recipes)
+    return SessionFacts(
+        evidence=evidence,
+        context=context,
+        chosen=tuple(r.name for r in chosen),
+        skipped={**skipped, **{what: why for recipe in chosen for what, why in recipe.limits(context).items()}},
+        baseline=spelled_out(kind.baseline_plan(config, kind.seen(evidence)), context),
+        space=search_space(chosen, context),
+        fingerprint=fingerprint(config)["components"],
+    )
+
+
+def _context(evidence: Evidence, diagnoses: list[Diagnosis], config: AdvisorConfig) -> Context:
+    bottlenecks = tuple(d.bottleneck for d in diagnoses if d.severity in ACTIONABLE)
+    return kind_of(config.kind).context(evidence, bottlenecks, config)
+
+
+def select_recipes(setting, context: Context, strict: bool = False) -> tuple[list[Recipe], dict[str, str]]:
+    """The recipes to trial, and why each other one was left out.
+
+    `auto` takes every applicable recipe that targets a diagnosed bottleneck, and those for what
+    such a recipe unmasks (the read, once row-wise code is vectorised); a list names them
+    (`strict`: a listed recipe that cannot run here is an error).
+    """
+    known = {recipe.name: recipe for recipe in RECIPES if context.kind in recipe.kinds}
+    if setting == "auto":
+        targeted = [r for r in known.values() if set(r.targets) & set(context.bottlenecks)]
+        unmasked = {b for r in targeted if not r.why_not(context) for b in r.unmasks}
+        wanted = [r for r in RECIPES if set(r.targets) & (set(context.bottlenecks) | unmasked)]
+    else:
+        names = [setting] if isinstance(setting, str) else list(setting)
+        for name in names:
+            if name not in known:
+                close = difflib.get_close_matches(str(name), known, n=1)
+                other = next((r for r in RECIPES if r.name == name), None)
+                if other is not None:
+                    raise UserError(f"search.recipes: {name} applies to {' and '.join(other.kinds)} workloads, "
+                                    f"not {context.kind}; remove it")
+                hint = f"; did you mean '{close[0]}'?" if close else f"; known: {', '.join(known)}"
+                raise UserError(f"search.recipes: unknown recipe {name!r}{hint}")
+        wanted = [known[name] for name in names]
+    chosen, skipped = [], {}
+    for recipe in known.values():
+        reason = recipe.why_not(context)
+        if reason and setting != "auto" and recipe in wanted and strict:
+            raise UserError(f"search.recipes: {recipe.name} cannot run here: it {reason}")
+        if recipe not in wanted:
+            skipped[recipe.name] = "targets no diagnosed bottleneck" if setting == "auto" else "not listed"
+        elif reason:
+            skipped[recipe.name] = reason
+        else:
+            chosen.append(recipe)
+    return chosen, skipped
+
+
+def search_space(recipes: list[Recipe], context: Context) -> dict[str, Param]:
+    space: dict[str, Param] = {}
+    for recipe in recipes:
+        space.update(recipe.space(context))
+    return space
+
+
+def spelled_out(plan: dict, context: Context) -> dict:
+    """A plan with torch's defaults written in, so it can be compared key by key with trials."""
+    defaults = {"threads.intra_op": context.default_threads, "dataloader.prefetch_factor": 2}
+    if "threads.inter_op" in plan:  # torch sizes its inter-op pool as its intra-op one: to the cores
+        defaults["threads.inter_op"] = context.default_threads
+    return {**plan, **{key: value for key, value in defaults.items() if plan.get(key) is None}}
+
+
+def textbook_params(facts: SessionFacts) -> list[dict]:
+    """Each chosen recipe at its textbook setting, on top of the baseline: the first trials after
+    it, those that fix the most severe bottleneck first; then a recipe that unmasks a bottleneck
+    together with each recipe for it (vectorised code with each read-side fix)."""
+    singles = textbook_singles(facts)
+    pairs = [(name, other) for name in singles for other in singles
+             if other != name and set(by_name(name).unmasks) & set(by_name(other).targets)]
+    base = textbook_plan(facts)
+    plans = []
+    for params in [*singles.values()] + [textbook_plan(facts, *pair) for pair in pairs]:
+        if params != base and params not in plans:
+            plans.append(params)
+    return plans
+
+
+def textbook_singles(facts: SessionFacts) -> dict[str, dict]:
+    """Each chosen recipe's textbook setting alone on the baseline, by recipe, the most severe
+    bottleneck's first."""
+    ordered = sorted(facts.chosen, key=lambda name: _severity_rank(by_name(name), facts.context))
+    return {name: textbook_plan(facts, name) for name in ordered}
+
+
+def textbook_plan(facts: SessionFacts, *names: str) -> dict:
+    """The baseline's settings of the space's keys, with the named recipes' textbook settings."""
+    base = {key: facts.baseline[key] for key in facts.space}
+    return {**base, **{k: v for name in names for k, v in by_name(name).textbook(facts.context).items() if k in facts.space}}
+
+
+def _severity_rank(recipe: Recipe, context: Context) -> int:
+    """The position of the most severe diagnosed bottleneck the recipe targets."""
+    return min((i for i, b in enumerate(context.bottlenecks) if b in recipe.targets), default=len(context.bottlenecks))
+
+
+def check_same_workload(config: AdvisorConfig, attrs: dict) -> None:
+    """A study's trials and evidence belong to the workload that made it: resuming or joining
+    it after the code, the config's workload section or the environment changed would mix old
+    measurements into new advice."""
+    stored = attrs.get("fingerprint")
+    changes = describe_changes(stored, fingerprint(config)["components"]) if stored else ["it records no fingerprint"]
+    if changes:
+        raise UserError(f"the study '{config.name}' in {search.storage_url(config)} was made for another workload "
+                        f"({'; '.join(changes)}): run with --fresh to start over, or advisor retune for a deliberate change")
+
+
+def _tuples(value):
+    """JSON's lists as the tuples they were (a Context read back from the study)."""
+    return tuple(_tuples(v) for v in value) if isinstance(value, list) else value

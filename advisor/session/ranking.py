@@ -1,0 +1,144 @@
+"""Ranking: verified fixes first, fastest first (a much leaner one leads a fix it cannot be told
+apart from); #1's recipes each given their share by leaving it out; and when #1 runs clearly
+faster without one of them, that plan verified and put first."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Callable, Optional
+
+from advisor import search
+from advisor.failures import out_of_memory
+from advisor.measure import Measurement
+from advisor.session.bundle import Session
+from advisor.session.margins import MEMORY_TIE_SAVING
+from advisor.session.results import Progress, Recommendation
+from advisor.session.verification import Verified, verify_each
+from advisor.verify import interleave, paired_interval
+from recipes import by_name
+
+
+def rank_session(session: Session, verified: Verified,
+                 record: Optional[Callable[[dict, Measurement], search.TrialResult]] = None) -> list[Recommendation]:
+    """The session's verified and unverified fixes, ranked, #1's recipes with their shares. With
+    `record` (a study to keep a run in), #1 without a recipe that slows it is verified too
+    (`without_what_slows`), and leads when verified."""
+    baseline, measure, pairs, progress = session.baseline, session.measure, session.config.search.pairs, session.progress
+
+    def verify(candidates: list[search.TrialResult]) -> list[Recommendation]:
+        recommendations, baseline_runs, rejections = verify_each(session, candidates, verified.heard)
+        verified.add(recommendations, baseline_runs, rejections)
+        return recommendations
+
+    recommendations, left_out = finish_ranking(verified.recommendations, baseline, measure, pairs, progress)
+    if record is None:
+        return recommendations
+    return without_what_slows(recommendations, left_out, verify, record, session.config.constraints.max_memory_mb,
+                              lambda ranked: with_shares(ranked, baseline, measure, pairs, progress), progress)
+
+
+def rank(recommendations: list[Recommendation]) -> list[Recommendation]:
+    """Verified first, fastest first; but when a fix the measurements cannot tell apart from the
+    fastest (its interval reaches the fastest's speedup) needs much less memory, it leads."""
+    ordered = sorted(recommendations, key=lambda r: (not r.verified, -r.speedup))
+    if not ordered:
+        return ordered
+    best = ordered[0]
+    tied = [r for r in ordered if r.verified == best.verified and r.interval[1] >= best.speedup]
+    leanest = min(tied, key=lambda r: r.peak_memory_mb)
+    if leanest.peak_memory_mb < (1 - MEMORY_TIE_SAVING) * best.peak_memory_mb:
+        return [leanest] + [r for r in ordered if r is not leanest]
+    return ordered
+
+
+def renumbered(ranked: list[Recommendation]) -> list[Recommendation]:
+    return [dataclasses.replace(r, rank=index) for index, r in enumerate(ranked, start=1)]
+
+
+def finish_ranking(recommendations: list[Recommendation], baseline: dict, measure, pairs: int,
+                   progress: Progress) -> tuple[list[Recommendation], dict]:
+    """Ranks the recommendations, and gives #1 its recipes' shares (`with_shares`)."""
+    return with_shares(renumbered(rank(recommendations)), baseline, measure, pairs, progress)
+
+
+def with_shares(ranked: list[Recommendation], baseline: dict, measure, pairs: int,
+                progress: Progress) -> tuple[list[Recommendation], dict]:
+    """When #1 combines recipes and its shares are not measured yet, measures it again beside
+    itself without each one, to give each recipe's share. Returns the ranking and, by recipe,
+    the plan without it with its runs ({} when nothing was measured)."""
+    if not ranked or len(ranked[0].recipes) < 2 or ranked[0].contributions:
+        return ranked, {}
+    shares, left_out = leave_one_out(ranked[0], baseline, measure, pairs, progress)
+    return [dataclasses.replace(ranked[0], contributions=shares), *ranked[1:]], left_out
+
+
+def slowing_recipe(top: Recommendation, max_memory_mb: Optional[float]) -> Optional[str]:
+    """The recipe #1 runs clearly fastest without (its share's interval wholly under 1x), among
+    those it does not need to keep within the memory budget; None when none slows it. A pure function."""
+    slowing = {recipe: share["factor"] for recipe, share in top.contributions.items()
+               if not share.get("needed_for_budget") and share["interval"][1] < 1.0
+               and not (max_memory_mb is not None and share.get("peak_without_mb", 0.0) > max_memory_mb)}
+    return min(slowing, key=slowing.get) if slowing else None
+
+
+def without_what_slows(ranked: list[Recommendation], left_out: dict, verify: Callable[[list], list[Recommendation]],
+                       record: Callable[[dict, Measurement], search.TrialResult], max_memory_mb: Optional[float],
+                       shares: Callable[[list], tuple[list, dict]], progress: Progress) -> list[Recommendation]:
+    """When #1 runs clearly faster without one of its recipes, that plan is the advice: kept as
+    a trial (its first run in the leave-one-out rounds; a trial of the same plan, where the
+    study has one), verified against the baseline as every candidate is, and ranked first when
+    verified, since its rounds beside #1 already showed it the faster. Then its own shares are
+    measured, and so on, once per recipe of the first #1 at most. `verify` gives the candidates'
+    recommendations; `shares` is `with_shares` for a ranking."""
+    for _ in range(len(ranked[0].recipes) if ranked else 0):
+        top = ranked[0]
+        recipe = slowing_recipe(top, max_memory_mb)
+        plan, runs = left_out.get(recipe, ({}, []))
+        measured = next((run for run in runs if run.ok), None)
+        if measured is None:
+            break
+        trial = record(plan, measured)
+        if trial.number in {r.trial for r in ranked}:
+            break
+        factor, (low, high) = top.contributions[recipe]["factor"], top.contributions[recipe]["interval"]
+        faster = f"{1 / factor:.2f}x faster without {recipe} ({1 / high:.2f}-{1 / low:.2f}x, beside it in the same rounds)"
+        progress(f"#1 runs {faster}: verifying it without {recipe}, as trial #{trial.number}")
+        found = verify([trial])
+        if not found or not found[0].verified:
+            return renumbered(ranked + found)
+        lead = dataclasses.replace(found[0], leads_because=f"leads: trial #{top.trial}, {'+'.join(top.recipes)}, ran {faster}")
+        ranked, left_out = shares(renumbered([lead, *ranked]))
+    return ranked
+
+
+def leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, progress: Progress) -> tuple[dict, dict]:
+    """Each recipe's factor: the plan against itself without that recipe, paired round by round.
+    Returns the shares, and by recipe the plan without it with its runs."""
+    without = {recipe: without_recipe(top.plan, baseline, recipe) for recipe in top.recipes}
+    progress(f"measuring each recipe's share of #1 by leaving it out, {pairs} rounds:")
+    rounds = interleave(top.plan, {f"without {recipe}": plan for recipe, plan in without.items()}, measure, pairs,
+                        progress, reference="#1")
+    shares = {}
+    for recipe in top.recipes:
+        factors = [1 / ratio for ratio in rounds.ratios(f"without {recipe}") if ratio > 0]
+        if any(out_of_memory(run) for run in rounds.candidates[f"without {recipe}"]):
+            shares[recipe] = {"factor": math.inf, "interval": (math.inf, math.inf), "shown": True, "needed_for_budget": True}
+        elif factors:
+            factor, low, high = paired_interval(factors)
+            peaks = [r.peak_memory_mb for r in rounds.candidates[f"without {recipe}"] if r.ok]
+            shares[recipe] = {"factor": factor, "interval": (low, high), "shown": low > 1.0,
+                              "peak_without_mb": max(peaks, default=0.0)}
+    return shares, {recipe: (plan, rounds.candidates[f"without {recipe}"]) for recipe, plan in without.items()}
+
+
+def without_recipe(plan: dict, baseline: dict, recipe: str) -> dict:
+    """The plan with one recipe's keys as the baseline has them; a key the baseline lacks (a
+    service's inter-op threads, on a training job) is left out."""
+    changed = dict(plan)
+    for key in by_name(recipe).keys:
+        if key in baseline:
+            changed[key] = baseline[key]
+        else:
+            changed.pop(key, None)
+    return changed

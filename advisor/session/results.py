@@ -1,0 +1,91 @@
+"""What a session hands back: its recommendations, its rejections, the session as a whole, and
+who hears of its work as it finishes."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Optional
+
+from advisor import search
+from advisor.config import AdvisorConfig
+from advisor.diagnose import Diagnosis
+from advisor.evidence import Evidence
+from recipes import Context
+
+Progress = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Recommendation:
+    rank: int
+    recipes: tuple[str, ...]
+    plan: dict
+    changes: dict
+    speedup: float
+    interval: tuple[float, float]
+    verified: bool
+    reason: str
+    numerics: dict
+    peak_memory_mb: float
+    snippet: str
+    trial: int
+    samples_per_s: float
+    compile: dict = field(default_factory=dict)
+    cache: dict = field(default_factory=dict)  # a Parquet cache's one-off cost and the runs it takes to pay off
+    contributions: dict = field(default_factory=dict)
+    step_breakdown_ms: dict = field(default_factory=dict)
+    failed_runs: int = 0  # verification runs that crashed, hung or broke the budget: flaky when > 0
+    busy_share: float = 0.0  # the most CPU other processes took during one of its verification runs
+    ideal_speedup: Optional[float] = None  # input-bound jobs: the ideal over the baseline, in the same rounds
+    gap_recovered: Optional[float] = None  # the share of the gap to that ideal the fix recovers
+    latency_ms: dict = field(default_factory=dict)  # inference: p50, p95, p99 and cold start over its verification runs
+    leads_because: str = ""  # why it leads a fix with a higher speedup: that fix, measured beside it, ran slower
+    mlflow_run_id: Optional[str] = None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Rejection:
+    plan_changes: dict
+    recipes: tuple[str, ...]
+    reason: str
+    trial: Optional[int] = None
+
+
+@dataclass(frozen=True)
+class SessionResult:
+    config: AdvisorConfig
+    evidence: Evidence
+    diagnoses: list[Diagnosis]
+    context: Context
+    chosen: tuple[str, ...]
+    skipped: dict[str, str]
+    baseline: dict
+    baseline_samples_per_s: float
+    baseline_breakdown_ms: dict
+    trials: list[search.TrialResult]
+    recommendations: list[Recommendation]
+    rejected: list[Rejection]
+    started: float
+    finished: float
+    memory_fix: bool = False
+    baseline_peak_mb: float = 0.0
+    numerics_reference: str = "the baseline"  # whose results the candidates reproduce
+    baseline_latency_ms: dict = field(default_factory=dict)  # inference: over the verification rounds' baseline runs
+    first_verified_s: Optional[float] = None  # from the session's start to its first verified fix
+    pruned: tuple = ()  # the trials stopped midway, clearly losing: (number, plan, reason, seconds of window unrun)
+
+    @property
+    def trials_run(self) -> int:
+        """The trials measured, those stopped midway too: the budget random search is given."""
+        return len(self.trials) + len(self.pruned)
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """Who hears of work as it finishes (the MLflow session log): each trial, each verdict."""
+
+    trial: Callable[..., None] = lambda *args: None  # (number, plan, measurement dict, feasible, start, end)
+    verdict: Callable[..., None] = lambda *args: None  # (name, plan, verdict dict, start, end)

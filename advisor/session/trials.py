@@ -1,0 +1,133 @@
+"""The search stage: the Optuna study's trials run under the session's policies; and a worker
+that joins a running study (`advisor worker`)."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from typing import Callable, Optional
+
+from advisor import search
+from advisor.config import AdvisorConfig
+from advisor.errors import UserError
+from advisor.evidence import Evidence
+from advisor.harness.lifetime import SLOTS_ENV, measuring_here
+from advisor.kinds import kind_of
+from advisor.measure import Measurement
+from advisor.plan import active_recipes, plan_key
+from advisor.session.bundle import Session, measure_with
+from advisor.session.planning import SessionFacts, check_same_workload
+from advisor.session.policies import EarlyVerification, PlateauStop, StackSingles
+from advisor.session.results import Hooks, Progress
+from advisor.session.verification import Verified
+
+
+def run_search(session: Session, study, verified: Verified, diagnosed_now: Optional[Evidence] = None) -> None:
+    """Runs the study's trials until its budget, its deadline or a policy stops it. The
+    policies stack what helped, verify a trial far over the bar at once, and stop at a plateau.
+    `diagnosed_now`: the baseline's runs taken in this session, whose full run is the baseline's
+    trial when it was measured as one (trial #0 then costs nothing)."""
+    config, facts = session.config, session.facts
+    measure = session.measure
+    if diagnosed_now is not None and baseline_trial_is_diagnosed(config, diagnosed_now):
+        measure = with_first_run(measure, facts.baseline, diagnosed_now.full)
+    budget = search.trial_budget(config, facts.space)
+    policies = (StackSingles(session), EarlyVerification(session, verified),
+                PlateauStop(session, verified, search_patience(config)))
+    session.progress(f"trials ({budget}, at most {config.search.time_budget_s:.0f} s), "
+                     f"study in {search.storage_url(config)}:")
+
+    def trial_done(*args) -> None:
+        session.hooks.trial(*args)
+        finished = search.finished_trials(study, pruned=True)
+        for policy in policies:
+            policy.after_trial(study, finished)
+
+    def stop_reason(study) -> str:
+        finished = search.finished_trials(study, pruned=True)  # a pruned trial found nothing faster either
+        return next((why for policy in policies if (why := policy.stop_reason(study, finished))), "")
+
+    search.run_trials(study, facts.space, facts.baseline, measure, budget, time.time() + config.search.time_budget_s,
+                      config.constraints.max_memory_mb, session.progress, trial_done, stop_reason=stop_reason,
+                      prune=prunable(config, facts.baseline))
+
+
+def trial_recorder(study, facts: SessionFacts, config: AdvisorConfig,
+                   hooks: Hooks) -> Callable[[dict, Measurement], search.TrialResult]:
+    """Keeps a run of a plan found after the search as a trial of the study (logged as each
+    trial is); a plan the study has a trial of already is answered with that trial."""
+
+    def record(plan: dict, run: Measurement) -> search.TrialResult:
+        key = plan_key(plan)
+        same = [t for t in search.finished_trials(study, pruned=True) if plan_key(t.plan) == key]
+        if same:
+            return same[0]
+        trial = search.record_trial(study, facts.space, plan, run, config.constraints.max_memory_mb,
+                                    "run without a recipe that slowed #1, in its leave-one-out rounds")
+        hooks.trial(trial.number, plan, run.to_dict(), trial.feasible, None, None)
+        return trial
+
+    return record
+
+
+def baseline_trial_is_diagnosed(config: AdvisorConfig, evidence: Evidence) -> bool:
+    """Whether the diagnosis's full run of the baseline is the baseline's trial already: the
+    same plan, mode, steps and limits (no memory budget caps trials), so measuring it again
+    would only cost time."""
+    return (kind_of(config.kind).evidence_is_a_trial and config.constraints.max_memory_mb is None
+            and evidence.full is not None and evidence.full.ok)
+
+
+def with_first_run(measure: Callable[..., Measurement], plan: dict, run: Measurement) -> Callable[..., Measurement]:
+    """`measure`, except that the first time it is asked for `plan` it answers `run`, taken already."""
+    waiting = [dataclasses.replace(run, plan=plan)]
+
+    def measure_once(asked: dict, **options) -> Measurement:
+        if waiting and plan_key(asked) == plan_key(plan):
+            return waiting.pop()
+        return measure(asked, **options)
+
+    return measure_once
+
+
+def prunable(config: AdvisorConfig, baseline: dict) -> Callable[[dict], bool]:
+    """Which plans may be stopped midway: none where the config or the kind says so; never one
+    with a recipe that says its running rate midway says little of its end (compile)."""
+    if not (config.search.prune and kind_of(config.kind).prunable):
+        return lambda plan: False
+    return lambda plan: all(recipe.prunable for recipe in active_recipes(plan, baseline))
+
+
+def search_patience(config: AdvisorConfig) -> int:
+    """Trials in a row without a faster plan after which a search with a verified fix stops."""
+    if config.search.patience is not None:
+        return config.search.patience
+    return max(3, config.search.trials // 4)
+
+
+def join_study(config: AdvisorConfig, progress: Progress = lambda line: None) -> int:
+    """`advisor worker`: runs trials of an existing study until its budget is spent."""
+    study = search.find_study(config, worker=True)
+    if study is None or search.SPACE_ATTR not in study.user_attrs:
+        raise UserError(
+            f"no study '{config.name}' in {search.storage_url(config)} yet; start it with advisor optimize {config.path}"
+        )
+    check_same_workload(config, study.user_attrs)
+    facts = SessionFacts.from_attrs(study.user_attrs)
+    _warn_if_sharing_the_machine(study, progress)
+    return search.run_trials(
+        study, facts.space, facts.baseline, measure_with(config), search.trial_budget(config, facts.space),
+        time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress,
+        prune=prunable(config, facts.baseline),
+    )
+
+
+def _warn_if_sharing_the_machine(study, progress: Progress) -> None:
+    """Workers of one study on one machine time their trials at once, and each slows the other."""
+    running = [t.user_attrs.get(search.WORKER_ATTR, "") for t in study.get_trials(deepcopy=False, states=(search.TrialState.RUNNING,))]
+    others = measuring_here(running)
+    if others and not os.environ.get(SLOTS_ENV):
+        progress(f"warning: another process on this machine ({others[0]}) is measuring trials of this study; "
+                 "measurements taken at once slow each other and distort the ranking: start every process here "
+                 f"with --slots 1 (or {SLOTS_ENV}=1) to take turns, or add workers on other machines")

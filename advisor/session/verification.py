@@ -1,0 +1,247 @@
+"""Verification: each candidate re-measured interleaved with the baseline, judged on a paired
+interval, and kept as a recommendation; the ledger of verdicts a session reaches (some during
+its search); and which candidates are still worth the rounds once a fix is verified."""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Callable, Optional
+
+from advisor import search
+from advisor.harness import run_measurement
+from advisor.kinds import kind_of
+from advisor.measure import Measurement
+from advisor.plan import active_recipes, changes_of, combined_risk, names
+from advisor.session.bundle import Session
+from advisor.session.gate import gate_candidates, worst_numerics
+from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
+from advisor.session.results import Hooks, Progress, Recommendation, Rejection
+from advisor.verify import FIRST_LOOK, LOOK_CONFIDENCE, interleave, judge, paired_interval, settled, step_breakdown
+from recipes import Context, Recipe
+
+@dataclass
+class Verified:
+    """The verdicts a session has reached so far (some during its search), and when it first
+    had a fix to trust."""
+
+    started: float
+    progress: Progress = lambda line: None
+    hooks: Hooks = Hooks()
+    recommendations: list = field(default_factory=list)
+    rejections: list = field(default_factory=list)
+    baseline_runs: list = field(default_factory=list)
+    first_s: Optional[float] = None
+
+    def heard(self, name: str, plan: dict, verdict: dict, start: float, end: float) -> None:
+        if verdict["verified"] and self.first_s is None:  # the moment a user has advice to trust
+            self.first_s = end - self.started
+            self.progress(f"first verified fix {self.first_s:.0f} s after the start: {name} "
+                          f"{verdict['speedup']:.2f}x ({verdict['low']:.2f}-{verdict['high']:.2f}x)")
+        self.hooks.verdict(name, plan, verdict, start, end)
+
+    def add(self, recommendations: list, baseline_runs: list, rejections: list) -> None:
+        self.recommendations += recommendations
+        self.baseline_runs += baseline_runs
+        self.rejections += rejections
+
+    @property
+    def trial_numbers(self) -> set[int]:
+        """The trials judged so far: each became a recommendation or a rejection."""
+        return {r.trial for r in self.recommendations} | {r.trial for r in self.rejections}
+
+    @property
+    def best_trial(self) -> Optional[int]:
+        """The trial of the fastest verified fix, if any."""
+        good = [r for r in self.recommendations if r.verified]
+        return max(good, key=lambda r: r.speedup).trial if good else None
+
+    @property
+    def best_rate(self) -> float:
+        """The fastest verified fix's mean rate in its verification rounds (0 if none)."""
+        return max((r.samples_per_s for r in self.recommendations if r.verified and r.trial == self.best_trial), default=0.0)
+
+
+def still_to_verify(candidates: list[search.TrialResult], trials: list[search.TrialResult], verified: Verified,
+                    verify_top: int, baseline: dict) -> tuple[list[search.TrialResult], list[Rejection]]:
+    """The candidates left to verify (best first): not judged already, and, once a fix is
+    verified, only those whose trial beat it (its trial or its verification runs, whichever was
+    faster) by EARLY_MARGIN, the fastest of them by SECOND_LOOK_MARGIN; `verify_top` in the
+    session, all told. The others are within a trial's noise of the fix: verifying them would
+    cost rounds and most likely rank them under it. Those that ran faster than the fix in their
+    trial come back as rejections that say so, so no faster trial goes unexplained."""
+    fresh = [t for t in candidates if t.number not in verified.trial_numbers]
+    best = verified.best_trial
+    passed_over: list[Rejection] = []
+    if best is not None:
+        fix_rate = max([t.samples_per_s for t in trials if t.number == best] + [verified.best_rate])
+        kept = []
+        for place, trial in enumerate(sorted(fresh, key=lambda t: t.samples_per_s, reverse=True)):
+            margin = SECOND_LOOK_MARGIN if place == 0 else EARLY_MARGIN
+            ratio = trial.samples_per_s / fix_rate if fix_rate > 0 else math.inf
+            if ratio >= margin:
+                kept.append(trial)
+            elif ratio > 1.0:
+                recipes = active_recipes(trial.plan, baseline)
+                passed_over.append(Rejection(changes_of(trial.plan, baseline), names(recipes), (
+                    f"not verified: {ratio:.2f}x the verified fix (trial #{best}) in its trial, under the "
+                    f"{margin}x a single trial must beat it by (most likely no faster)"), trial.number))
+        fresh = kept
+    return fresh[: max(0, verify_top - len(verified.trial_numbers))], passed_over
+
+
+def confirm_beside_fix(candidates: list[search.TrialResult], verified: Verified, trials: list[search.TrialResult],
+                       measure: Callable[[dict], Measurement], baseline: dict,
+                       progress: Progress) -> tuple[list[search.TrialResult], list[Rejection]]:
+    """Once a fix is verified, each candidate still to verify is run again right after that fix,
+    and kept only where it beats it by CONFIRM_MARGIN there: a cheap second draw before the
+    costly one. Those set aside are returned as rejections that say why."""
+    best = verified.best_trial
+    fix = next((t for t in trials if t.number == best), None)
+    if fix is None or not candidates:
+        return candidates, []
+    kept, screened = [], []
+    for trial in candidates:
+        fix_run, run = measure(fix.plan), measure(trial.plan)
+        ratio = run.samples_per_s / fix_run.samples_per_s if run.ok and fix_run.ok and fix_run.samples_per_s > 0 else (
+            math.inf if run.ok else 0.0)
+        in_trial = trial.samples_per_s / fix.samples_per_s if fix.samples_per_s > 0 else math.inf
+        if ratio >= CONFIRM_MARGIN:
+            kept.append(trial)
+            continue
+        why = (f"not verified: {in_trial:.2f}x the verified fix (trial #{fix.number}) in its trial, "
+               f"{ratio:.2f}x run again beside it (under {CONFIRM_MARGIN}x: most likely no faster)")
+        progress(f"  trial #{trial.number}: {why}")
+        recipes = active_recipes(trial.plan, baseline)
+        screened.append(Rejection(changes_of(trial.plan, baseline), names(recipes), why, trial.number))
+    return kept, screened
+
+
+def verify_each(session: Session, candidates: list[search.TrialResult],
+                heard: Callable[..., None] = lambda *args: None) -> tuple[list[Recommendation], list[Measurement], list[Rejection]]:
+    """Re-measures the candidates interleaved with the reference (the baseline, run as the user
+    runs it: without the memory budget the candidates must keep): FIRST_LOOK rounds when every
+    speed verdict is then settled, else `search.pairs` (each look at LOOK_CONFIDENCE). Once the
+    search is done, the session's `Reference` says whose plan is the reference, whether fixes
+    are judged on fitting the budget, and whether the baseline fed one reused batch joins every
+    round: the ideal an input fix can reach, measured beside it, so the share of the gap a fix
+    recovers compares like with like. `heard` hears each verdict.
+
+    Returns the recommendations (unranked), the reference's runs and the rejections."""
+    config, baseline, progress, reference = session.config, session.baseline, session.progress, session.reference
+    memory_fix = reference is not None and reference.memory_fix
+    with_ideal = reference is not None and reference.with_ideal
+    reference_plan = reference.run.plan if reference is not None and reference.run is not None else baseline
+    plans = {f"#{t.number}": t for t in candidates}
+    arms = {name: t.plan for name, t in plans.items()}
+    ideal_plan = dict(reference_plan)  # told apart by identity: the same plan, another mode
+    if with_ideal:
+        arms["ideal"] = ideal_plan
+
+    def measure(plan: dict) -> Measurement:
+        if plan is ideal_plan:
+            return run_measurement(config, plan, "synthetic", config.measure.steps, config.measure.timeout_s)
+        return session.measure(plan)
+
+    min_speedup, pairs = config.search.min_speedup, config.search.pairs
+
+    def enough(rounds) -> bool:  # memory fixes are judged on every run: they take all rounds
+        return (len(rounds.baseline) == FIRST_LOOK and not memory_fix
+                and all(settled(rounds.ratios(name), min_speedup, rounds.failures(name)) for name in plans))
+
+    progress(f"verifying {len(plans)} candidate(s), interleaved with the baseline{' and the ideal' if with_ideal else ''}, "
+             f"{FIRST_LOOK} rounds, {pairs} unless every verdict is clear by then:")
+    verify_started = time.time()
+    rounds = interleave(reference_plan, arms, measure, pairs, progress,
+                        measure_reference=session.measure_reference, enough=enough)
+    verify_finished = time.time()
+    ideal_ratios = rounds.ratios("ideal") if with_ideal else []
+    ideal_speedup = paired_interval(ideal_ratios)[0] if ideal_ratios else None
+
+    recommendations, rejections = [], []
+    for name, trial in plans.items():
+        runs = rounds.candidates[name]
+        recipes = active_recipes(trial.plan, baseline)
+        numerics = worst_numerics(runs, rounds.baseline, combined_risk(recipes), config)
+        verdict = judge(
+            name, rounds.ratios(name), min_speedup, numerics, memory_fix,
+            [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
+            failures=rounds.failures(name), pairs=len(rounds.baseline), confidence=LOOK_CONFIDENCE,
+            disturbed=rounds.disturbed(name),
+        )
+        heard(name, trial.plan, verdict.to_dict(), verify_started, verify_finished)
+        if numerics is not None and not numerics.passed:
+            rejections.append(Rejection(changes_of(trial.plan, baseline), names(recipes), verdict.reason, trial.number))
+            continue
+        recommendations.append(
+            Recommendation(
+                rank=0, recipes=names(recipes), plan=trial.plan, changes=changes_of(trial.plan, baseline),
+                speedup=verdict.speedup, interval=(verdict.low, verdict.high), verified=verdict.verified,
+                reason=verdict.reason, numerics=asdict(numerics) if numerics else {},
+                peak_memory_mb=verdict.peak_memory_mb, snippet=snippet_for(trial.plan, recipes, session.context),
+                trial=trial.number, samples_per_s=mean_rate(runs),
+                **_one_off_costs(recipes, runs, rounds.baseline, kind_of(config.kind).per),
+                step_breakdown_ms=step_breakdown(runs), failed_runs=len(verdict.failures),
+                busy_share=max((r.other_cpu_share for r in [*runs, *rounds.baseline] if r.ok), default=0.0),
+                ideal_speedup=ideal_speedup, gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
+                latency_ms=latency_of(runs),
+            )
+        )
+    return recommendations, rounds.baseline, rejections
+
+
+def snippet_for(plan: dict, recipes: tuple[Recipe, ...], context: Optional[Context] = None) -> str:
+    """The code to paste; a recipe says more where the context has it (the user's own step by
+    name, the rewritten row functions)."""
+    def code(recipe: Recipe) -> str:
+        told = recipe.snippet_in(plan, context) if context is not None and recipe.snippet_in else None
+        return told or recipe.snippet(plan)
+
+    return "\n\n".join(f"# {r.name}: {r.summary}\n{code(r)}" for r in recipes)
+
+
+def latency_of(runs: list[Measurement]) -> dict:
+    """Inference: each latency figure averaged over the runs that have one."""
+    good = [r.latency for r in runs if r.ok and r.latency]
+    keys = ("p50_ms", "p95_ms", "p99_ms", "cold_start_ms")
+    return {key: sum(lat[key] for lat in good) / len(good) for key in keys} if good else {}
+
+
+def mean_rate(runs: list[Measurement]) -> float:
+    good = [r.samples_per_s for r in runs if r.ok]
+    return sum(good) / len(good) if good else 0.0
+
+
+def gap_recovered(speedup: float, baseline_rate: float, ideal_rate: Optional[float]) -> Optional[float]:
+    """The share of the gap between the baseline and the ideal (synthetic-batch) throughput that
+    a fix recovers: the physical limit for input fixes is the ideal."""
+    if not ideal_rate or not baseline_rate or ideal_rate <= baseline_rate:
+        return None
+    return (speedup * baseline_rate - baseline_rate) / (ideal_rate - baseline_rate)
+
+
+def verify_candidates(session: Session, candidates: list[search.TrialResult], verified: "Verified") -> None:
+    """Verifies the candidates (when there are any) into the session's ledger."""
+    if candidates:
+        verified.add(*verify_each(session, candidates, verified.heard))
+
+
+def _one_off_costs(recipes: tuple[Recipe, ...], runs: list[Measurement], reference_runs: list[Measurement],
+                   per: str) -> dict:
+    """Each recipe's one-off cost (a compile, a cache's build), by its field of `Recommendation`."""
+    return {name: cost for recipe in recipes if recipe.one_off_cost
+            for name, cost in recipe.one_off_cost(runs, reference_runs, per).items()}
+
+
+def choose_candidates(session: Session, trials: list[search.TrialResult],
+                      verified: Verified) -> tuple[list[search.TrialResult], list[Rejection], list[Rejection]]:
+    """The trials still worth verifying: through the numerics gate, not judged already, and, once
+    a fix is verified, clearly faster than it in their trial and again beside it. Returns them,
+    the rejections, and the faster trials passed over (each with why)."""
+    config, baseline, reference = session.config, session.baseline, session.reference
+    candidates, rejected = gate_candidates(trials, reference.run, baseline, config, reference.memory_fix)
+    rejected = [r for r in rejected if r.trial not in verified.trial_numbers]
+    candidates, passed_over = still_to_verify(candidates, trials, verified, config.search.verify_top, baseline)
+    candidates, screened = confirm_beside_fix(candidates, verified, trials, session.measure, baseline, session.progress)
+    return candidates, rejected + screened, passed_over
