@@ -1,6 +1,37 @@
-"""The fixes advisor knows, listed statically: one module per recipe, read top to bottom."""
+"""The fixes advisor knows, listed statically: one module per recipe, read top to bottom.
+
+A recipe also says how it applies to a run, through named hooks (`Recipe.hooks`) that the
+measurement loops call here, never reading a recipe's plan keys themselves. Each hook is called
+for every recipe that has it, in this registry's order, with the whole plan: a recipe whose keys
+are at the baseline's settings (or absent, in another kind's plan) leaves the run as it is.
+
+Folds, `applied(hook, value, plan, **facts)`, each recipe's `(value, plan, **facts) -> value`:
+  process         None; in the child before anything is built (threads)
+  model           the model, on its device, before its optimizer sees it (checkpointing,
+                  dynamic quantization, channels_last)
+  compiled        the model once its optimizer exists; fact `in_place` (compile)
+  grad_scaler     None, or a loss scaler; fact `device_type` (amp's float16)
+  micro_batches   1: the parts each batch runs in (grad_accumulation)
+  loader          the DataLoader's keyword options; fact `cuda` (dataloader)
+  queued_batches  0: the batches the loader's workers can hold ready (dataloader)
+  non_blocking    False: whether copies to the device may be asynchronous (dataloader)
+  request         a served request (channels_last), as `chain`
+  batching        (1, 0.0): a server's largest batch and its wait in seconds (dynamic_batching)
+  warm_requests   0: requests served at load time (warmup)
+  failure         "": words naming recipes whose mix a crash comes from; fact `text`
+  prepare         a pipeline's `PipelineRun`, before it reads (vectorise, parquet_cache)
+  read_options    the pandas reader's keyword options; fact `fmt` (arrow_engine, columns, dtypes)
+  after_read      a frame just read; fact `fmt` (columns, dtypes)
+  execute         None, or how a pipeline's run is carried out (chunked, dask)
+Contexts, `around(hook, plan, **facts)`, each recipe's `(plan, **facts) -> context manager`:
+  around_forward  a training step's forward; fact `device_type` (amp)
+  around_serve    a served call; fact `device_type` (amp, inference_mode)
+"""
 
 from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, ContextManager
 
 from recipes import (
     amp, arrow_engine, channels_last, checkpointing, chunked, columns, compile, dask, dataloader, dtypes, dynamic_batching,
@@ -31,7 +62,7 @@ RECIPES: tuple[Recipe, ...] = (
     dask.RECIPE,
 )
 
-__all__ = ["RECIPES", "Choice", "Context", "IntRange", "Param", "Recipe", "by_name"]
+__all__ = ["RECIPES", "Choice", "Context", "IntRange", "Param", "Recipe", "applied", "around", "by_name", "chain"]
 
 
 def by_name(name: str) -> Recipe:
@@ -39,3 +70,34 @@ def by_name(name: str) -> Recipe:
         if recipe.name == name:
             return recipe
     raise KeyError(name)
+
+
+def chain(hook: str, plan: dict, **facts: Any) -> Callable[[Any], Any]:
+    """Every recipe's `hook` for this plan, as one function of the value: resolved once, called often."""
+    steps = [apply for recipe in RECIPES if (apply := recipe.hooks.get(hook)) is not None]
+
+    def apply_all(value: Any) -> Any:
+        for apply in steps:
+            value = apply(value, plan, **facts)
+        return value
+
+    return apply_all
+
+
+def applied(hook: str, value: Any, plan: dict, **facts: Any) -> Any:
+    """`value` passed through every recipe's `hook`, in the registry's order."""
+    return chain(hook, plan, **facts)(value)
+
+
+def around(hook: str, plan: dict, **facts: Any) -> Callable[[], ContextManager]:
+    """A fresh context, on each call, that enters every recipe's `hook` context in the registry's order."""
+    makers = [make for recipe in RECIPES if (make := recipe.hooks.get(hook)) is not None]
+
+    @contextlib.contextmanager
+    def entered():
+        with contextlib.ExitStack() as stack:
+            for make in makers:
+                stack.enter_context(make(plan, **facts))
+            yield
+
+    return entered

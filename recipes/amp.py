@@ -90,4 +90,9 @@ RECIPE = Recipe(
     textbook=lambda context: {"amp.dtype": "bfloat16"},
     snippet_in=lambda plan, context: around_step(plan, context.step) if context.step else None,
     limits=limits,
+    hooks={
+        "around_forward": lambda plan, device_type: autocast(device_type, plan.get("amp.dtype")),
+        "around_serve": lambda plan, device_type: autocast(device_type, plan.get("amp.dtype")),
+        "grad_scaler": lambda scaler, plan, device_type: grad_scaler(device_type, plan.get("amp.dtype")) or scaler,
+    },
 )

@@ -18,6 +18,13 @@ def snippet(plan: dict) -> str:
     return "frame = " + reader(plan, 'engine="pyarrow"')
 
 
+def read_options(options: dict, plan: dict, fmt: str) -> dict:
+    """The parser for a text source (Parquet has none to choose)."""
+    if plan.get("pipeline.engine") and fmt != "parquet":
+        return {**options, "engine": plan["pipeline.engine"]}
+    return options
+
+
 RECIPE = Recipe(
     name="arrow_engine",
     summary="parse text sources with the pyarrow engine",
@@ -29,4 +36,5 @@ RECIPE = Recipe(
     snippet=snippet,
     textbook=lambda context: {"pipeline.engine": "pyarrow"},
     kinds=("pipeline",),
+    hooks={"read_options": read_options},
 )

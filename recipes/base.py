@@ -86,6 +86,11 @@ class Recipe:
     hooks: dict = field(default_factory=dict)
     # what it cannot do here, though chosen, in the report's words: {what: why}
     limits: Callable[[Context], dict] = lambda context: {}
+    off: dict = field(default_factory=dict)  # its keys' settings that apply nothing, where not None
+
+    def settings_off(self) -> dict:
+        """Each of its keys at the setting that applies nothing: the baseline's, unless the user set it."""
+        return {key: self.off.get(key) for key in self.keys}
 
     def active(self, plan: dict, baseline: dict) -> bool:
         """Whether `plan` changes any of this recipe's keys from the baseline."""

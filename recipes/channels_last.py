@@ -47,4 +47,7 @@ RECIPE = Recipe(
     snippet=snippet,
     textbook=lambda context: {"channels_last.enabled": True},
     kinds=("infer",),
+    hooks={"model": lambda model, plan: convert(model, plan.get("channels_last.enabled")),
+           "request": lambda request, plan: inputs(request) if plan.get("channels_last.enabled") else request},
+    off={"channels_last.enabled": False},
 )

@@ -95,6 +95,10 @@ def wrap(model: Any, share: float) -> Any:
     return model
 
 
+def apply(model: Any, plan: dict) -> Any:
+    return wrap(model, plan.get("checkpointing.share") or 0.0)
+
+
 RECIPE = Recipe(
     name="checkpointing",
     summary="recompute activations of a share of the blocks instead of storing them",
@@ -105,4 +109,6 @@ RECIPE = Recipe(
     space=space,
     snippet=snippet,
     textbook=lambda context: {"checkpointing.share": 1.0},
+    hooks={"model": apply},
+    off={"checkpointing.share": 0.0},
 )

@@ -36,6 +36,25 @@ def idle(plan: dict) -> frozenset:
     return frozenset()
 
 
+def execute(run) -> tuple:
+    """Reads and transforms the source a chunk at a time, keeping only the partial results;
+    returns the combined output and the rows read."""
+    parts, rows = [], 0
+    for path in run.files:
+        chunks = run.chunks(path, int(run.plan["pipeline.chunksize"]))
+        while True:
+            with run.stages.stage("read"):
+                chunk = next(chunks, None)
+                if chunk is None:
+                    break
+                chunk = run.after_read(chunk)
+            rows += len(chunk)
+            with run.stages.stage("transform"):
+                parts.append(run.transform(chunk))
+            del chunk  # only the partial results stay in memory
+    return run.finish(parts), rows
+
+
 RECIPE = Recipe(
     name="chunked",
     summary="process the source in chunks under the memory budget",
@@ -48,4 +67,5 @@ RECIPE = Recipe(
     textbook=lambda context: {"pipeline.chunksize": max(1_000, context.rows // CHUNKS[1])},
     kinds=("pipeline",),
     idle=idle,
+    hooks={"execute": lambda executor, plan: execute if plan.get("pipeline.chunksize") else executor},
 )

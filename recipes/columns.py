@@ -27,6 +27,19 @@ def snippet(plan: dict) -> str:
     return f"columns = {names!r}\nframe = {reader(plan, option)}"
 
 
+def read_options(options: dict, plan: dict, fmt: str) -> dict:
+    """Only the used columns, where the reader can skip the others (not JSON lines)."""
+    names = plan.get("pipeline.columns")
+    option = {"parquet": "columns", "csv": "usecols"}.get(fmt)
+    return {**options, option: names.split(",")} if names and option else options
+
+
+def after_read(frame, plan: dict, fmt: str):
+    """JSON lines are read whole: their unused fields are dropped after the read."""
+    names = plan.get("pipeline.columns")
+    return frame[names.split(",")] if names and fmt == "jsonl" else frame
+
+
 RECIPE = Recipe(
     name="columns",
     summary="read only the columns the transform uses",
@@ -38,4 +51,5 @@ RECIPE = Recipe(
     snippet=snippet,
     textbook=lambda context: {"pipeline.columns": used(context)},
     kinds=("pipeline",),
+    hooks={"read_options": read_options, "after_read": after_read},
 )

@@ -75,4 +75,5 @@ RECIPE = Recipe(
     # its running rate says little midway (`python -m experiments.pruning` pruned the overhead
     # job's winning compile plan)
     prunable=False,
+    hooks={"compiled": lambda model, plan, in_place=False: compile_model(model, plan.get("compile.mode"), in_place)},
 )

@@ -58,6 +58,23 @@ def idle(plan: dict) -> frozenset:
     return frozenset({"dataloader.prefetch_factor", "dataloader.persistent_workers"})
 
 
+def loader_options(options: dict, plan: dict, cuda: bool = False) -> dict:
+    """The DataLoader's worker and memory options under the plan (pinned memory only with CUDA)."""
+    workers = int(plan["dataloader.num_workers"])
+    options = {**options, "num_workers": workers, "pin_memory": bool(plan["dataloader.pin_memory"]) and cuda}
+    if workers > 0:
+        options["persistent_workers"] = bool(plan["dataloader.persistent_workers"])
+        if plan.get("dataloader.prefetch_factor"):
+            options["prefetch_factor"] = int(plan["dataloader.prefetch_factor"])
+    return options
+
+
+def queued_batches(plan: dict) -> int:
+    """The batches the workers can have ready: each holds `prefetch_factor` (torch's default 2)."""
+    workers = int(plan.get("dataloader.num_workers") or 0)
+    return workers * int(plan.get("dataloader.prefetch_factor") or 2) if workers else 0
+
+
 RECIPE = Recipe(
     name="dataloader",
     summary="load batches in parallel worker processes, ahead of the step",
@@ -74,4 +91,9 @@ RECIPE = Recipe(
     snippet=snippet,
     textbook=textbook,
     idle=idle,
+    hooks={
+        "loader": loader_options,
+        "queued_batches": lambda queued, plan: queued_batches(plan),
+        "non_blocking": lambda non_blocking, plan: non_blocking or bool(plan.get("dataloader.pin_memory")),
+    },
 )

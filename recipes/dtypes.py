@@ -45,6 +45,25 @@ def textbook(context: Context) -> dict:
     return plan
 
 
+def read_options(options: dict, plan: dict, fmt: str) -> dict:
+    """Arrow-backed columns from any reader; categories from the CSV reader itself."""
+    options = dict(options)
+    if plan.get("pipeline.dtype_backend"):
+        options["dtype_backend"] = plan["pipeline.dtype_backend"]
+    categories = plan.get("pipeline.categories")
+    if categories and fmt == "csv":
+        options["dtype"] = {**options.get("dtype", {}), **{name: "category" for name in categories.split(",")}}
+    return options
+
+
+def after_read(frame, plan: dict, fmt: str):
+    """Categories for what the reader cannot type itself (JSON lines, Parquet)."""
+    categories = plan.get("pipeline.categories")
+    if categories and fmt != "csv":
+        return frame.astype({name: "category" for name in categories.split(",") if name in frame.columns})
+    return frame
+
+
 RECIPE = Recipe(
     name="dtypes",
     summary="Arrow-backed and categorical dtypes",
@@ -56,4 +75,5 @@ RECIPE = Recipe(
     snippet=snippet,
     textbook=textbook,
     kinds=("pipeline",),
+    hooks={"read_options": read_options, "after_read": after_read},
 )

@@ -58,6 +58,9 @@ RECIPE = Recipe(
     snippet=snippet,
     textbook=lambda context: {"dynamic_batching.max_batch": 16, "dynamic_batching.max_wait_ms": 2.0},
     kinds=("infer",),
+    hooks={"batching": lambda batching, plan: (plan.get("dynamic_batching.max_batch") or batching[0],
+                                               (plan.get("dynamic_batching.max_wait_ms") or 0.0) / 1000)},
     idle=lambda plan: frozenset({"dynamic_batching.max_wait_ms"} if (plan.get("dynamic_batching.max_batch") or 1) == 1
                                 else ()),  # a batcher's wait needs batches
+    off={"dynamic_batching.max_batch": 1, "dynamic_batching.max_wait_ms": 0.0},
 )

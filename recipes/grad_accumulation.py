@@ -51,4 +51,6 @@ RECIPE = Recipe(
     space=space,
     snippet=snippet,
     textbook=lambda context: {"grad_accumulation.micro_batches": 4},
+    hooks={"micro_batches": lambda parts, plan: plan.get("grad_accumulation.micro_batches") or parts},
+    off={"grad_accumulation.micro_batches": 1},
 )

@@ -6,7 +6,7 @@ backward pass that never comes: time and memory for nothing. Outputs are the sam
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Optional
 
 from recipes.base import Choice, Context, Recipe
 
@@ -22,6 +22,13 @@ def snippet(plan: dict) -> str:
             "    output = model(request)")
 
 
+def grad_mode(enabled: Optional[bool]) -> Any:
+    """Inference mode when the plan asks; else autograd on, as the user's service runs."""
+    import torch  # here, not at the top: a pipeline's process never imports torch
+
+    return torch.inference_mode() if enabled else torch.enable_grad()
+
+
 RECIPE = Recipe(
     name="inference_mode",
     summary="serve under torch.inference_mode(): no autograd recording",
@@ -33,4 +40,6 @@ RECIPE = Recipe(
     snippet=snippet,
     textbook=lambda context: {"inference_mode.enabled": True},
     kinds=("infer",),
+    hooks={"around_serve": lambda plan, device_type: grad_mode(plan.get("inference_mode.enabled"))},
+    off={"inference_mode.enabled": False},
 )

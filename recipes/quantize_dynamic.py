@@ -51,6 +51,17 @@ def quantize(model: Any, dtype: Optional[str]) -> Any:
         return quantize_dynamic(model, quantizable(model), dtype=getattr(torch, dtype))
 
 
+def recipe_clash(words: str, plan: dict, text: str = "") -> str:
+    """Names the recipe pair behind a crash only their mix causes, where torch's words point at
+    neither: autocast's half precision reaching a dynamically quantized layer, which takes
+    float32 only (seen under inference mode, whose fast Transformer path keeps autocast's dtype)."""
+    dtype = plan.get("amp.dtype")
+    if dtype and plan.get("quantize_dynamic.dtype") and "expected scalar type Float" in text:
+        return words + (f"amp ({dtype} autocast) and quantize_dynamic do not run together here: "
+                        f"a {dtype} tensor reached an int8 layer, which takes float32: ")
+    return words
+
+
 def snippet(plan: dict) -> str:
     return ("from torch.ao.quantization import quantize_dynamic\n"
             "# torch's Transformer layers and attention read their Linear weights as tensors: they stay in float\n"
@@ -71,4 +82,5 @@ RECIPE = Recipe(
     snippet=snippet,
     textbook=lambda context: {"quantize_dynamic.dtype": "qint8"},
     kinds=("infer",),
+    hooks={"model": lambda model, plan: quantize(model, plan.get("quantize_dynamic.dtype")), "failure": recipe_clash},
 )

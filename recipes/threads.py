@@ -42,6 +42,10 @@ def apply_threads(count: Optional[int], inter_op: Optional[int] = None) -> None:
         torch.set_num_interop_threads(int(inter_op))
 
 
+def apply(value: None, plan: dict) -> None:
+    apply_threads(plan.get("threads.intra_op"), plan.get("threads.inter_op"))
+
+
 RECIPE = Recipe(
     name="threads",
     summary="set the intra-op (for a service, also inter-op) thread counts, balanced against DataLoader workers",
@@ -56,4 +60,5 @@ RECIPE = Recipe(
     snippet=snippet,
     kinds=("train", "infer"),
     textbook=lambda context: {"threads.intra_op": context.cores},
+    hooks={"process": apply},
 )

@@ -41,6 +41,17 @@ def snippet_in(plan: dict, context: Context) -> Optional[str]:
     return "import numpy as np\n\n" + "\n".join(texts) + "\n" + calls
 
 
+def prepare(run, plan: dict):
+    """The run's transform with the named row functions swapped for their column forms."""
+    if plan.get("pipeline.vectorise"):
+        from dataclasses import replace
+
+        from advisor.harness.vectorised import with_vectorised
+
+        run.code = replace(run.code, transform=with_vectorised(run.code.transform, plan["pipeline.vectorise"]))
+    return run
+
+
 RECIPE = Recipe(
     name="vectorise",
     summary="rewrite row-wise functions over whole columns",
@@ -54,4 +65,5 @@ RECIPE = Recipe(
     kinds=("pipeline",),
     snippet_in=snippet_in,
     unmasks=("parse", "io"),  # with the row-wise code gone, reading the source is most of the run
+    hooks={"prepare": prepare},
 )

@@ -27,4 +27,6 @@ RECIPE = Recipe(
     snippet=snippet,
     textbook=lambda context: {"warmup.requests": 32},
     kinds=("infer",),
+    hooks={"warm_requests": lambda count, plan: int(plan.get("warmup.requests") or count)},
+    off={"warmup.requests": 0},
 )

@@ -144,7 +144,7 @@ def test_grad_accumulation_is_the_full_batch_step_in_parts():
         torch.manual_seed(0)
         model = torch.nn.Sequential(torch.nn.Linear(6, 16), torch.nn.GELU(), torch.nn.Linear(16, 3))
         step = make_train_step(model, torch.optim.SGD(model.parameters(), lr=0.1), default_loss,
-                               torch.device("cpu"), None, micro)
+                               torch.device("cpu"), {"grad_accumulation.micro_batches": micro})
         generator = torch.Generator().manual_seed(1)
         batches = [(torch.randn(30, 6, generator=generator), torch.randint(0, 3, (30,), generator=generator))
                    for _ in range(5)]

@@ -56,17 +56,6 @@ def read_config(spec: dict):
     return load_config(spec["config"])
 
 
-def recipe_clash(text: str, plan: dict) -> str:
-    """Names the recipe pair behind a crash only their mix causes, where torch's words point at
-    neither: autocast's half precision reaching a dynamically quantized layer, which takes
-    float32 only (seen under inference mode, whose fast Transformer path keeps autocast's dtype)."""
-    dtype = plan.get("amp.dtype")
-    if dtype and plan.get("quantize_dynamic.dtype") and "expected scalar type Float" in text:
-        return (f"amp ({dtype} autocast) and quantize_dynamic do not run together here: "
-                f"a {dtype} tensor reached an int8 layer, which takes float32: ")
-    return ""
-
-
 def failure_reason(exc: BaseException, plan: Optional[dict] = None) -> str:
     text = f"{type(exc).__name__}: {exc}".strip()
     lines = [line.strip() for line in text.splitlines() if line.strip()]
@@ -77,7 +66,9 @@ def failure_reason(exc: BaseException, plan: Optional[dict] = None) -> str:
     where = f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
     if any(marker.lower() in text.lower() for marker in OOM_MARKERS):
         return f"out of memory: {first_line[:300]}{where}"
-    return f"crashed: {recipe_clash(text, plan or {})}{first_line[:300]}{where}"
+    from recipes import applied
+
+    return f"crashed: {applied('failure', '', plan or {}, text=text)}{first_line[:300]}{where}"
 
 
 if __name__ == "__main__":

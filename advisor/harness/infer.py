@@ -30,7 +30,7 @@ from advisor.harness.batches import concat, describe, map_tensors, tensors, to_d
 from advisor.harness.operators import STEP_LABEL, summarize_profile
 from advisor.harness.train import PROGRESS_EVERY_S, cpu_seconds, prepare_process, report_progress, synchronize
 from advisor.measure import machine_busy_seconds, other_cpu_share, percentile, tree_memory
-from recipes import amp, channels_last, compile, quantize_dynamic
+from recipes import applied, around, chain, quantize_dynamic
 
 NUMERICS_REQUESTS = 32  # requests whose outputs every plan keeps, for the comparison with the baseline's
 
@@ -53,7 +53,7 @@ def run(config: AdvisorConfig, build_job: Callable[[], InferJob], plan: dict, mo
     serve = make_server(model, job.handler, plan, device)
     requests = [to_device(request, device) for request in check_requests(job.requests, job.handler is not None)]
     warm_start = time.perf_counter()
-    for index in range(int(plan.get("warmup.requests") or 0)):  # the warmup recipe: at load time, before any client
+    for index in range(applied("warm_requests", 0, plan)):  # the warmup recipe: at load time, before any client
         serve([requests[index % len(requests)]])
     warm_ms = 1000 * (time.perf_counter() - warm_start)
     load_s = time.perf_counter() - load_start
@@ -67,8 +67,7 @@ def run(config: AdvisorConfig, build_job: Callable[[], InferJob], plan: dict, mo
     for index in range(config.measure.warmup_requests):
         serve([requests[(index + 1) % len(requests)]])
     timed = [requests[index % len(requests)] for index in range(config.measure.requests)]
-    batch = plan.get("dynamic_batching.max_batch") or 1
-    wait_s = (plan.get("dynamic_batching.max_wait_ms") or 0.0) / 1000
+    batch, wait_s = applied("batching", (1, 0.0), plan)
     cpu_start, busy_start, window_start = cpu_seconds(), machine_busy_seconds(), time.time()
     wall_start = time.perf_counter()
     report = progress_reporter(progress, config.objective, len(timed))
@@ -104,28 +103,25 @@ def tree_memory_dict() -> dict:
 
 
 def prepare_model(model: Any, plan: dict, device: torch.device) -> torch.nn.Module:
-    """The model as the plan serves it: eval mode, then the layout and weight recipes, then compile."""
+    """The model as the plan serves it: eval mode, on its device, then the weight and layout
+    recipes, then compile."""
     if not isinstance(model, torch.nn.Module):
         raise UserError(f"workload.model: the builder returned {type(model).__name__}; return a torch.nn.Module")
     model.eval()
-    model = quantize_dynamic.quantize(model, plan.get("quantize_dynamic.dtype"))
-    model = channels_last.convert(model.to(device), plan.get("channels_last.enabled"))
-    return compile.compile_model(model, plan.get("compile.mode"))
+    return applied("compiled", applied("model", model.to(device), plan), plan)
 
 
 def make_server(model, handler: Optional[Callable], plan: dict, device: torch.device) -> Callable[[list], list]:
     """Serves a list of requests, returning one output per request: one call each, or (with
     dynamic batching) one call on the requests concatenated along their first dimension."""
-    grad_off = bool(plan.get("inference_mode.enabled"))
-    amp_dtype = plan.get("amp.dtype")
-    layout = bool(plan.get("channels_last.enabled"))
+    prepared = chain("request", plan)
+    serving = around("around_serve", plan, device_type=device.type)
 
     def call(request: Any) -> Any:
-        return call_model(model, handler, channels_last.inputs(request) if layout else request)
+        return call_model(model, handler, prepared(request))
 
     def serve(batch: list) -> list:
-        context = torch.inference_mode() if grad_off else torch.enable_grad()
-        with context, amp.autocast(device.type, amp_dtype):
+        with serving():
             if len(batch) == 1:
                 outputs = [call(batch[0])]
             else:

@@ -14,8 +14,8 @@ dask_scheduler ("distributed": a LocalCluster | "processes": Dask's local proces
 
 from __future__ import annotations
 
+import functools
 import glob
-import hashlib
 import json
 import os
 import sys
@@ -23,7 +23,7 @@ import threading
 import time
 from collections import Counter
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -33,13 +33,12 @@ from advisor.config import SOURCE_FORMATS, AdvisorConfig
 from advisor.errors import UserError
 from advisor.frames import checked, comparable
 from advisor.measure import descendants_cpu_seconds, machine_busy_seconds, other_cpu_share, tree_memory
+from recipes import applied
 
-CACHE_CHUNK_ROWS = 250_000  # rows parsed at a time while building a Parquet cache
 SAMPLE_ROWS = 2000  # rows the profile run's column probes work on
 CHECK_ROWS = 20_000  # rows on which each row function's rewrite is computed beside it (the vectorise recipe)
 PROFILE_INTERVAL_S = 0.002
 LOW_CARDINALITY = 0.05  # distinct values per row below which a text column becomes a category
-PANDAS_SEMANTICS = {"dataframe.convert-string": False}  # Dask reads as pandas does: the user's dtypes, NaN for missing text
 SUFFIXES = {".csv": "csv", ".parquet": "parquet", ".pq": "parquet", ".jsonl": "jsonl", ".json": "jsonl"}
 
 
@@ -72,33 +71,13 @@ def source_format(config: AdvisorConfig, files: list[Path]) -> str:
     return formats.pop()
 
 
-def split(names: Optional[str]) -> Optional[list[str]]:
-    return names.split(",") if names else None
-
-
 # ---------------------------------------------------------------- reading
 
 
 def read_options(fmt: str, plan: dict, read_args: dict) -> dict:
-    """Keyword arguments for the pandas reader of `fmt` under the plan."""
-    options = dict(read_args)
-    if plan.get("pipeline.dtype_backend"):
-        options["dtype_backend"] = plan["pipeline.dtype_backend"]
-    columns = split(plan.get("pipeline.columns"))
-    if fmt == "parquet":
-        if columns:
-            options["columns"] = columns
-        return options
-    if fmt == "jsonl":
-        options["lines"] = True
-    if plan.get("pipeline.engine"):
-        options["engine"] = plan["pipeline.engine"]
-    if columns and fmt == "csv":
-        options["usecols"] = columns
-    categories = split(plan.get("pipeline.categories"))
-    if categories and fmt == "csv":
-        options["dtype"] = {**options.get("dtype", {}), **{name: "category" for name in categories}}
-    return options
+    """Keyword arguments for the pandas reader of `fmt`: the config's own, then the plan's recipes'."""
+    options = {**read_args, **({"lines": True} if fmt == "jsonl" else {})}
+    return applied("read_options", options, plan, fmt=fmt)
 
 
 def read_file(path: Path, fmt: str, options: dict) -> pd.DataFrame:
@@ -111,14 +90,8 @@ def read_file(path: Path, fmt: str, options: dict) -> pd.DataFrame:
 
 
 def after_read(frame: pd.DataFrame, fmt: str, plan: dict) -> pd.DataFrame:
-    """What the readers cannot do themselves: prune and categorise JSON lines and cached frames."""
-    columns = split(plan.get("pipeline.columns"))
-    if columns and fmt == "jsonl":
-        frame = frame[columns]
-    categories = split(plan.get("pipeline.categories"))
-    if categories and fmt != "csv":
-        frame = frame.astype({name: "category" for name in categories if name in frame.columns})
-    return frame
+    """What the readers cannot do themselves, by the plan's recipes (prune and categorise JSON lines)."""
+    return applied("after_read", frame, plan, fmt=fmt)
 
 
 def read_chunks(path: Path, fmt: str, options: dict, chunksize: int) -> Iterator[pd.DataFrame]:
@@ -133,52 +106,6 @@ def read_chunks(path: Path, fmt: str, options: dict, chunksize: int) -> Iterator
     options = {k: v for k, v in options.items() if not (k == "engine" and v == "pyarrow")}  # pyarrow can't chunk
     with (pd.read_json if fmt == "jsonl" else pd.read_csv)(path, chunksize=chunksize, **options) as reader:
         yield from reader
-
-
-def parquet_cache(config: AdvisorConfig, files: list[Path], fmt: str) -> tuple[list[Path], float]:
-    """The source converted to Parquet once (the baseline's own parse); reused while the source
-    files and the read arguments are unchanged. Returns the cached files and what building them
-    cost (now, or when it was built: that cost is the recipe's one-off price)."""
-    folder = cache_folder(config) / "parquet"
-    folder.mkdir(parents=True, exist_ok=True)
-    cost, cached = 0.0, []
-    for path in files:
-        stat = path.stat()
-        key = json.dumps([str(path), stat.st_size, stat.st_mtime_ns, config.workload.source.read_args], sort_keys=True)
-        target = folder / f"{path.stem}-{hashlib.sha256(key.encode()).hexdigest()[:12]}.parquet"
-        receipt = target.with_suffix(".json")
-        if not (target.exists() and receipt.exists()):  # without its receipt, its cost is unknown: rebuild
-            started = time.perf_counter()
-            partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
-            write_parquet_in_chunks(path, fmt, read_options(fmt, {}, config.workload.source.read_args), partial)
-            partial.rename(target)  # never a half-written cache
-            receipt.write_text(json.dumps({"build_s": time.perf_counter() - started}))
-        cost += json.loads(receipt.read_text())["build_s"] if receipt.exists() else 0.0
-        cached.append(target)
-    return cached, cost
-
-
-def write_parquet_in_chunks(path: Path, fmt: str, options: dict, target: Path) -> None:
-    """The baseline's own parse, written chunk by chunk so that building the cache does not
-    need the memory of a whole-file read; every chunk takes the first chunk's column types."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    writer, schema = None, None
-    try:
-        for chunk in read_chunks(path, fmt, options, CACHE_CHUNK_ROWS):
-            table = pa.Table.from_pandas(chunk, preserve_index=False)
-            if writer is None:
-                schema = table.schema
-                writer = pq.ParquetWriter(target, schema)
-            writer.write_table(table.cast(schema))
-    finally:
-        if writer is not None:
-            writer.close()
-
-
-def cache_folder(config: AdvisorConfig) -> Path:
-    return config.root / "advisor-cache" / config.name
 
 
 # ---------------------------------------------------------------- timing
@@ -212,98 +139,57 @@ def finish(parts: list[pd.DataFrame], code: PipelineCode, stages: Stages) -> pd.
         return pd.concat(parts, ignore_index=True) if len(parts) > 1 else parts[0]
 
 
-def run_whole(files, fmt, options, plan, code, stages) -> tuple[pd.DataFrame, int]:
-    with stages.stage("read"):
-        frames = [after_read(read_file(path, fmt, options), fmt, plan) for path in files]
+@dataclass
+class PipelineRun:
+    """One run of a pipeline as the recipes that change it see it (their `prepare` and `execute`
+    hooks): its source, how it is read, the user's code, and its stages' clocks."""
+
+    config: AdvisorConfig
+    plan: dict
+    code: PipelineCode
+    files: list[Path]
+    fmt: str
+    stages: Stages = field(default_factory=lambda: Stages())
+    setup: dict = field(default_factory=dict)  # one-off costs paid before the timed run (a cache's build)
+    options: dict = field(default_factory=dict)  # the reader's keyword arguments, once the source is settled
+
+    def read(self, path: Path) -> pd.DataFrame:
+        return after_read(read_file(path, self.fmt, self.options), self.fmt, self.plan)
+
+    def chunks(self, path: Path, rows: int, options: Optional[dict] = None) -> Iterator[pd.DataFrame]:
+        """The file `rows` at a time, read with `options` (default: the run's own)."""
+        return read_chunks(path, self.fmt, self.options if options is None else options, rows)
+
+    def as_the_baseline_reads(self) -> dict:
+        """The reader's arguments with no recipe applied: the source as the user parses it."""
+        return read_options(self.fmt, {}, self.config.workload.source.read_args)
+
+    def after_read(self, frame: pd.DataFrame) -> pd.DataFrame:
+        return after_read(frame, self.fmt, self.plan)
+
+    def transform(self, frame: pd.DataFrame) -> pd.DataFrame:
+        return checked(self.code.transform(frame))
+
+    def part_transform(self) -> Callable[[pd.DataFrame], pd.DataFrame]:
+        """The transform of one part just read, as a function other processes can unpickle."""
+        return functools.partial(_transform_part, self.code.transform, self.fmt, self.plan)
+
+    def finish(self, parts: list[pd.DataFrame]) -> pd.DataFrame:
+        return finish(parts, self.code, self.stages)
+
+
+def _transform_part(transform: Callable, fmt: str, plan: dict, part: pd.DataFrame) -> pd.DataFrame:
+    return checked(transform(after_read(part, fmt, plan)))
+
+
+def run_whole(run: PipelineRun) -> tuple[pd.DataFrame, int]:
+    """The whole source read into one frame, then transformed: the user's own way."""
+    with run.stages.stage("read"):
+        frames = [run.read(path) for path in run.files]
         frame = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    with stages.stage("transform"):
-        output = checked(code.transform(frame))
+    with run.stages.stage("transform"):
+        output = run.transform(frame)
     return output, len(frame)
-
-
-def run_chunked(files, fmt, options, plan, code, stages) -> tuple[pd.DataFrame, int]:
-    parts, rows = [], 0
-    for path in files:
-        chunks = read_chunks(path, fmt, options, int(plan["pipeline.chunksize"]))
-        while True:
-            with stages.stage("read"):
-                chunk = next(chunks, None)
-                if chunk is None:
-                    break
-                chunk = after_read(chunk, fmt, plan)
-            rows += len(chunk)
-            with stages.stage("transform"):
-                parts.append(checked(code.transform(chunk)))
-            del chunk  # only the partial results stay in memory
-    return finish(parts, code, stages), rows
-
-
-def run_dask(config, files, fmt, options, plan, code, stages) -> tuple[pd.DataFrame, int]:
-    """Dask: on the cluster the config names, on a LocalCluster, or (`dask_scheduler: processes`)
-    on Dask's local process pool, which skips a cluster's start-up and bookkeeping."""
-    import cloudpickle
-    import dask
-
-    for module in {sys.modules[fn.__module__] for fn in (code.transform, code.combine) if fn is not None}:
-        cloudpickle.register_pickle_by_value(module)  # workers need not see the user's files
-    workers = int(plan["pipeline.dask_workers"])
-    address = config.workload.dask.scheduler
-    # Dask's default reads text as Arrow strings with NA semantics, so `frame[frame.note != "x"]`
-    # drops the rows pandas keeps (a missing note is not "x" in pandas). Off: pandas' own dtypes.
-    with dask.config.set(PANDAS_SEMANTICS):
-        if address or (plan.get("pipeline.dask_scheduler") or "distributed") == "distributed":
-            with dask_client(address, workers, stages) as client:
-                workers = len(client.scheduler_info()["workers"])
-                return dask_compute(files, fmt, options, plan, code, stages, workers, {})
-        with dask.config.set({"multiprocessing.context": "fork"}):  # workers start as copies of this process
-            return dask_compute(files, fmt, options, plan, code, stages, workers,
-                                {"scheduler": "processes", "num_workers": workers})
-
-
-@contextmanager
-def dask_client(address: Optional[str], workers: int, stages: Stages):
-    import dask
-    from distributed import Client, LocalCluster
-
-    # The workers' own sampling profiler slows a Python-heavy task by a tenth or more: advisor's
-    # measurement must not pay a cost the user's job would not.
-    dask.config.set({"distributed.worker.profile.enabled": False})
-    with stages.stage("cluster start"):
-        cluster = None if address else LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None, silence_logs=40,
-        )
-        client = Client(address or cluster, timeout="60s")
-        if cluster is not None:
-            client.wait_for_workers(workers, timeout=60)  # tasks must not all land on the first
-    try:
-        yield client
-    finally:
-        with stages.stage("cluster stop"):
-            client.close()
-            if cluster is not None:
-                cluster.close()
-
-
-def dask_compute(files, fmt, options, plan, code, stages, workers: int, compute_options: dict):
-    import dask
-    import dask.dataframe as dd
-
-    partitions = int(plan.get("pipeline.dask_partitions") or 2 * workers)
-    size = sum(path.stat().st_size for path in files)
-    paths = [str(p) for p in files]
-    options = {k: v for k, v in options.items() if k != "engine" or fmt != "jsonl"}
-    with stages.stage("read+transform (Dask)"):
-        if fmt == "parquet":
-            ddf = dd.read_parquet(paths, **options).repartition(npartitions=partitions)
-        elif fmt == "jsonl":
-            ddf = dd.read_json(paths, blocksize=max(1, size // partitions), **options)
-        else:
-            ddf = dd.read_csv(paths, blocksize=max(1, size // partitions), **options)
-        pieces = ddf.to_delayed()
-        transform = dask.delayed(lambda part: checked(code.transform(after_read(part, fmt, plan))))
-        parts, lengths = dask.compute([transform(p) for p in pieces], [dask.delayed(len)(p) for p in pieces],
-                                      **compute_options)
-    return finish(list(parts), code, stages), int(sum(lengths))
 
 
 # ---------------------------------------------------------------- the run
@@ -317,25 +203,12 @@ def run(config: AdvisorConfig, code: PipelineCode, plan: dict, mode: str, output
     if mode == "profile":
         return profile(config, code, files, fmt)
     started = time.perf_counter()
-    if plan.get("pipeline.vectorise"):
-        from advisor.harness.vectorised import with_vectorised
-
-        code = replace(code, transform=with_vectorised(code.transform, plan["pipeline.vectorise"]))
-    setup = {}
-    if plan.get("pipeline.parquet_cache") and fmt != "parquet":
-        files, built_s = parquet_cache(config, files, fmt)
-        fmt = "parquet"
-        setup["cache_build_s"] = built_s
-    options = read_options(fmt, plan, config.workload.source.read_args)
-    stages = Stages()
+    run = applied("prepare", PipelineRun(config, plan, code, files, fmt), plan)  # rewritten code, a cached source
+    run.options = read_options(run.fmt, plan, config.workload.source.read_args)
+    stages, setup = run.stages, run.setup
     wall_start, cpu_start = time.perf_counter(), time.process_time()
     busy_start, tree_cpu_start = machine_busy_seconds(), descendants_cpu_seconds(os.getpid())
-    if plan.get("pipeline.dask_workers"):
-        output, rows = run_dask(config, files, fmt, options, plan, code, stages)
-    elif plan.get("pipeline.chunksize"):
-        output, rows = run_chunked(files, fmt, options, plan, code, stages)
-    else:
-        output, rows = run_whole(files, fmt, options, plan, code, stages)
+    output, rows = applied("execute", run_whole, plan)(run)  # chunks or Dask, where the plan says
     if config.workload.sink and scratch:  # the sink's format, timed, into advisor's own run folder: never the user's file
         with stages.stage("write"):
             write(output, Path(scratch) / f"sink{Path(config.workload.sink).suffix}")

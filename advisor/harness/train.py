@@ -32,7 +32,7 @@ from advisor.harness.operators import STEP_LABEL, summarize_profile
 from advisor.measure import (
     descendants_cpu_seconds, machine_busy_seconds, other_cpu_share, step_statistics, tree_memory,
 )
-from recipes import amp, checkpointing, compile, threads
+from recipes import applied, around, checkpointing, dataloader
 
 PROGRESS_EVERY_S = 0.05  # how often the timed window reports its running rate to the parent
 
@@ -52,9 +52,9 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     model = job.model
     environment = describe_environment(model, device, default_threads, job.dataset[0])
     environment["loader"] = {key: plan[key] for key in LOADER_KEYS}
-    model = checkpointing.wrap(model.to(device), plan.get("checkpointing.share") or 0.0)
+    model = applied("model", model.to(device), plan)
     optimizer, after_step = job.make_optimizer(model)
-    model = compile.compile_model(model, plan.get("compile.mode"), in_place=job.compile_in_place)
+    model = applied("compiled", model, plan, in_place=job.compile_in_place)
     step = job_step(job, model, optimizer, after_step, device, plan)
 
     probe: dict = {}
@@ -90,12 +90,11 @@ def prepare_process(config: AdvisorConfig, plan: dict) -> tuple[torch.device, in
     and torch's own thread count before the plan changed it."""
     seed_everything(config.measure.seed)
     default_threads = torch.get_num_threads()
-    threads.apply_threads(plan.get("threads.intra_op"), plan.get("threads.inter_op"))
+    applied("process", None, plan)
     return pick_device(config.workload.device), default_threads
 
 
-LOADER_KEYS = ("batch_size", "dataloader.num_workers", "dataloader.prefetch_factor", "dataloader.pin_memory",
-               "dataloader.persistent_workers")
+LOADER_KEYS = ("batch_size", *dataloader.RECIPE.keys)  # what a user's own loader sets: the baseline's settings
 
 
 @dataclass
@@ -125,13 +124,11 @@ class TrainJob:
 def job_step(job: TrainJob, model, optimizer, after_step, device: torch.device, plan: dict) -> Callable:
     """One step under the plan: the user's own step run as written inside autocast, or advisor's."""
     if job.step is None:
-        return make_train_step(model, optimizer, job.loss, device, plan.get("amp.dtype"),
-                               plan.get("grad_accumulation.micro_batches") or 1, forward=job.forward,
-                               after_step=after_step)
-    amp_dtype = plan.get("amp.dtype")
+        return make_train_step(model, optimizer, job.loss, device, plan, forward=job.forward, after_step=after_step)
+    forward_context = around("around_forward", plan, device_type=device.type)
 
     def step(batch: Any) -> torch.Tensor:
-        with amp.autocast(device.type, amp_dtype):
+        with forward_context():
             loss = job.step(model, batch, optimizer)
         after_step()
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
@@ -148,9 +145,7 @@ QUEUE_MULTIPLE = 2  # timed steps per batch the DataLoader can hold ready
 def steady_steps(steps: int, plan: dict) -> int:
     """At least twice the batches the workers can have queued: a shorter window is served from
     the queue they filled during warm-up, and measures the queue, not the steady rate."""
-    workers = int(plan.get("dataloader.num_workers") or 0)
-    queued = workers * int(plan.get("dataloader.prefetch_factor") or 2) if workers else 0
-    return max(steps, QUEUE_MULTIPLE * queued)
+    return max(steps, QUEUE_MULTIPLE * applied("queued_batches", 0, plan))
 
 
 def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: dict, steps: int,
@@ -245,18 +240,21 @@ def profile_steps(step: Callable, batches: Iterator, device: torch.device, plan:
 
 def make_train_step(
     model: torch.nn.Module, optimizer: torch.optim.Optimizer, loss_fn: Optional[Callable], device: torch.device,
-    amp_dtype=None, micro_batches: int = 1, forward: Optional[Callable] = None, after_step: Callable[[], None] = lambda: None,
+    plan: dict, forward: Optional[Callable] = None, after_step: Callable[[], None] = lambda: None,
 ) -> Callable:
-    """One optimisation step as the user writes it, with autocast and loss scaling when the plan
-    asks; with `micro_batches` > 1, the batch runs in parts whose size-weighted losses add up.
-    `forward(model, batch) -> loss` replaces `loss_fn(model(batch[0]), batch)` (a Lightning
-    module's training_step); `after_step` steps the schedulers."""
+    """One optimisation step as the user writes it, under the plan's recipes: a context around
+    the forward (autocast), a loss scaler (float16), and micro-batches (above 1, the batch runs
+    in parts whose size-weighted losses add up). `forward(model, batch) -> loss` replaces
+    `loss_fn(model(batch[0]), batch)` (a Lightning module's training_step); `after_step` steps
+    the schedulers."""
     model.train()
-    scaler = amp.grad_scaler(device.type, amp_dtype)
+    scaler = applied("grad_scaler", None, plan, device_type=device.type)
+    micro_batches = applied("micro_batches", 1, plan)
+    forward_context = around("around_forward", plan, device_type=device.type)
     compute_loss = forward or default_forward(loss_fn)
 
     def forward_pass(batch: Any) -> torch.Tensor:
-        with amp.autocast(device.type, amp_dtype):
+        with forward_context():
             loss = compute_loss(model, batch)
         if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
             raise UserError("workload.loss: the loss must return a scalar tensor; reduce it with .mean()")
@@ -393,12 +391,8 @@ def describe_sample(value: Any) -> str:
 def make_loader(job: TrainJob, plan: dict) -> DataLoader:
     """The user's loader rebuilt under the plan: the same dataset, collate function and sampler;
     only what the plan changes differs."""
-    workers = int(plan["dataloader.num_workers"])
-    options: dict = {}
-    if workers > 0:
-        options["persistent_workers"] = bool(plan["dataloader.persistent_workers"])
-        if plan.get("dataloader.prefetch_factor"):
-            options["prefetch_factor"] = int(plan["dataloader.prefetch_factor"])
+    options: dict = applied("loader", {}, plan, cuda=torch.cuda.is_available())
+    if options["num_workers"] > 0:
         options["worker_init_fn"] = die_with_parent  # a worker never outlives the run, even after SIGKILL
     if job.sampler is not None:
         options["sampler"] = job.sampler
@@ -410,14 +404,7 @@ def make_loader(job: TrainJob, plan: dict) -> DataLoader:
                        generator=torch.Generator().manual_seed(1))
     if job.collate is not None:
         options["collate_fn"] = job.collate
-    return DataLoader(
-        job.dataset,
-        batch_size=int(plan["batch_size"]),
-        num_workers=workers,
-        pin_memory=bool(plan["dataloader.pin_memory"]) and torch.cuda.is_available(),
-        drop_last=True,
-        **options,
-    )
+    return DataLoader(job.dataset, batch_size=int(plan["batch_size"]), drop_last=True, **options)
 
 
 def cycle(loader: DataLoader) -> Iterator:
@@ -453,7 +440,7 @@ def cached_batches(job: TrainJob, batch_size: int) -> tuple[Iterator, dict]:
 
 
 def to_device(batch: Any, device: torch.device, plan: dict) -> Any:
-    return batches.to_device(batch, device, non_blocking=bool(plan.get("dataloader.pin_memory")))
+    return batches.to_device(batch, device, non_blocking=applied("non_blocking", False, plan))
 
 
 def synchronize(device: torch.device) -> None:

@@ -32,7 +32,7 @@ def with_reference(session: Session, trials: list[search.TrialResult]) -> Sessio
     if broken:
         progress(f"the baseline breaks {broken}: running it once without it, as the reference ...")
         uncapped = session.measure_reference(facts.baseline)
-    run, note = numerics_reference(base_run, uncapped, trials, facts.baseline, broken or "the memory budget")
+    run, note = _numerics_reference(base_run, uncapped, trials, facts.baseline, broken or "the memory budget")
     if memory_fix:
         progress(f"the baseline does not fit ({base_run.reason or f'peak {base_run.peak_memory_mb:,.0f} MB'}); "
                  f"numerics are compared with {note}")
@@ -42,7 +42,7 @@ def with_reference(session: Session, trials: list[search.TrialResult]) -> Sessio
     return dataclasses.replace(session, reference=Reference(base_run, uncapped, run, note, memory_fix, with_ideal))
 
 
-def numerics_reference(base_run: Measurement, uncapped: Optional[Measurement], trials: list[search.TrialResult],
+def _numerics_reference(base_run: Measurement, uncapped: Optional[Measurement], trials: list[search.TrialResult],
                        baseline: dict, constraint: str = "the memory budget") -> tuple[Optional[Measurement], str]:
     """The run whose results every candidate must reproduce: the baseline's trial; where the
     baseline broke advisor's memory budget, the baseline run once without that cap; where it

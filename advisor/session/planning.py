@@ -92,13 +92,17 @@ def plan_session(config: AdvisorConfig, evidence: Evidence,
     kind = kind_of(config.kind)
     context = _context(evidence, diagnose(evidence) if diagnoses is None else diagnoses, config)
     chosen, skipped = select_recipes(config.search.recipes, context, strict=kind.strict_recipes)
+    space = search_space(chosen, context)
+    baseline = spelled_out(kind.baseline_plan(config, kind.seen(evidence)), context)
     return SessionFacts(
         evidence=evidence,
         context=context,
         chosen=tuple(r.name for r in chosen),
         skipped={**skipped, **{what: why for recipe in chosen for what, why in recipe.limits(context).items()}},
-        baseline=spelled_out(kind.baseline_plan(config, kind.seen(evidence)), context),
-        space=search_space(chosen, context),
+        # a key of the space the kind's baseline does not spell (a recipe newer than the kind) is off
+        baseline={**baseline, **{key: value for recipe in chosen for key, value in recipe.settings_off().items()
+                                 if key in space and key not in baseline}},
+        space=space,
         fingerprint=fingerprint(config)["components"],
     )
 

@@ -31,11 +31,11 @@ def rank_session(session: Session, verified: Verified,
         verified.add(recommendations, baseline_runs, rejections)
         return recommendations
 
-    recommendations, left_out = finish_ranking(verified.recommendations, baseline, measure, pairs, progress)
+    recommendations, left_out = _finish_ranking(verified.recommendations, baseline, measure, pairs, progress)
     if record is None:
         return recommendations
     return without_what_slows(recommendations, left_out, verify, record, session.config.constraints.max_memory_mb,
-                              lambda ranked: with_shares(ranked, baseline, measure, pairs, progress), progress)
+                              lambda ranked: _with_shares(ranked, baseline, measure, pairs, progress), progress)
 
 
 def rank(recommendations: list[Recommendation]) -> list[Recommendation]:
@@ -52,24 +52,24 @@ def rank(recommendations: list[Recommendation]) -> list[Recommendation]:
     return ordered
 
 
-def renumbered(ranked: list[Recommendation]) -> list[Recommendation]:
+def _renumbered(ranked: list[Recommendation]) -> list[Recommendation]:
     return [dataclasses.replace(r, rank=index) for index, r in enumerate(ranked, start=1)]
 
 
-def finish_ranking(recommendations: list[Recommendation], baseline: dict, measure, pairs: int,
+def _finish_ranking(recommendations: list[Recommendation], baseline: dict, measure, pairs: int,
                    progress: Progress) -> tuple[list[Recommendation], dict]:
-    """Ranks the recommendations, and gives #1 its recipes' shares (`with_shares`)."""
-    return with_shares(renumbered(rank(recommendations)), baseline, measure, pairs, progress)
+    """Ranks the recommendations, and gives #1 its recipes' shares (`_with_shares`)."""
+    return _with_shares(_renumbered(rank(recommendations)), baseline, measure, pairs, progress)
 
 
-def with_shares(ranked: list[Recommendation], baseline: dict, measure, pairs: int,
+def _with_shares(ranked: list[Recommendation], baseline: dict, measure, pairs: int,
                 progress: Progress) -> tuple[list[Recommendation], dict]:
     """When #1 combines recipes and its shares are not measured yet, measures it again beside
     itself without each one, to give each recipe's share. Returns the ranking and, by recipe,
     the plan without it with its runs ({} when nothing was measured)."""
     if not ranked or len(ranked[0].recipes) < 2 or ranked[0].contributions:
         return ranked, {}
-    shares, left_out = leave_one_out(ranked[0], baseline, measure, pairs, progress)
+    shares, left_out = _leave_one_out(ranked[0], baseline, measure, pairs, progress)
     return [dataclasses.replace(ranked[0], contributions=shares), *ranked[1:]], left_out
 
 
@@ -90,7 +90,7 @@ def without_what_slows(ranked: list[Recommendation], left_out: dict, verify: Cal
     study has one), verified against the baseline as every candidate is, and ranked first when
     verified, since its rounds beside #1 already showed it the faster. Then its own shares are
     measured, and so on, once per recipe of the first #1 at most. `verify` gives the candidates'
-    recommendations; `shares` is `with_shares` for a ranking."""
+    recommendations; `shares` is `_with_shares` for a ranking."""
     for _ in range(len(ranked[0].recipes) if ranked else 0):
         top = ranked[0]
         recipe = slowing_recipe(top, max_memory_mb)
@@ -106,13 +106,13 @@ def without_what_slows(ranked: list[Recommendation], left_out: dict, verify: Cal
         progress(f"#1 runs {faster}: verifying it without {recipe}, as trial #{trial.number}")
         found = verify([trial])
         if not found or not found[0].verified:
-            return renumbered(ranked + found)
+            return _renumbered(ranked + found)
         lead = dataclasses.replace(found[0], leads_because=f"leads: trial #{top.trial}, {'+'.join(top.recipes)}, ran {faster}")
-        ranked, left_out = shares(renumbered([lead, *ranked]))
+        ranked, left_out = shares(_renumbered([lead, *ranked]))
     return ranked
 
 
-def leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, progress: Progress) -> tuple[dict, dict]:
+def _leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, progress: Progress) -> tuple[dict, dict]:
     """Each recipe's factor: the plan against itself without that recipe, paired round by round.
     Returns the shares, and by recipe the plan without it with its runs."""
     without = {recipe: without_recipe(top.plan, baseline, recipe) for recipe in top.recipes}

@@ -34,7 +34,7 @@ def run_search(session: Session, study, verified: Verified, diagnosed_now: Optio
         measure = with_first_run(measure, facts.baseline, diagnosed_now.full)
     budget = search.trial_budget(config, facts.space)
     policies = (StackSingles(session), EarlyVerification(session, verified),
-                PlateauStop(session, verified, search_patience(config)))
+                PlateauStop(session, verified, _search_patience(config)))
     session.progress(f"trials ({budget}, at most {config.search.time_budget_s:.0f} s), "
                      f"study in {search.storage_url(config)}:")
 
@@ -99,7 +99,7 @@ def prunable(config: AdvisorConfig, baseline: dict) -> Callable[[dict], bool]:
     return lambda plan: all(recipe.prunable for recipe in active_recipes(plan, baseline))
 
 
-def search_patience(config: AdvisorConfig) -> int:
+def _search_patience(config: AdvisorConfig) -> int:
     """Trials in a row without a faster plan after which a search with a verified fix stops."""
     if config.search.patience is not None:
         return config.search.patience

@@ -18,7 +18,8 @@ from advisor.session.bundle import Session
 from advisor.session.gate import gate_candidates, worst_numerics
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
-from advisor.verify import FIRST_LOOK, LOOK_CONFIDENCE, interleave, judge, paired_interval, settled, step_breakdown
+from advisor.verify import (FIRST_LOOK, LOOK_CONFIDENCE, Rounds, interleave, judge, paired_interval, settled,
+                            step_breakdown)
 from recipes import Context, Recipe
 
 @dataclass
@@ -129,11 +130,48 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
     recovers compares like with like. `heard` hears each verdict.
 
     Returns the recommendations (unranked), the reference's runs and the rejections."""
-    config, baseline, progress, reference = session.config, session.baseline, session.progress, session.reference
-    memory_fix = reference is not None and reference.memory_fix
-    with_ideal = reference is not None and reference.with_ideal
-    reference_plan = reference.run.plan if reference is not None and reference.run is not None else baseline
+    config, baseline = session.config, session.baseline
+    memory_fix = session.reference is not None and session.reference.memory_fix
     plans = {f"#{t.number}": t for t in candidates}
+    rounds, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix)
+    recommendations, rejections = [], []
+    for name, trial in plans.items():
+        runs = rounds.candidates[name]
+        recipes = active_recipes(trial.plan, baseline)
+        numerics = worst_numerics(runs, rounds.baseline, combined_risk(recipes), config)
+        verdict = judge(
+            name, rounds.ratios(name), config.search.min_speedup, numerics, memory_fix,
+            [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
+            failures=rounds.failures(name), pairs=len(rounds.baseline), confidence=LOOK_CONFIDENCE,
+            disturbed=rounds.disturbed(name),
+        )
+        heard(name, trial.plan, verdict.to_dict(), started, finished)
+        if numerics is not None and not numerics.passed:
+            rejections.append(Rejection(changes_of(trial.plan, baseline), names(recipes), verdict.reason, trial.number))
+            continue
+        recommendations.append(Recommendation(
+            rank=0, recipes=names(recipes), plan=trial.plan, changes=changes_of(trial.plan, baseline),
+            speedup=verdict.speedup, interval=(verdict.low, verdict.high), verified=verdict.verified,
+            reason=verdict.reason, numerics=asdict(numerics) if numerics else {},
+            peak_memory_mb=verdict.peak_memory_mb, snippet=_snippet_for(trial.plan, recipes, session.context),
+            trial=trial.number, samples_per_s=_mean_rate(runs),
+            **_one_off_costs(recipes, runs, rounds.baseline, kind_of(config.kind).per),
+            step_breakdown_ms=step_breakdown(runs), failed_runs=len(verdict.failures),
+            busy_share=max((r.other_cpu_share for r in [*runs, *rounds.baseline] if r.ok), default=0.0),
+            ideal_speedup=ideal_speedup, gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
+            latency_ms=latency_of(runs),
+        ))
+    return recommendations, rounds.baseline, rejections
+
+
+def _interleaved(session: Session, plans: dict[str, search.TrialResult],
+                 memory_fix: bool) -> tuple[Rounds, Optional[float], float, float]:
+    """The verification rounds: the reference and each candidate (and the ideal, for an input
+    fix) back to back, until every verdict is settled or `search.pairs` rounds are done. Returns
+    the rounds, the ideal's speedup over the reference, and when the rounds began and ended."""
+    config, reference = session.config, session.reference
+    with_ideal = reference is not None and reference.with_ideal
+    reference_plan = reference.run.plan if reference is not None and reference.run is not None else session.baseline
     arms = {name: t.plan for name, t in plans.items()}
     ideal_plan = dict(reference_plan)  # told apart by identity: the same plan, another mode
     if with_ideal:
@@ -150,48 +188,17 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
         return (len(rounds.baseline) == FIRST_LOOK and not memory_fix
                 and all(settled(rounds.ratios(name), min_speedup, rounds.failures(name)) for name in plans))
 
-    progress(f"verifying {len(plans)} candidate(s), interleaved with the baseline{' and the ideal' if with_ideal else ''}, "
-             f"{FIRST_LOOK} rounds, {pairs} unless every verdict is clear by then:")
-    verify_started = time.time()
-    rounds = interleave(reference_plan, arms, measure, pairs, progress,
+    session.progress(f"verifying {len(plans)} candidate(s), interleaved with the baseline"
+                     f"{' and the ideal' if with_ideal else ''}, {FIRST_LOOK} rounds, {pairs} unless every verdict "
+                     "is clear by then:")
+    started = time.time()
+    rounds = interleave(reference_plan, arms, measure, pairs, session.progress,
                         measure_reference=session.measure_reference, enough=enough)
-    verify_finished = time.time()
     ideal_ratios = rounds.ratios("ideal") if with_ideal else []
-    ideal_speedup = paired_interval(ideal_ratios)[0] if ideal_ratios else None
-
-    recommendations, rejections = [], []
-    for name, trial in plans.items():
-        runs = rounds.candidates[name]
-        recipes = active_recipes(trial.plan, baseline)
-        numerics = worst_numerics(runs, rounds.baseline, combined_risk(recipes), config)
-        verdict = judge(
-            name, rounds.ratios(name), min_speedup, numerics, memory_fix,
-            [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
-            failures=rounds.failures(name), pairs=len(rounds.baseline), confidence=LOOK_CONFIDENCE,
-            disturbed=rounds.disturbed(name),
-        )
-        heard(name, trial.plan, verdict.to_dict(), verify_started, verify_finished)
-        if numerics is not None and not numerics.passed:
-            rejections.append(Rejection(changes_of(trial.plan, baseline), names(recipes), verdict.reason, trial.number))
-            continue
-        recommendations.append(
-            Recommendation(
-                rank=0, recipes=names(recipes), plan=trial.plan, changes=changes_of(trial.plan, baseline),
-                speedup=verdict.speedup, interval=(verdict.low, verdict.high), verified=verdict.verified,
-                reason=verdict.reason, numerics=asdict(numerics) if numerics else {},
-                peak_memory_mb=verdict.peak_memory_mb, snippet=snippet_for(trial.plan, recipes, session.context),
-                trial=trial.number, samples_per_s=mean_rate(runs),
-                **_one_off_costs(recipes, runs, rounds.baseline, kind_of(config.kind).per),
-                step_breakdown_ms=step_breakdown(runs), failed_runs=len(verdict.failures),
-                busy_share=max((r.other_cpu_share for r in [*runs, *rounds.baseline] if r.ok), default=0.0),
-                ideal_speedup=ideal_speedup, gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
-                latency_ms=latency_of(runs),
-            )
-        )
-    return recommendations, rounds.baseline, rejections
+    return rounds, paired_interval(ideal_ratios)[0] if ideal_ratios else None, started, time.time()
 
 
-def snippet_for(plan: dict, recipes: tuple[Recipe, ...], context: Optional[Context] = None) -> str:
+def _snippet_for(plan: dict, recipes: tuple[Recipe, ...], context: Optional[Context] = None) -> str:
     """The code to paste; a recipe says more where the context has it (the user's own step by
     name, the rewritten row functions)."""
     def code(recipe: Recipe) -> str:
@@ -208,7 +215,7 @@ def latency_of(runs: list[Measurement]) -> dict:
     return {key: sum(lat[key] for lat in good) / len(good) for key in keys} if good else {}
 
 
-def mean_rate(runs: list[Measurement]) -> float:
+def _mean_rate(runs: list[Measurement]) -> float:
     good = [r.samples_per_s for r in runs if r.ok]
     return sum(good) / len(good) if good else 0.0
 
