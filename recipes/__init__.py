@@ -72,6 +72,13 @@ def by_name(name: str) -> Recipe:
     raise KeyError(name)
 
 
+# The hooks above, by kind: folds take and return a value, contexts are entered around a call.
+FOLDS = frozenset({"process", "model", "compiled", "grad_scaler", "micro_batches", "loader", "queued_batches",
+                   "non_blocking", "request", "batching", "warm_requests", "failure", "prepare", "read_options",
+                   "after_read", "execute"})
+CONTEXTS = frozenset({"around_forward", "around_serve"})
+
+
 def chain(hook: str, plan: dict, **facts: Any) -> Callable[[Any], Any]:
     """Every recipe's `hook` for this plan, as one function of the value: resolved once, called often."""
     steps = [apply for recipe in RECIPES if (apply := recipe.hooks.get(hook)) is not None]

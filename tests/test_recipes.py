@@ -81,6 +81,71 @@ def test_recipe_contract(recipe):
         ast.parse(recipe.snippet(plan))
 
 
+# A value for each fold that a recipe at its off settings must hand back as it came (the loader's
+# options are built from the user's own settings, which are never off).
+FOLD_VALUES = {"process": None, "grad_scaler": None, "micro_batches": 1, "queued_batches": 0, "non_blocking": False,
+               "request": object(), "batching": (1, 0.0), "warm_requests": 0, "failure": "", "read_options": {},
+               "after_read": object(), "execute": object()}
+
+
+@pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.name)
+def test_a_recipe_at_its_off_settings_leaves_the_run_as_it_was(recipe):
+    """Every hook is called for every recipe that has it: one whose keys are off (or absent, in
+    another kind's plan) must change nothing; and what it declares beside its hooks stays in
+    its own keys."""
+    import types
+
+    import torch
+
+    from recipes import CONTEXTS as CONTEXT_HOOKS, FOLDS
+
+    assert set(recipe.hooks) <= FOLDS | CONTEXT_HOOKS, "a hook the loops never call"
+    assert set(recipe.off) <= set(recipe.keys) and set(recipe.settings_off()) == set(recipe.keys)
+    model = torch.nn.Linear(2, 2)
+    for plan in (recipe.settings_off(), {}):
+        assert recipe.idle({**plan, **{key: 1 for key in PLAN_KEYS if key not in plan}}) <= set(PLAN_KEYS)
+        for hook, apply in recipe.hooks.items():
+            if hook in CONTEXT_HOOKS:
+                with apply(plan, device_type="cpu"):
+                    pass
+            elif hook in ("model", "compiled"):
+                assert apply(model, plan) is model
+            elif hook == "prepare":
+                run = types.SimpleNamespace(fmt="csv", files=["a.csv"], plan=plan)
+                assert apply(run, plan) is run and run.fmt == "csv" and run.files == ["a.csv"]
+            elif hook == "failure":
+                assert apply("", plan, text="expected scalar type Float") == ""
+            elif hook in ("read_options", "after_read"):
+                value = FOLD_VALUES[hook]
+                assert all(apply(value, plan, fmt=fmt) is value or apply(value, plan, fmt=fmt) == value
+                           for fmt in ("csv", "jsonl", "parquet"))
+            elif hook == "grad_scaler":
+                assert apply(None, plan, device_type="cpu") is None
+            elif hook != "loader":
+                value = FOLD_VALUES[hook]
+                assert apply(value, plan) == value or apply(value, plan) is value, hook
+
+
+@pytest.mark.parametrize("reference", ["quickstart", "serve_encoder", "parse_bound"])
+def test_a_recipes_off_settings_are_its_kinds_baseline(reference):
+    """Where a kind's baseline spells a recipe's key that the user cannot set, it is off there as
+    the recipe declares it: so a recipe newer than the kind joins the baseline at its off settings."""
+    from pathlib import Path
+
+    from advisor.kinds import kind_of
+
+    config = load_config(Path(__file__).resolve().parents[1] / "configs" / f"{reference}.yaml")
+    plan = kind_of(config.kind).baseline_plan(config, None)
+    users = {"threads.intra_op", "threads.inter_op", "pipeline.engine", "pipeline.dtype_backend"}  # the config may set them
+    compared = 0
+    for recipe in RECIPES:
+        for key, off in recipe.settings_off().items():
+            if key in plan and key not in users and not key.startswith("dataloader."):
+                assert plan[key] == off, (recipe.name, key)
+                compared += 1
+    assert compared >= 3
+
+
 def test_recipes_are_listed_once():
     names = [r.name for r in RECIPES]
     assert len(names) == len(set(names)) and by_name("amp").name == "amp"

@@ -295,7 +295,8 @@ def describe_service(job: InferJob, model: torch.nn.Module, device: torch.device
         "linear_layers": len(quantize_dynamic.quantizable(job.model)),
         "conv_layers": sum(isinstance(m, torch.nn.Conv2d) for m in job.model.modules()),
         "batchable": job.handler is None and batchable(job.requests),  # a handler takes one request
-        "grad_enabled_outputs": any(t.requires_grad for t in tensors(serve_once(job, first))),
+        # on the model's device: the model was moved there in place (a CPU request crashed every CUDA service)
+        "grad_enabled_outputs": any(t.requires_grad for t in tensors(serve_once(job, to_device(first, device)))),
         "torch": torch.__version__,
         "gpu_name": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
     }
