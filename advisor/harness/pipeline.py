@@ -14,7 +14,6 @@ dask_scheduler ("distributed": a LocalCluster | "processes": Dask's local proces
 
 from __future__ import annotations
 
-import functools
 import glob
 import json
 import os
@@ -171,15 +170,14 @@ class PipelineRun:
         return checked(self.code.transform(frame))
 
     def part_transform(self) -> Callable[[pd.DataFrame], pd.DataFrame]:
-        """The transform of one part just read, as a function other processes can unpickle."""
-        return functools.partial(_transform_part, self.code.transform, self.fmt, self.plan)
+        """The transform of one part just read, as a function other processes can unpickle: a
+        closure, which plain pickle refuses, so Dask pickles it with cloudpickle, which carries
+        the user's functions by value (a cluster's scheduler cannot import the user's files)."""
+        transform, fmt, plan = self.code.transform, self.fmt, self.plan
+        return lambda part: checked(transform(after_read(part, fmt, plan)))
 
     def finish(self, parts: list[pd.DataFrame]) -> pd.DataFrame:
         return finish(parts, self.code, self.stages)
-
-
-def _transform_part(transform: Callable, fmt: str, plan: dict, part: pd.DataFrame) -> pd.DataFrame:
-    return checked(transform(after_read(part, fmt, plan)))
 
 
 def run_whole(run: PipelineRun) -> tuple[pd.DataFrame, int]:
