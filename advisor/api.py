@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from advisor.config import AdvisorConfig, load_config, parse_config
-from advisor.diagnose import Diagnosis
+from advisor.diagnosis import Diagnosis
 from advisor.evidence import Evidence
 
 ConfigLike = Union[str, Path, dict, AdvisorConfig]
@@ -69,12 +69,17 @@ def as_config(config: ConfigLike, root: Union[str, Path, None] = None) -> Adviso
         return config
     if isinstance(config, dict):
         return parse_config(config, Path(root or os.getcwd()).resolve() / "<dict config>")
+    if not isinstance(config, (str, os.PathLike)):
+        from advisor.config import ConfigError
+
+        raise ConfigError(f"config: got {type(config).__name__} {str(config)[:60]!r}; pass the path of a YAML config, "
+                          "a dict shaped like one, or an AdvisorConfig")
     return load_config(config)
 
 
 def diagnose(config: ConfigLike, progress: Optional[Progress] = None, root=None) -> Diagnosed:
     """Measures the baseline and names its bottlenecks, with evidence."""
-    from advisor.diagnose import diagnose as rank_diagnoses
+    from advisor.diagnosis import diagnose as rank_diagnoses
     from advisor.evidence import collect_evidence
 
     config = as_config(config, root)
@@ -95,11 +100,16 @@ def optimize(config: ConfigLike, progress: Optional[Progress] = None, results: U
     """
     started = time.time() if started is None else started  # the first verified fix's time counts MLflow's start-up too
     from advisor import search, tracking
+    from advisor.evidence import check_losses
+    from advisor.fingerprint import check_evidence
     from advisor.session import Hooks, optimize as run_session
 
     config = as_config(config, root)
     progress = progress or _quiet
     check_results_folder(results)
+    if evidence is not None:
+        check_evidence(config, evidence)
+        check_losses(evidence.full)
     search.check_storage(config)  # bad addresses are one line, before anything is measured or written
     tracking.check_tracking(config)
     if fresh:

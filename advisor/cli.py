@@ -12,7 +12,7 @@ from advisor.errors import UserError
 
 COMMAND_STARTED = time.time()  # the user's clock: before torch, MLflow and Optuna are imported; a first fix counts from here
 
-EXIT_BASELINE_FAILED = 4  # optimize: the job crashed or hung as it is, so no fix could be judged
+EXIT_BASELINE_FAILED = 4  # diagnose, optimize, report: the job crashed or hung as it is, so no fix could be judged
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -103,6 +103,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = command("worker", run_worker, "join the workload's study from another process or machine",
                      "path of the YAML config (search.storage names the shared study)")
+    worker.add_argument("--wait-s", type=float, default=600.0, metavar="S",
+                        help="wait up to S seconds for the study to exist (default 600: an optimize started beside "
+                             "it diagnoses first)")
     for sub in (optimize, worker, diagnose):
         sub.add_argument("--slots", type=int, metavar="N",
                          help="measure at most N runs at once on this machine, across advisor processes (1: take turns)")
@@ -168,7 +171,9 @@ def run_diagnose(args: argparse.Namespace) -> int:
         print(json.dumps(done.to_dict(), indent=2))
     else:
         print(render_diagnosis(done.config.name, done.evidence, done.diagnoses))
-    return 0 if done.evidence.full.ok else 1
+    if not done.evidence.full.ok:
+        return baseline_failed(done.evidence.full.reason, "diagnose")
+    return 0
 
 
 def run_optimize(args: argparse.Namespace) -> int:
@@ -184,10 +189,15 @@ def run_optimize(args: argparse.Namespace) -> int:
     result = done.session
     base = next((t.measurement for t in result.trials if t.number == 0), result.evidence.full)
     if not base.ok and not out_of_memory(base) and not over_slo(base):
-        print(f"advisor: the baseline itself failed ({base.reason}); nothing can be compared with it: "
-              f"fix the workload, then optimize again", file=sys.stderr)
-        return EXIT_BASELINE_FAILED
+        return baseline_failed(base.reason, "optimize")
     return 0
+
+
+def baseline_failed(reason: str, command: str) -> int:
+    """The job crashed or hung as it is: said on stderr, with the exit status that means it."""
+    print(f"advisor: the baseline itself failed ({reason}); nothing can be compared with it: "
+          f"fix the workload, then {command} again", file=sys.stderr)
+    return EXIT_BASELINE_FAILED
 
 
 def load_evidence(path: str):
@@ -329,7 +339,7 @@ def run_worker(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     search.check_storage(config)
-    ran = join_study(config, progress_printer(args))
+    ran = join_study(config, progress_printer(args), wait_s=args.wait_s)
     print(f"worker finished: ran {ran} trial(s) of study '{config.name}'")
     return 0
 
@@ -344,6 +354,9 @@ def run_report(args: argparse.Namespace) -> int:
         print(json.dumps({"workload": config.name, "session": session, "recommendations": recommendations}, indent=2, default=str))
         return 0
     print(f"{config.name}: session {session['name']} (run {session['run_id']}), bottleneck {session['tags'].get('bottleneck')}")
+    failure = session["tags"].get("baseline_failure")
+    if failure:
+        return baseline_failed(failure, "optimize")
     if not recommendations:
         print("no recommendations: nothing cleared the bar")
     for rec in recommendations:

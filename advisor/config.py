@@ -24,6 +24,7 @@ CALLABLE_PATTERN = re.compile(r"^(?P<module>[\w.\-/]+?)(?P<file>\.py)?:(?P<attr>
 
 
 _positive = (lambda v: v >= 1, "a number >= 1")
+_above_zero = (lambda v: v > 0, "a number > 0")  # a latency: services here answer in 0.05-4 ms
 _non_negative = (lambda v: v >= 0, "a number >= 0")
 # A reference to the user's code: 'module:callable' or 'file.py:callable' in a file; through the
 # Python API, also the callable itself.
@@ -198,7 +199,7 @@ class SearchConfig:
 class ConstraintsConfig:
     max_memory_mb: Optional[float] = _check(_positive, default=None)
     loss_rtol: float = _check(_non_negative, default=0.05)
-    p95_ms: Optional[float] = _check(_positive, default=None)  # inference: the latency SLO every plan must keep
+    p95_ms: Optional[float] = _check(_above_zero, default=None)  # inference: the latency SLO every plan must keep
     output_rtol: float = _check(_non_negative, default=1e-2)  # inference: outputs equal within this
     min_top1_agreement: float = _check((lambda v: 0 <= v <= 1, "a share between 0 and 1"), default=0.99)
 
@@ -230,6 +231,13 @@ class AdvisorConfig:
         if self.objective == "throughput" and self.workload.SERVED and self.constraints.p95_ms is None:
             raise _Invalid("search.objective", "throughput needs constraints.p95_ms, the latency it must keep; "
                                                "set it, or use objective: p95")
+        if self.workload.SERVED and self.load.mode == "open":
+            arriving_s = self.measure.requests / self.load.rate_per_s  # the replay lasts at least this long
+            if arriving_s >= self.measure.timeout_s:
+                raise _Invalid("load.rate_per_s", (
+                    f"{self.measure.requests} timed requests (measure.requests) arriving at {self.load.rate_per_s:g}/s "
+                    f"take about {arriving_s:.0f} s, past measure.timeout_s ({self.measure.timeout_s:g} s); raise the "
+                    f"rate, lower measure.requests, or set measure.timeout_s above {arriving_s + 60:.0f} s"))
 
     @property
     def kind(self) -> str:
@@ -253,10 +261,16 @@ def load_config(path: str | Path) -> AdvisorConfig:
         ConfigError: with a one-line message naming the file, the key path and the fix.
     """
     path = Path(path)
+    if path.is_dir():
+        inside = ", ".join(sorted(p.name for p in path.glob("*.y*ml"))[:5]) or "no YAML file"
+        raise ConfigError(f"{path}: is a folder, not a config; pass the path of a YAML config (in it: {inside})")
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found; pass the path of a YAML config")
     try:
         raw = yaml.safe_load(path.read_text())
+    except (OSError, UnicodeDecodeError) as exc:
+        why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
+        raise ConfigError(f"{path}: cannot be read ({why}); make it a readable UTF-8 text file") from None
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""
@@ -280,11 +294,29 @@ def parse_config(raw: Any, path: Path) -> AdvisorConfig:
         if "workload" not in raw:
             raise _Invalid("workload", "missing; add it (a mapping that names the job's code)")
         workload = _build(WORKLOAD_KINDS[kind], raw["workload"], "workload")
+        if kind == "pipeline":
+            _check_sink(workload, path.parent)
         rest = {key: value for key, value in raw.items() if key != "workload"}
         return _build(AdvisorConfig, rest, "", extra={"path": path, "workload": workload})
     except _Invalid as exc:
         where = f"{exc.key_path}: " if exc.key_path else ""
         raise ConfigError(f"{path}: {where}{exc.problem}") from None
+
+
+def _check_sink(workload: "PipelineWorkload", root: Path) -> None:
+    """The sink is written by the user's job, never by advisor; still, one in a folder that does
+    not exist, or one that is the source itself, is a job that cannot run as configured."""
+    if not workload.sink:
+        return
+    sink = (root / workload.sink).resolve()
+    if not sink.parent.is_dir():
+        raise _Invalid("workload.sink", f"its folder {sink.parent} does not exist; create it, or name a sink in "
+                                        "an existing folder")
+    source = Path(workload.source.path)
+    sources = {p.resolve() for p in (source if source.is_absolute() else root / source).parent.glob(source.name)}
+    if sink in sources or sink == (root / source).resolve():
+        raise _Invalid("workload.sink", f"{workload.sink} is the source itself; the job would overwrite its input: "
+                                        "name another file")
 
 
 class _Invalid(Exception):

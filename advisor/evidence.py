@@ -28,6 +28,8 @@ class Evidence:
     max_memory_mb: Optional[float] = None
     derived: dict = field(default_factory=dict)
     kind: str = "train"  # the workload kind whose runs these are
+    workload: str = ""  # the config's name, and the fingerprint's components, when measured: whose runs
+    fingerprint: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         runs = (self.full, self.synthetic, self.cached, self.profile)
@@ -36,13 +38,15 @@ class Evidence:
             "runs": {m.mode: m.to_dict() for m in runs if m is not None},
             "max_memory_mb": self.max_memory_mb,
             "derived": self.derived,
+            **({"workload": self.workload, "fingerprint": self.fingerprint} if self.workload else {}),
         }
 
     @classmethod
     def from_dict(cls, data: dict) -> "Evidence":
         runs = {mode: Measurement.from_dict(run) for mode, run in data["runs"].items()}
         kind = data.get("kind") or ("train" if "synthetic" in runs else "pipeline")  # diagnoses saved before kinds
-        return cls(**runs, max_memory_mb=data.get("max_memory_mb"), derived=data.get("derived", {}), kind=kind)
+        return cls(**runs, max_memory_mb=data.get("max_memory_mb"), derived=data.get("derived", {}), kind=kind,
+                   workload=data.get("workload", ""), fingerprint=data.get("fingerprint", {}))
 
 
 def collect_evidence(config: AdvisorConfig, progress: Progress = lambda line: None) -> Evidence:
@@ -61,7 +65,28 @@ def collect_evidence(config: AdvisorConfig, progress: Progress = lambda line: No
         )
         runs[mode] = run
         progress(f"      {describe_run(run)}")
-    return with_derived(Evidence(**runs, max_memory_mb=config.constraints.max_memory_mb, kind=config.kind))
+        if mode == "full":
+            check_losses(run)
+            if run.environment.get("parameters_changed") is False:
+                progress(f"      warning: the model's parameters did not change over {config.measure.steps} timed steps: "
+                         "does the step call optimizer.step()? advisor times what the step does, as it is")
+    from advisor.fingerprint import fingerprint
+
+    evidence = with_derived(Evidence(**runs, max_memory_mb=config.constraints.max_memory_mb, kind=config.kind))
+    seen = fingerprint(config, kind.seen(evidence))["components"]
+    return dataclasses.replace(evidence, workload=config.name, fingerprint=seen)
+
+
+def check_losses(run: Measurement) -> None:
+    """A baseline whose own loss is NaN or infinite leaves nothing to compare a fix's losses with."""
+    from advisor.errors import UserError
+    from advisor.verify import first_non_finite
+
+    step = first_non_finite(run.losses)
+    if step is not None:
+        raise UserError(f"the baseline itself produces a {run.losses[step]} loss at step {step + 1} of its timed "
+                        "steps, so no fix's losses can be compared with it: fix the job first (its learning rate, "
+                        "its data, its loss)")
 
 
 def describe_run(run: Measurement) -> str:

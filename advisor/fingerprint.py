@@ -139,3 +139,18 @@ def _diff(old, new, path: str):
             yield from _diff(old.get(key), new.get(key), f"{path}.{key}")
     elif old != new:
         yield path, old, new
+
+
+def check_evidence(config: AdvisorConfig, evidence) -> None:
+    """Evidence given to a session (`--evidence`) must be this workload's, measured as it is now:
+    another job's figures would be taken for this one's."""
+    from advisor.errors import UserError
+    from advisor.kinds import kind_of
+
+    again = f"run advisor diagnose {config.path} --json > diagnosis.json, and give that"
+    if evidence.workload != config.name or evidence.kind != config.kind:
+        whose = f"the {evidence.kind} workload '{evidence.workload}'" if evidence.workload else "no named workload"
+        raise UserError(f"--evidence: it was measured for {whose}, not the {config.kind} workload '{config.name}'; {again}")
+    changes = describe_changes(evidence.fingerprint, fingerprint(config, kind_of(config.kind).seen(evidence))["components"])
+    if changes:
+        raise UserError(f"--evidence: it was measured for '{config.name}' as it was before ({'; '.join(changes)}); {again}")

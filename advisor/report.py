@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from advisor.diagnose import Diagnosis, Finding
+from advisor.diagnosis import Diagnosis, Finding
 from advisor.evidence import Evidence
 from advisor.measure import BUSY_SHARE
 from advisor.verify import BUSY_REASON
@@ -233,7 +233,9 @@ def render_recommendations(payload: dict) -> str:
                         f"pruned midway, clearly losing (trial {', '.join('#' + str(p['number']) for p in payload['pruned'])})"
                         + (f": about {unrun:,.1f} s of their timed windows left unrun, at their pace so far" if unrun else "")]
     recs = payload["recommendations"]
-    if not any(rec["verified"] for rec in recs):
+    if payload.get("baseline_failure") and not payload.get("memory_fix"):
+        lines.append(f"the baseline itself failed ({payload['baseline_failure']}): there is nothing to compare a fix with")
+    elif not any(rec["verified"] for rec in recs):
         busy = any(rec.get("reason", "").startswith(BUSY_REASON) for rec in recs)
         lines.append("nothing verified: the machine was busy while the fixes were verified; run it again on a quiet machine"
                      if busy else

@@ -64,7 +64,9 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
     measure_baseline = measure_with(config, capped=False)  # the job as the user runs it, whatever the budget
     probe = measure_baseline(baseline)
     if not probe.ok:
-        raise UserError(f"the baseline no longer runs: {probe.reason}; fix the workload, then retune")
+        before = ("it failed in the last session too" if previous.get("baseline_failure") and not previous.get("memory_fix")
+                  else "it ran in the last session")
+        raise UserError(f"the baseline does not run ({probe.reason}); {before}: fix the workload, then retune")
     now = fingerprint(config, probe.environment)
     changes = tuple(describe_changes(previous["fingerprint_components"], now["components"]))
     best = best_verified(previous)

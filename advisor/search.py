@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import itertools
+import json
 import math
 import os
 import threading
@@ -232,6 +233,7 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
     trials beat a heartbeat: one whose process died (a machine went down, kill -9) is failed by
     Optuna after its grace period and run again (RetryHeartbeatStaleTrialCallback)."""
     if "://" not in url:
+        check_journal(Path(url))
         return JournalStorage(JournalFileBackend(url))
     from optuna.storages import RDBStorage, RetryHeartbeatStaleTrialCallback
 
@@ -240,14 +242,42 @@ def open_storage(url: str) -> optuna.storages.BaseStorage:
                           heartbeat_stale_trial_callback=RetryHeartbeatStaleTrialCallback(max_retry=RETRIES))
 
 
+def check_journal(path: Path) -> None:
+    """Raises ValueError unless the journal file, where there is one, holds JSON records, a line
+    each; its last may be cut short (a process killed as it wrote), which Optuna skips. Optuna
+    itself would also skip a damaged last line and append after it, burying the damage."""
+    if not path.exists():
+        return
+    lines = path.read_bytes().decode("utf-8").split("\n")
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            if number == len(lines) and line.lstrip().startswith("{"):
+                continue  # a record cut short: its writer died
+            raise ValueError(f"line {number} is not a JSON record") from None
+        if not isinstance(record, dict) or "op_code" not in record:
+            raise ValueError(f"line {number} is not an Optuna journal record")
+
+
 def find_study(config: AdvisorConfig, worker: bool = False) -> Optional[optuna.Study]:
     """The workload's study if it exists (interrupted trials enqueued again), else None;
     `worker`: a process joining it, which samples with its own seed."""
-    storage = open_storage(storage_url(config))
+    url = storage_url(config)
     try:
-        study = optuna.load_study(study_name=config.name, storage=storage, sampler=make_sampler(config, worker))
+        study = optuna.load_study(study_name=config.name, storage=open_storage(url), sampler=make_sampler(config, worker))
     except KeyError:
         return None
+    except (ValueError, OSError) as exc:  # a journal file that is not one (JSONDecodeError is a ValueError)
+        if "://" in url:
+            raise
+        from advisor.errors import UserError
+
+        raise UserError(f"search.storage: the study file {url} cannot be read ({type(exc).__name__}: "
+                        f"{str(exc).splitlines()[0][:200] if str(exc) else 'no detail'}); run with --fresh to start "
+                        "the study afresh (its trials are lost), or move the file away") from None
     fail_stale_trials(study)
     requeue_interrupted(study)
     return study
@@ -711,9 +741,10 @@ def rate_text(run: Measurement) -> str:
 def remove_study(config: AdvisorConfig) -> None:
     """Deletes the workload's study (for `--fresh`)."""
     url = storage_url(config)
+    if "://" not in url:  # a journal file holds one study: removing the file removes it, damaged or not
+        Path(url).unlink(missing_ok=True)
+        return
     try:
         optuna.delete_study(study_name=config.name, storage=open_storage(url))
     except KeyError:
         pass
-    if "://" not in url:
-        Path(url).unlink(missing_ok=True)

@@ -50,6 +50,18 @@ def experiment_name(config: AdvisorConfig) -> str:
     return config.tracking.experiment or config.name
 
 
+def artifact_location(config: AdvisorConfig) -> Optional[str]:
+    """Where a new experiment keeps its artifacts: a tracking server's own root (None); beside a
+    sqlite store's file; beside the config for any other database. Never the working folder,
+    which is MLflow's own default (`./mlruns`)."""
+    uri = tracking_uri(config)
+    scheme = urllib.parse.urlparse(uri).scheme.split("+")[0]
+    if scheme in ("http", "https", "databricks", "file"):  # the server's root; a file store's own folder
+        return None
+    folder = Path(urllib.parse.urlparse(uri).path).parent if scheme == "sqlite" else config.root
+    return (folder / "mlruns").resolve().as_uri()
+
+
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 OWNER_TAG = "advisor.owner"  # machine:pid of the process that writes a session run
 TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "file", "databricks")
@@ -71,6 +83,9 @@ def check_tracking(config: AdvisorConfig) -> None:
                             f"{str(exc)[:200]}); start it (mlflow server), or {hint.split(', or ')[1]}") from None
     elif scheme == "sqlite" and not Path(parsed.path).parent.is_dir():
         raise UserError(f"tracking.uri: the folder of {uri} does not exist; create it, or {hint.split(', or ')[1]}")
+    elif scheme == "file" and not (Path(parsed.path).is_dir() or Path(parsed.path).parent.is_dir()):
+        raise UserError(f"tracking.uri: neither {parsed.path} nor its folder exists; create it, or "
+                        f"{hint.split(', or ')[1]}")
     elif scheme in ("postgresql", "mysql", "mssql"):
         from sqlalchemy.engine import make_url
 
@@ -162,6 +177,7 @@ class SessionLog:
                      "pruned_unrun_s": payload.get("pruned_unrun_s", 0.0),
                      **({"first_verified_s": payload["first_verified_s"]} if payload.get("first_verified_s") else {})},
             tags={"fingerprint": payload["fingerprint"], "bottleneck": bottleneck,
+                  **({"baseline_failure": payload["baseline_failure"][:4000]} if payload.get("baseline_failure") else {}),
                   DESCRIPTION_TAG: ranking_table(payload, bottleneck)}))
 
         def baseline() -> None:
@@ -236,7 +252,8 @@ class Tracker:
         self.client = MlflowClient(tracking_uri=tracking_uri(config))
         name = experiment_name(config)
         experiment = self.client.get_experiment_by_name(name)
-        self.experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(name)
+        self.experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(
+            name, artifact_location=artifact_location(config))
         if experiment is None or EXPERIMENT_KIND_TAG not in experiment.tags:
             # MLflow's UI opens GenAI experiments on a traces overview; this one's page is its runs.
             self.client.set_experiment_tag(self.experiment_id, EXPERIMENT_KIND_TAG, "custom_model_development")

@@ -85,6 +85,11 @@ def compare_training(candidate: Measurement, baseline: Measurement, risk: str, l
                           "losses and parameters match")
 
 
+def first_non_finite(losses: Sequence[float]) -> Optional[int]:
+    """The index of the first NaN or infinite loss, or None."""
+    return next((index for index, loss in enumerate(losses) if not math.isfinite(loss)), None)
+
+
 def compare_losses(candidate: Sequence[float], baseline: Sequence[float], risk: str, loss_rtol: float) -> NumericsResult:
     """Compares seeded loss trajectories step by step (same seeds, same batches, same order)."""
     if risk == "changes semantics":
@@ -93,6 +98,10 @@ def compare_losses(candidate: Sequence[float], baseline: Sequence[float], risk: 
     rtol = EXACT_RTOL if risk == "exact" else loss_rtol
     if steps == 0:
         return NumericsResult(False, risk, math.inf, rtol, 0, "no losses to compare")
+    lost = first_non_finite(candidate[:steps])
+    if lost is not None and first_non_finite(baseline[:steps]) is None:
+        return NumericsResult(False, risk, math.inf, rtol, steps,
+                              f"turns finite losses into {candidate[lost]} at step {lost + 1} (the baseline's is {baseline[lost]:.4g})")
     diffs = [abs(c - b) / max(abs(b), 1e-12) for c, b in zip(candidate[:steps], baseline[:steps])]
     worst = max(diffs) if all(math.isfinite(d) for d in diffs) else math.inf
     note = "" if worst <= rtol else f"loss differs by {worst:.2%} at worst, over the {rtol:.2%} tolerance"

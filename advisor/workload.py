@@ -255,6 +255,9 @@ def load_lightning_job(config: AdvisorConfig) -> Callable[[], Any]:
             raise UserError(f"workload.datamodule: the builder returned {type(datamodule).__name__}; "
                             "return a LightningDataModule")
         datamodule.prepare_data()
+        if any(type(datamodule).train_dataloader is base.train_dataloader for base in datamodule_types):
+            raise UserError(f"workload.datamodule: {type(datamodule).__name__} has no train_dataloader; define "
+                            "train_dataloader(self) returning the DataLoader it trains on")
         datamodule.setup("fit")
         loader = datamodule.train_dataloader()
         if not isinstance(loader, DataLoader):

@@ -1,6 +1,12 @@
 """Malformed configs: each gives one line naming the problem, and exit status 2."""
 
+import os
+import shutil
+import subprocess
+import sys
+
 import pytest
+import yaml
 
 from advisor.config import load_config
 from advisor.errors import ConfigError
@@ -87,3 +93,53 @@ def test_reference_configs_load():
 
     for path in sorted((ROOT / "configs").glob("*.yaml")):
         assert load_config(path).name == path.stem
+
+
+def test_a_folder_given_as_the_config_is_named_as_a_folder(tmp_path):
+    write_config(tmp_path, TINY)
+    with pytest.raises(ConfigError, match=r"is a folder, not a config; pass the path of a YAML config \(in it: config.yaml\)"):
+        load_config(tmp_path)
+
+
+def test_a_config_that_cannot_be_read_is_one_line(tmp_path):
+    path = tmp_path / "config.yaml"
+    path.write_bytes(b"name: tiny\n\xff\xfe workload")
+    with pytest.raises(ConfigError, match=r"cannot be read \(UnicodeDecodeError\); make it a readable UTF-8 text file"):
+        load_config(path)
+
+
+@pytest.mark.skipif(not shutil.which("setpriv") or os.geteuid() != 0, reason="needs root and setpriv to drop read rights")
+def test_a_config_the_process_may_not_read_is_one_line_with_exit_2(tmp_path):
+    """Root reads any file: the command runs without the capabilities that override file modes."""
+    path = write_config(tmp_path, TINY)
+    path.chmod(0)
+    result = subprocess.run(["setpriv", "--inh-caps=-all", "--bounding-set=-dac_override,-dac_read_search",
+                             sys.executable, "-m", "advisor.cli", "diagnose", str(path)],
+                            capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    assert "cannot be read (Permission denied)" in result.stderr.strip().splitlines()[-1]
+
+
+def test_a_sub_millisecond_slo_is_a_real_slo(tmp_path):
+    from conftest import ROOT
+
+    raw = yaml.safe_load((ROOT / "configs" / "serve_encoder.yaml").read_text())
+    raw["constraints"] = {**raw.get("constraints", {}), "p95_ms": 0.5}
+    assert load_config(write_config(tmp_path, raw)).constraints.p95_ms == 0.5
+    raw["constraints"]["p95_ms"] = 0
+    with pytest.raises(ConfigError, match=r"constraints.p95_ms: expected a number > 0"):
+        load_config(write_config(tmp_path, raw))
+
+
+@pytest.mark.parametrize("sink, words", [
+    ("missing/out.parquet", "workload.sink: its folder"),
+    ("events.csv", "workload.sink: events.csv is the source itself"),
+])
+def test_a_sink_that_cannot_be_written_as_configured_is_a_config_error(tmp_path, sink, words):
+    (tmp_path / "events.csv").write_text("a\n1\n")
+    raw = {"name": "p", "workload": {"kind": "pipeline", "source": {"path": "events.csv"}, "transform": "t:f",
+                                     "sink": sink}}
+    with pytest.raises(ConfigError, match=words):
+        load_config(write_config(tmp_path, raw))
+    raw["workload"]["sink"] = "out.parquet"
+    assert load_config(write_config(tmp_path, raw)).workload.sink == "out.parquet"

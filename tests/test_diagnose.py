@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from advisor.diagnose import THRESHOLDS, Thresholds, band, diagnose
+from advisor.diagnosis import THRESHOLDS, Thresholds, band, diagnose
 from advisor.evidence import Evidence, derive, with_derived
 from conftest import FIXTURES
 

@@ -79,9 +79,23 @@ def test_the_end_verifies_only_what_could_beat_a_fix_already_verified():
     assert left == [] and [r.trial for r in passed_over] == [3, 5], "260/s is under 1.1x of 245/s"
     assert "under the 1.1x" in passed_over[0].reason
     left, passed_over = still_to_verify(candidates, trials, verified_at(1, 210.0, ok=False), 3, BASELINE)
-    assert [t.number for t in left] == [3, 5] and passed_over == [], "the early check verified nothing: the next two, three in all"
+    assert [t.number for t in left] == [3, 5, 2], "the early check verified nothing, and took none of the 3 places"
+    assert [r.trial for r in passed_over] == [4] and "search.verify_top" in passed_over[0].reason
     assert [t.number for t in still_to_verify(candidates, trials, Verified(0.0), 3, BASELINE)[0]] == [3, 5, 2]
-    assert still_to_verify(candidates, trials, Verified(0.0), 0, BASELINE) == ([], []), "verify_top 0: trials only"
+    left, passed_over = still_to_verify(candidates, trials, Verified(0.0), 0, BASELINE)
+    assert left == [] and [r.trial for r in passed_over] == [3, 5, 2, 4, 1], "verify_top 0: trials only, each one said"
+    assert "search.verify_top is 0" in passed_over[0].reason
+
+
+def test_an_early_fix_takes_no_place_of_verify_top_and_no_faster_trial_goes_unsaid():
+    """verify_top 1 on a fetch-bound job: the early fix (#1, 2.31x) is verified during the
+    search; #2, twice as fast in its trial, still gets the one place at the end, and a third,
+    left out by verify_top, is listed with why."""
+    trials = [trial(0, 0, 100.0), trial(1, 2, 231.0), trial(2, 6, 504.0), trial(3, 8, 480.0)]
+    candidates = sorted(trials[1:], key=lambda t: -t.samples_per_s)
+    left, passed_over = still_to_verify(candidates, trials, verified_at(1, 231.0), 1, BASELINE)
+    assert [t.number for t in left] == [2], "the fastest candidate is verified: the early fix used no place"
+    assert [r.trial for r in passed_over] == [3] and "raise it to verify this one too" in passed_over[0].reason
 
 
 SERVICE = {"amp.dtype": None, "inference_mode.enabled": False, "threads.inter_op": 2, "compile.mode": None}

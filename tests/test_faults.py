@@ -214,6 +214,7 @@ BAD_ADDRESSES = [
     ({"search": {"storage": f"postgresql://advisor@127.0.0.1:{CLOSED_PORT}/advisor"}}, [], "search.storage: cannot connect"),
     ({"search": {"storage": "no/such/folder/study.journal"}}, [], "search.storage: the folder"),
     ({}, ["--evidence", "diagnosis.json"], "--evidence: diagnosis.json is not the JSON of advisor diagnose --json"),
+    ({}, ["--evidence", "other.json"], "--evidence: it was measured for the train workload 'other', not the train workload 'tiny'"),
     ({"name": "../x"}, [], "name: expected a plain name"),
     ({"name": ""}, [], "name: expected a plain name"),
     ({"name": "a/b"}, [], "name: expected a plain name"),
@@ -229,6 +230,8 @@ def test_bad_names_and_addresses_are_one_line_and_write_nothing(tmp_path, change
     (tmp_path / "tmp").mkdir()
     path = write_config(folder, merged(TINY, changes))
     (folder / "diagnosis.json").write_text("this is not JSON")
+    other = json.loads((ROOT / "tests" / "fixtures" / "evidence" / "quickstart.json").read_text())
+    (folder / "other.json").write_text(json.dumps({"workload": "other", "evidence": {**other, "workload": "other"}}))
     before = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
     process = subprocess.run([sys.executable, "-m", "advisor.cli", "optimize", str(path), *extra], cwd=folder,
                              capture_output=True, text=True, timeout=120,

@@ -128,7 +128,8 @@ def test_plan_changes_reach_the_child(tiny_config):
 def test_parent_carries_on_after_a_crash(tiny_config):
     """diagnose on a crashing job still runs every measurement and reports the failure."""
     result = run_cli("diagnose", str(tiny_config(workload={"model": "broken:crashing_model"})), "--json")
-    assert result.returncode == 1, result.stderr
+    assert result.returncode == 4, result.stderr  # the baseline itself failed: the README's exit status 4
+    assert "advisor: the baseline itself failed (crashed: " in result.stderr and "Traceback" not in result.stderr
     payload = json.loads(result.stdout)
     runs = payload["evidence"]["runs"]
     assert set(runs) == {"full", "synthetic", "cached", "profile"}

@@ -6,7 +6,7 @@ import re
 import pytest
 import torch
 
-from advisor.diagnose import diagnose
+from advisor.diagnosis import diagnose
 from advisor.evidence import Evidence, derive_infer
 from advisor.harness.batches import concat
 from advisor.harness.infer import closed_loop, latency_summary, open_loop, poisson_arrivals, split_output

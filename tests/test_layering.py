@@ -9,7 +9,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("advisor", "recipes")
 SESSION = "advisor.session"
 # Parent-side judgement: what measures, compares, decides and records. A measurement child never needs it.
-JUDGEMENT = ("advisor.verify", "advisor.diagnose", "advisor.evidence", "advisor.kinds", "advisor.search",
+JUDGEMENT = ("advisor.verify", "advisor.diagnosis", "advisor.evidence", "advisor.kinds", "advisor.search",
              "advisor.session", "advisor.tracking", "advisor.report", "advisor.api", "advisor.cli")
 # What runs inside a measurement child: its entry, the jobs' loading (named by the config, imported
 # by name), and the loops.

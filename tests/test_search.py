@@ -165,9 +165,9 @@ def test_two_workers_share_one_study(tmp_path):
 
 
 def test_worker_without_a_study_is_a_clear_error(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "advisor.cli", "worker", str(quick_config(tmp_path, 4))],
-                            cwd=ROOT, capture_output=True, text=True, timeout=60)
-    assert result.returncode == 2 and "start it with advisor optimize" in result.stderr
+    result = subprocess.run([sys.executable, "-m", "advisor.cli", "worker", str(quick_config(tmp_path, 4)),
+                             "--wait-s", "1"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 2 and "after waiting 1 s; start it with advisor optimize" in result.stderr
     assert "Traceback" not in result.stderr
 
 

@@ -77,8 +77,11 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     if mode == "profile":
         return {**common, "operators": profile_steps(step, batches, device, plan, steps)}
 
+    before = parameter_checksums(model) if mode == "full" else None
     fields = timed_steps(step, batches, device, plan, steady_steps(steps, plan) if mode == "full" else steps,
                          checksum=(steps, model), progress=progress)
+    if before is not None and fields["parameters"]:  # a step that never updates them is no training step
+        environment["parameters_changed"] = fields["parameters"] != before
     fields.update(common, sample_probe=probe)
     if device.type == "cuda":
         fields.update(peak_memory_mb=torch.cuda.max_memory_allocated() / 2**20, memory_source="cuda max allocated")

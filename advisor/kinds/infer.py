@@ -56,7 +56,7 @@ class InferKind:
         return derive_infer(evidence.full, evidence.profile)
 
     def rules(self) -> tuple:
-        from advisor.diagnose import SERVING_RULES
+        from advisor.diagnosis import SERVING_RULES
 
         return SERVING_RULES
 

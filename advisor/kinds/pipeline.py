@@ -53,7 +53,7 @@ class PipelineKind:
         return derive_pipeline(evidence.full, evidence.profile)
 
     def rules(self) -> tuple:
-        from advisor.diagnose import PIPELINE_RULES
+        from advisor.diagnosis import PIPELINE_RULES
 
         return PIPELINE_RULES
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 if TYPE_CHECKING:
     from advisor.config import AdvisorConfig
-    from advisor.diagnose import Diagnosis, Rule
+    from advisor.diagnosis import Diagnosis, Rule
     from advisor.evidence import Evidence
     from advisor.measure import Measurement
     from advisor.verify import NumericsResult

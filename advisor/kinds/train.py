@@ -52,7 +52,7 @@ class TrainKind:
         return derive(evidence.full, evidence.synthetic, evidence.cached)
 
     def rules(self) -> tuple:
-        from advisor.diagnose import TRAINING_RULES
+        from advisor.diagnosis import TRAINING_RULES
 
         return TRAINING_RULES
 

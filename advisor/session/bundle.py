@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from advisor.config import AdvisorConfig
-from advisor.diagnose import Diagnosis
+from advisor.diagnosis import Diagnosis
 from advisor.kinds import kind_of
 from advisor.measure import Measurement
 from advisor.session.planning import SessionFacts

@@ -8,7 +8,7 @@ from typing import Optional
 
 from advisor import search
 from advisor.config import AdvisorConfig
-from advisor.diagnose import THRESHOLDS
+from advisor.diagnosis import THRESHOLDS
 from advisor.failures import broken_constraint, out_of_memory
 from advisor.kinds import kind_of
 from advisor.measure import Measurement

@@ -10,7 +10,7 @@ from typing import Optional
 
 from advisor import search
 from advisor.config import AdvisorConfig
-from advisor.diagnose import Diagnosis, diagnose
+from advisor.diagnosis import Diagnosis, diagnose
 from advisor.errors import UserError
 from advisor.evidence import Evidence, collect_evidence
 from advisor.fingerprint import describe_changes, fingerprint

@@ -8,7 +8,7 @@ from typing import Callable, Optional
 
 from advisor import search
 from advisor.config import AdvisorConfig
-from advisor.diagnose import Diagnosis
+from advisor.diagnosis import Diagnosis
 from advisor.evidence import Evidence
 from recipes import Context
 

@@ -106,13 +106,10 @@ def _search_patience(config: AdvisorConfig) -> int:
     return max(3, config.search.trials // 4)
 
 
-def join_study(config: AdvisorConfig, progress: Progress = lambda line: None) -> int:
-    """`advisor worker`: runs trials of an existing study until its budget is spent."""
-    study = search.find_study(config, worker=True)
-    if study is None or search.SPACE_ATTR not in study.user_attrs:
-        raise UserError(
-            f"no study '{config.name}' in {search.storage_url(config)} yet; start it with advisor optimize {config.path}"
-        )
+def join_study(config: AdvisorConfig, progress: Progress = lambda line: None, wait_s: float = 0.0) -> int:
+    """`advisor worker`: runs trials of the study until its budget is spent, waiting up to
+    `wait_s` for it to exist (workers of a job array start beside the optimize that makes it)."""
+    study = wait_for_study(config, wait_s, progress)
     check_same_workload(config, study.user_attrs)
     facts = SessionFacts.from_attrs(study.user_attrs)
     _warn_if_sharing_the_machine(study, progress)
@@ -121,6 +118,27 @@ def join_study(config: AdvisorConfig, progress: Progress = lambda line: None) ->
         time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress,
         prune=prunable(config, facts.baseline),
     )
+
+
+def wait_for_study(config: AdvisorConfig, wait_s: float, progress: Progress = lambda line: None,
+                   poll_s: float = 2.0):
+    """The workload's study once it exists with the facts its session planned (made after the
+    baseline's diagnosis), polled every `poll_s` for up to `wait_s`."""
+    deadline, url = time.time() + wait_s, search.storage_url(config)
+    said = False
+    while True:
+        study = search.find_study(config, worker=True)
+        if study is not None and search.SPACE_ATTR in study.user_attrs:
+            return study
+        if time.time() >= deadline:
+            waited = f" after waiting {wait_s:.0f} s" if wait_s > 0 else " yet"
+            raise UserError(f"no study '{config.name}' in {url}{waited}; start it with advisor optimize {config.path}, "
+                            "or wait longer (--wait-s)")
+        if not said:
+            progress(f"waiting up to {wait_s:.0f} s for study '{config.name}' in {url} "
+                     f"(advisor optimize {config.path} makes it once it has diagnosed the baseline) ...")
+            said = True
+        time.sleep(min(poll_s, max(0.0, deadline - time.time())))
 
 
 def _warn_if_sharing_the_machine(study, progress: Progress) -> None:

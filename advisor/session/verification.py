@@ -68,10 +68,11 @@ def still_to_verify(candidates: list[search.TrialResult], trials: list[search.Tr
                     verify_top: int, baseline: dict) -> tuple[list[search.TrialResult], list[Rejection]]:
     """The candidates left to verify (best first): not judged already, and, once a fix is
     verified, only those whose trial beat it (its trial or its verification runs, whichever was
-    faster) by EARLY_MARGIN, the fastest of them by SECOND_LOOK_MARGIN; `verify_top` in the
-    session, all told. The others are within a trial's noise of the fix: verifying them would
-    cost rounds and most likely rank them under it. Those that ran faster than the fix in their
-    trial come back as rejections that say so, so no faster trial goes unexplained."""
+    faster) by EARLY_MARGIN, the fastest of them by SECOND_LOOK_MARGIN; `verify_top` of them at
+    most (a fix verified early takes none of those places). The others are within a trial's
+    noise of the fix: verifying them would cost rounds and most likely rank them under it. Those
+    that ran faster than the fix in their trial, and those `verify_top` left out, come back as
+    rejections that say so: no faster trial goes unexplained."""
     fresh = [t for t in candidates if t.number not in verified.trial_numbers]
     best = verified.best_trial
     passed_over: list[Rejection] = []
@@ -84,12 +85,19 @@ def still_to_verify(candidates: list[search.TrialResult], trials: list[search.Tr
             if ratio >= margin:
                 kept.append(trial)
             elif ratio > 1.0:
-                recipes = active_recipes(trial.plan, baseline)
-                passed_over.append(Rejection(changes_of(trial.plan, baseline), names(recipes), (
+                passed_over.append(_passed_over(trial, baseline, (
                     f"not verified: {ratio:.2f}x the verified fix (trial #{best}) in its trial, under the "
-                    f"{margin}x a single trial must beat it by (most likely no faster)"), trial.number))
+                    f"{margin}x a single trial must beat it by (most likely no faster)")))
         fresh = kept
-    return fresh[: max(0, verify_top - len(verified.trial_numbers))], passed_over
+    chosen = fresh[: max(0, verify_top)]
+    why = ("not verified: search.verify_top is 0 (trials only); set it above 0 to verify candidates" if verify_top <= 0
+           else f"not verified: the {verify_top} place(s) of search.verify_top went to candidates faster in their "
+                "trials; raise it to verify this one too")
+    return chosen, passed_over + [_passed_over(trial, baseline, why) for trial in fresh[len(chosen):]]
+
+
+def _passed_over(trial: search.TrialResult, baseline: dict, why: str) -> Rejection:
+    return Rejection(changes_of(trial.plan, baseline), names(active_recipes(trial.plan, baseline)), why, trial.number)
 
 
 def confirm_beside_fix(candidates: list[search.TrialResult], verified: Verified, trials: list[search.TrialResult],

@@ -1,0 +1,257 @@
+"""Hostile input found by an audit, class by class: each refused in one line naming the problem
+and the fix, before anything is written, or (where it is only found by measuring) said for what
+it is. The table of whole-command cases is in `test_faults.BAD_ADDRESSES`."""
+
+import dataclasses
+import json
+
+import pytest
+
+from advisor.config import load_config
+from advisor.errors import UserError
+from advisor.evidence import Evidence
+from advisor.fingerprint import check_evidence, fingerprint
+from advisor.kinds import kind_of
+from conftest import FIXTURES, ROOT, TINY, merged, write_config
+
+
+def stored_evidence(name: str = "quickstart") -> Evidence:
+    return Evidence.from_dict(json.loads((FIXTURES / "evidence" / f"{name}.json").read_text()))
+
+
+def as_measured_for(config, evidence: Evidence) -> Evidence:
+    """The evidence as `collect_evidence` names it: the config's name and its fingerprint now."""
+    seen = fingerprint(config, kind_of(config.kind).seen(evidence))["components"]
+    return dataclasses.replace(evidence, workload=config.name, kind=config.kind, fingerprint=seen)
+
+
+def test_evidence_is_taken_only_for_the_workload_it_was_measured_for(tmp_path):
+    config = load_config(write_config(tmp_path, TINY))
+    own = as_measured_for(config, stored_evidence())
+    check_evidence(config, own)  # its own: accepted
+    with pytest.raises(UserError, match="measured for no named workload"):
+        check_evidence(config, stored_evidence())  # saved before evidence named its workload
+    other = load_config(write_config(tmp_path, merged(TINY, {"name": "other"}), "other.yaml"))
+    with pytest.raises(UserError, match="measured for the train workload 'tiny', not the train workload 'other'"):
+        check_evidence(other, own)
+    pipeline = load_config(ROOT / "configs" / "parse_bound.yaml")
+    with pytest.raises(UserError, match="not the pipeline workload 'parse_bound'"):
+        check_evidence(pipeline, dataclasses.replace(own, workload="parse_bound"))
+    changed = load_config(write_config(tmp_path, merged(TINY, {"workload": {"batch_size": 16}}), "changed.yaml"))
+    with pytest.raises(UserError, match=r"as it was before \(config workload.batch_size: 8 -> 16\)"):
+        check_evidence(changed, own)
+
+
+def run_in(folder, *args, timeout: float = 180):
+    """The advisor command in the user's folder, its temp files beside it (not in it)."""
+    import os
+    import subprocess
+    import sys
+
+    tmp = folder.parent / "tmp"
+    tmp.mkdir(exist_ok=True)
+    env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "TMPDIR": str(tmp)}
+    return subprocess.run([sys.executable, "-m", "advisor.cli", *args], cwd=folder, capture_output=True, text=True,
+                          timeout=timeout, env=env)
+
+
+def one_line(process) -> str:
+    lines = process.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in process.stderr, process.stderr[-3000:]
+    return lines[0]
+
+
+@pytest.mark.integration
+def test_a_baseline_whose_loss_is_nan_is_named_and_nothing_is_compared(tmp_path):
+    folder = tmp_path / "job"
+    folder.mkdir()
+    path = write_config(folder, merged(TINY, {"workload": {"loss": "broken:nan_after"}}))
+    before = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+    process = run_in(folder, "diagnose", str(path), "-q")
+    assert process.returncode == 2
+    assert "the baseline itself produces a nan loss at step 2 of its timed steps" in one_line(process)
+    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before, "nothing written"
+
+
+def test_a_candidate_that_turns_finite_losses_into_nan_is_rejected_in_those_words():
+    from advisor.verify import compare_losses
+
+    verdict = compare_losses([1.0, float("nan"), float("nan")], [1.0, 0.9, 0.8], "tolerance", 0.05)
+    assert not verdict.passed and verdict.note == "turns finite losses into nan at step 2 (the baseline's is 0.9)"
+    assert compare_losses([1.0, 0.9], [1.0, 0.9], "tolerance", 0.05).passed
+
+
+def test_after_a_crashed_baseline_the_report_says_so_not_that_nothing_cleared_the_bar():
+    from advisor.report import render_recommendations
+
+    payload = {"baseline": {"samples_per_s": 0.0}, "unit": "samples/s", "recommendations": [], "rejected": [],
+               "min_speedup": 1.05, "trials": [{"number": 0}], "pruned": [],
+               "baseline_failure": "crashed: RuntimeError: shape mismatch (at broken.py:47)"}
+    text = render_recommendations(payload)
+    assert "the baseline itself failed (crashed: RuntimeError: shape mismatch" in text
+    assert "nothing clears the bar" not in text
+    fitting = render_recommendations({**payload, "memory_fix": True, "baseline_failure": "over the memory budget: ..."})
+    assert "the baseline itself failed" not in fitting, "a baseline over its budget is what a memory fix is for"
+
+
+@pytest.mark.integration
+def test_retune_after_a_baseline_that_never_ran_does_not_say_it_no_longer_runs(tmp_path):
+    from advisor.retune import retune
+
+    config = load_config(write_config(tmp_path, merged(TINY, {"workload": {"model": "broken:crashing_model"}})))
+    previous = {"fingerprint_components": {}, "baseline": {"plan": {}}, "recommendations": [],
+                "baseline_failure": "crashed: RuntimeError: shape mismatch", "memory_fix": False}
+    with pytest.raises(UserError, match=r"the baseline does not run \(crashed: .*\); it failed in the last session too"):
+        retune(config, previous)
+
+
+@pytest.mark.parametrize("damage", [b"garbage\n", b'{"op_code": 0, "worker_id": "x"}\nnot json\n'])
+def test_a_damaged_study_file_says_how_to_start_afresh(tmp_path, damage):
+    from advisor import search
+
+    config = load_config(write_config(tmp_path, TINY))
+    (tmp_path / "tiny.optuna-journal").write_bytes(damage)
+    with pytest.raises(UserError, match=r"search.storage: the study file .*tiny.optuna-journal cannot be read "
+                                        r"\(.*\); run with --fresh to start the study afresh"):
+        search.find_study(config)
+    search.remove_study(config)  # what --fresh does
+    assert search.find_study(config) is None
+
+
+@pytest.mark.parametrize("config", [42, None, ["config.yaml"], 3.5])
+def test_the_python_api_names_a_config_of_the_wrong_type(config):
+    import advisor
+    from advisor.config import ConfigError
+
+    with pytest.raises(ConfigError, match=r"config: got .*; pass the path of a YAML config, a dict shaped like one"):
+        advisor.optimize(config)
+    with pytest.raises(ConfigError, match=r"config: got "):
+        advisor.diagnose(config)
+
+
+def test_advisor_diagnose_stays_the_function_once_the_session_has_run_its_imports():
+    """A submodule named like the API's function would replace it on the package once imported
+    (the second `advisor.diagnose(...)` of a script said "'module' object is not callable")."""
+    import advisor
+    import advisor.api  # noqa: F401  (imports every stage, as a first call does)
+    import advisor.diagnosis  # noqa: F401
+
+    assert advisor.diagnose.__module__ == "advisor" and advisor.optimize.__module__ == "advisor"
+
+
+def test_an_open_load_that_cannot_arrive_within_the_timeout_names_the_three_keys(tmp_path):
+    import yaml
+
+    from advisor.config import ConfigError
+
+    raw = yaml.safe_load((ROOT / "configs" / "serve_encoder.yaml").read_text())
+    raw["load"] = {"mode": "open", "rate_per_s": 0.5}
+    raw["measure"] = {**raw["measure"], "requests": 65, "timeout_s": 15}
+    with pytest.raises(ConfigError, match=r"load.rate_per_s: 65 timed requests \(measure.requests\) arriving at 0.5/s "
+                                          r"take about 130 s, past measure.timeout_s \(15 s\); raise the rate, lower "
+                                          r"measure.requests, or set measure.timeout_s above 190 s"):
+        load_config(write_config(tmp_path, raw))
+    raw["load"]["rate_per_s"] = 50
+    assert load_config(write_config(tmp_path, raw)).load.rate_per_s == 50
+
+
+def test_a_worker_started_before_its_study_waits_for_it(tmp_path):
+    """Job arrays start every worker with the optimize that makes the study: a worker waits."""
+    import threading
+    import time
+
+    from advisor import search
+    from advisor.session.planning import plan_session
+    from advisor.session.trials import wait_for_study
+
+    config = load_config(write_config(tmp_path, TINY))
+    lines = []
+    with pytest.raises(UserError, match=r"no study 'tiny' in .* after waiting 1 s; start it with advisor optimize"):
+        wait_for_study(config, 1.0, lines.append, poll_s=0.2)
+    assert len(lines) == 1 and lines[0].startswith("waiting up to 1 s for study 'tiny'")
+    facts = plan_session(config, stored_evidence())
+
+    def start_the_study() -> None:
+        time.sleep(1.0)
+        search.create_study(config, facts.space, {k: facts.baseline[k] for k in facts.space}, facts.to_attrs())
+
+    starter = threading.Thread(target=start_the_study)
+    started = time.time()
+    starter.start()
+    study = wait_for_study(config, 60.0, poll_s=0.2)
+    starter.join()
+    assert study.study_name == "tiny" and 0.9 < time.time() - started < 30
+
+
+@pytest.mark.parametrize("uri, words", [
+    ("file:///nonexistent/dir", "tracking.uri: neither /nonexistent/dir nor its folder exists"),
+    ("sqlite:////nonexistent/mlflow.db", "tracking.uri: the folder of sqlite:////nonexistent/mlflow.db does not exist"),
+])
+def test_a_tracking_store_that_cannot_work_is_named_before_anything_is_measured(tmp_path, uri, words):
+    from advisor.tracking import check_tracking
+
+    config = load_config(write_config(tmp_path, merged(TINY, {"tracking": {"uri": uri}})))
+    with pytest.raises(UserError, match=words):
+        check_tracking(config)
+
+
+@pytest.mark.parametrize("uri, where", [
+    (None, "job/mlruns"),  # the sqlite default beside the config
+    ("sqlite:///{tmp}/store/mlflow.db", "store/mlruns"),  # beside the store's file
+    ("http://127.0.0.1:5000", None),  # the server's own artifact root
+])
+def test_artifacts_live_with_the_store_never_in_the_working_folder(tmp_path, monkeypatch, uri, where):
+    from advisor.tracking import artifact_location
+
+    (tmp_path / "job").mkdir()
+    (tmp_path / "store").mkdir()
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    tracking = {"uri": uri.format(tmp=tmp_path)} if uri else {}
+    config = load_config(write_config(tmp_path / "job", merged(TINY, {"tracking": tracking})))
+    monkeypatch.chdir(tmp_path)
+    expected = None if where is None else (tmp_path / where).resolve().as_uri()
+    assert artifact_location(config) == expected
+
+
+@pytest.mark.integration
+def test_a_session_run_from_another_folder_writes_nothing_there(tmp_path):
+    """`cd elsewhere && advisor optimize /job/config.yaml`: MLflow's artifacts go beside its store
+    (the sqlite file beside the config), not into the working folder as MLflow's own default would."""
+    folder, elsewhere = tmp_path / "job", tmp_path / "elsewhere"
+    folder.mkdir()
+    elsewhere.mkdir()
+    path = write_config(folder, merged(TINY, {"search": {"recipes": ["threads"], "trials": 2}}))
+    process = run_in(elsewhere, "optimize", str(path), "-q", timeout=600)
+    assert process.returncode == 0, process.stderr[-3000:]
+    assert list(elsewhere.iterdir()) == [], "nothing in the working folder"
+    assert (folder / "mlflow.db").exists() and any((folder / "mlruns").rglob("recommendations.json"))
+
+
+def test_a_lightning_datamodule_without_train_dataloader_is_named_like_a_module_without_training_step(tmp_path):
+    pytest.importorskip("lightning")
+    from advisor.workload import load_lightning_job
+
+    raw = {"name": "lit", "workload": {"kind": "lightning", "module": "shapes:lit_module",
+                                       "datamodule": "shapes:lit_data_without_loader"}}
+    config = load_config(write_config(tmp_path, raw))
+    with pytest.raises(UserError, match=r"workload.datamodule: NoLoader has no train_dataloader; define "
+                                        r"train_dataloader\(self\) returning the DataLoader it trains on"):
+        load_lightning_job(config)()
+
+
+@pytest.mark.integration
+def test_a_step_that_never_updates_the_parameters_is_warned_of(tmp_path):
+    from advisor.evidence import collect_evidence
+
+    raw = {"name": "shapes", "workload": {"model": "shapes:returns_loss", "dataset": "shapes:records", "batch_size": 8},
+           "measure": {"warmup_steps": 1, "steps": 6, "profile_steps": 2, "timeout_s": 60}}
+    lines = []
+    evidence = collect_evidence(load_config(write_config(tmp_path, merged(raw, {"workload": {"step": "shapes:step_never_steps"}}))),
+                                lines.append)
+    assert evidence.full.environment["parameters_changed"] is False
+    assert any("warning: the model's parameters did not change over 6 timed steps: does the step call "
+               "optimizer.step()?" in line for line in lines), lines
+    lines.clear()
+    evidence = collect_evidence(load_config(write_config(tmp_path, merged(raw, {"workload": {"step": "shapes:plain_step"}}))),
+                                lines.append)
+    assert evidence.full.environment["parameters_changed"] is True and not any("warning" in line for line in lines)
