@@ -82,6 +82,7 @@ def diagnose(config: ConfigLike, progress: Optional[Progress] = None, root=None)
     from advisor.diagnosis import diagnose as rank_diagnoses
     from advisor.evidence import collect_evidence
 
+    check_main_guard()
     config = as_config(config, root)
     start_children(config)
     evidence = collect_evidence(config, progress or _quiet)
@@ -104,6 +105,7 @@ def optimize(config: ConfigLike, progress: Optional[Progress] = None, results: U
     from advisor.fingerprint import check_evidence
     from advisor.session import Hooks, optimize as run_session
 
+    check_main_guard()
     config = as_config(config, root)
     progress = progress or _quiet
     check_results_folder(results)
@@ -143,6 +145,41 @@ def record(config: AdvisorConfig, result, results: Union[str, Path, None], log) 
     write_results(payload, render_diagnosis(config.name, result.evidence, result.diagnoses), folder)
     log.conclude(payload, folder)
     return payload, folder
+
+
+def check_main_guard() -> None:
+    """A script's call to advisor must sit under `if __name__ == "__main__":`: measurement
+    children import the script again, as multiprocessing's do, and an unguarded call would run
+    in each (multiprocessing's own error then comes from every child, and no run is measured)."""
+    import ast
+    import sys
+
+    from advisor.errors import UserError
+
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if getattr(main, "__spec__", None) is not None or not path or not str(path).endswith(".py") or not Path(path).is_file():
+        return  # python -m, python -c, a notebook, the advisor command: a script run by its path is imported again
+    frame = sys._getframe(1)
+    while frame is not None and not (frame.f_globals is vars(main) and frame.f_code.co_name == "<module>"):
+        frame = frame.f_back
+    if frame is None:
+        return  # not called from the script's top level (a thread, an import of another module)
+    line = frame.f_lineno
+    try:
+        tree = ast.parse(Path(path).read_text())
+    except (OSError, SyntaxError, ValueError):
+        return
+
+    def main_test(test: ast.expr) -> bool:
+        return (isinstance(test, ast.Compare) and isinstance(test.left, ast.Name) and test.left.id == "__name__"
+                and any(isinstance(c, ast.Constant) and c.value == "__main__" for c in test.comparators))
+
+    if not any(isinstance(node, ast.If) and main_test(node.test) and node.lineno <= line <= node.end_lineno
+               for node in ast.walk(tree)):
+        raise UserError(f"{path}:{line}: advisor is called at the top level of the script, which every measurement "
+                        "child imports again (as multiprocessing's do); put the call under "
+                        "`if __name__ == \"__main__\":`")
 
 
 def check_results_folder(path: Union[str, Path, None]) -> None:

@@ -266,6 +266,8 @@ def find_study(config: AdvisorConfig, worker: bool = False) -> Optional[optuna.S
     """The workload's study if it exists (interrupted trials enqueued again), else None;
     `worker`: a process joining it, which samples with its own seed."""
     url = storage_url(config)
+    if "://" not in url and not Path(url).exists():  # opening a journal file creates it: none is none
+        return None
     try:
         study = optuna.load_study(study_name=config.name, storage=open_storage(url), sampler=make_sampler(config, worker))
     except KeyError:

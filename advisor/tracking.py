@@ -97,8 +97,9 @@ def check_tracking(config: AdvisorConfig) -> None:
 
 
 class SessionLog:
-    """One optimize session in MLflow, written as the work happens: the session run opens at the
-    start; each trial and each verification is logged as it finishes, with its real start and
+    """One optimize session in MLflow, written as the work happens: the session run opens with the
+    first trial, dated from the session's start (a session refused while diagnosing writes
+    nothing); each trial and each verification is logged as it finishes, with its real start and
     end; the run closes FINISHED, FAILED or KILLED. A tracking failure never loses work: it
     warns once, and what could not be logged is listed at the end (the results folder has all)."""
 
@@ -111,7 +112,8 @@ class SessionLog:
         self.logged_trials: set[int] = set()
         self.recommendation_ids: list[str] = []
         self.verified_at: dict[str, tuple[float, float]] = {}  # a plan's verification rounds, start and end
-        self._call("the session run", self._open, tags or {})
+        self.tags = tags or {}  # the session run opens with the first thing logged (`_call`), dated from now
+        self.started = time.time()
 
     def _open(self, tags: dict) -> None:
         from advisor.harness.lifetime import owner
@@ -121,14 +123,18 @@ class SessionLog:
         self.session = self.tracker.start(
             f"optimize {time.strftime('%Y-%m-%d %H:%M:%S')}",
             {"kind": "session", "workload": self.config.name, OWNER_TAG: owner(), **tags},
-            description=f"advisor optimize session over {self.config.path}",
+            description=f"advisor optimize session over {self.config.path}", start_time=self.started,
         )
 
     def _call(self, what: str, action: Callable, *args) -> object:
-        if self.error or (self.session is None and self.tracker is not None):
+        """Logs `what`, opening the session run first where nothing was logged yet: a session
+        that ends before its first trial (bad input found while diagnosing) leaves MLflow as it was."""
+        if self.error or (self.session is None and self.tracker is not None):  # failed, or closed
             self.skipped.append(what)
             return None
         try:
+            if self.tracker is None:
+                self._open(self.tags)
             return action(*args)
         except Exception as exc:  # any tracking failure: the session goes on, the results folder keeps it all
             self.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
@@ -326,8 +332,17 @@ def review_path(experiment_id: str) -> str:
     return f"#/experiments/{experiment_id}/runs?{query}"
 
 
+def check_store_exists(config: AdvisorConfig) -> None:
+    """Reading a local sqlite store that is not there would create an empty one: say so instead."""
+    uri = tracking_uri(config)
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme.split("+")[0] == "sqlite" and not Path(parsed.path).exists():
+        raise UserError(f"no MLflow store at {parsed.path} yet; run advisor optimize {config.path} first")
+
+
 def latest_session(config: AdvisorConfig) -> tuple[dict, list[dict]]:
     """The latest session run and its recommendation runs (by rank), read back from MLflow."""
+    check_store_exists(config)
     client = MlflowClient(tracking_uri=tracking_uri(config))
     experiment = client.get_experiment_by_name(experiment_name(config))
     if experiment is None:

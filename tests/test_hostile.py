@@ -255,3 +255,47 @@ def test_a_step_that_never_updates_the_parameters_is_warned_of(tmp_path):
     evidence = collect_evidence(load_config(write_config(tmp_path, merged(raw, {"workload": {"step": "shapes:plain_step"}}))),
                                 lines.append)
     assert evidence.full.environment["parameters_changed"] is True and not any("warning" in line for line in lines)
+
+
+def snapshot(folder) -> dict:
+    return {p: p.stat().st_mtime_ns for p in folder.rglob("*") if "__pycache__" not in p.parts}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command, changes, words", [
+    ("optimize", {"workload": {"model": "shapes:returns_loss", "dataset": "shapes:records",
+                               "step": "shapes:step_returns_nothing"}}, "workload.step: the step returned NoneType"),
+    ("optimize", {"workload": {"dataset": "broken:dataset", "dataset_args": {"n": 2}}}, "less than one batch"),
+    ("report", {}, "no MLflow store at"),
+    ("retune", {}, "no MLflow store at"),
+])
+def test_exit_2_writes_nothing(tmp_path, command, changes, words):
+    """Bad input found while diagnosing (or a config never optimized): one line, exit 2, and the
+    folder as it was: no MLflow store, no study journal, no results."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    path = write_config(folder, merged(TINY, changes))
+    before = snapshot(folder)
+    process = run_in(folder, command, str(path), "-q")
+    assert process.returncode == 2
+    assert words in one_line(process)
+    assert snapshot(folder) == before, sorted(set(snapshot(folder)) - set(before))
+
+
+@pytest.mark.integration
+def test_a_script_that_calls_advisor_without_the_main_guard_is_told_how_to_fix_it(tmp_path):
+    import subprocess
+    import sys
+
+    write_config(tmp_path, TINY)
+    call = "import advisor\nfound = advisor.diagnose('config.yaml')\nprint('measured', found.bottleneck)\n"
+    (tmp_path / "unguarded.py").write_text(call)
+    (tmp_path / "guarded.py").write_text("import advisor\n\nif __name__ == '__main__':\n    "
+                                         + call.splitlines()[1] + "\n    print('measured')\n")
+    unguarded = subprocess.run([sys.executable, "unguarded.py"], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert unguarded.returncode == 1 and "measured" not in unguarded.stdout
+    last = unguarded.stderr.strip().splitlines()[-1]
+    assert "unguarded.py:2: advisor is called at the top level of the script" in last
+    assert 'put the call under `if __name__ == "__main__":`' in last
+    guarded = subprocess.run([sys.executable, "guarded.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert guarded.returncode == 0 and "measured" in guarded.stdout, guarded.stderr[-2000:]
