@@ -37,12 +37,16 @@ def main(argv: Optional[list[str]] = None) -> int:
 
     remove_orphaned_run_folders()
     warm_up_for(args)
+    from advisor.harness import launch
+
     try:
         return args.command(args)
     except UserError as exc:
+        launch.stop()
         print(f"advisor: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
+        launch.stop()
         print("advisor: interrupted; finished trials are kept: run the same command again to resume", file=sys.stderr)
         return 130
 

@@ -148,7 +148,7 @@ def check_evidence(config: AdvisorConfig, evidence) -> None:
     from advisor.kinds import kind_of
 
     again = f"run advisor diagnose {config.path} --json > diagnosis.json, and give that"
-    if evidence.workload != config.name or evidence.kind != config.kind:
+    if (evidence.workload, evidence.kind) != (config.name, config.kind):
         whose = f"the {evidence.kind} workload '{evidence.workload}'" if evidence.workload else "no named workload"
         raise UserError(f"--evidence: it was measured for {whose}, not the {config.kind} workload '{config.name}'; {again}")
     changes = describe_changes(evidence.fingerprint, fingerprint(config, kind_of(config.kind).seen(evidence))["components"])

@@ -337,7 +337,7 @@ def check_store_exists(config: AdvisorConfig) -> None:
     uri = tracking_uri(config)
     parsed = urllib.parse.urlparse(uri)
     if parsed.scheme.split("+")[0] == "sqlite" and not Path(parsed.path).exists():
-        raise UserError(f"no MLflow store at {parsed.path} yet; run advisor optimize {config.path} first")
+        raise UserError(f"no MLflow store at {parsed.path} yet; run advisor optimize first")
 
 
 def latest_session(config: AdvisorConfig) -> tuple[dict, list[dict]]:

@@ -74,11 +74,24 @@ def gone_within(processes: list[psutil.Process], seconds: float) -> list[str]:
     return alive(processes)
 
 
-def optimize_until_measuring(tmp_path, finished: int):
+@pytest.fixture
+def short_tmp():
+    """A temp folder with a short path, as /tmp is: the fork server's socket lives in advisor's
+    own run folder only where the path fits a Unix socket's 108 bytes (pytest's own do not)."""
+    import shutil
+    import tempfile
+
+    folder = Path(tempfile.mkdtemp(prefix="adv-", dir="/tmp"))
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+def optimize_until_measuring(tmp_path, finished: int, tmpdir: Path = None):
     """`advisor optimize` on a job with DataLoader workers, caught after `finished` trials while
     the next one measures: the process, its config and path, its temp folder, its process tree."""
-    tmpdir = tmp_path / "tmp"
-    tmpdir.mkdir()
+    if tmpdir is None:
+        tmpdir = tmp_path / "tmp"
+        tmpdir.mkdir()
     path = quick_config(tmp_path, trials=6, latency_ms=10.0)
     config = load_config(path)
     process = start_advisor("optimize", str(path), tmpdir=tmpdir)
@@ -87,8 +100,8 @@ def optimize_until_measuring(tmp_path, finished: int):
     return process, config, path, tmpdir, descendants(process.pid)
 
 
-def test_kill_9_leaves_no_process_and_the_rerun_finishes_the_budget_exactly(tmp_path):
-    first, config, path, tmpdir, tree = optimize_until_measuring(tmp_path, 3)
+def test_kill_9_leaves_no_process_and_the_rerun_finishes_the_budget_exactly(tmp_path, short_tmp):
+    first, config, path, tmpdir, tree = optimize_until_measuring(tmp_path, 3, short_tmp)
     before = {t.number: t.user_attrs[search.MEASUREMENT_ATTR] for t in measured_trials(config)}
     first.send_signal(signal.SIGKILL)
     first.communicate(timeout=30)
@@ -107,6 +120,7 @@ def test_kill_9_leaves_no_process_and_the_rerun_finishes_the_budget_exactly(tmp_
     assert any(t.params == stale.params and t.number > stale.number for t in measured_trials(config)), "retried"
     assert len(after) == config.search.trials, "the budget is honoured exactly"
     assert not list(tmpdir.glob(f"{RUN_FOLDER_PREFIX}*")), "no run folder left behind"
+    assert not list(tmpdir.glob("pymp-*")), "no fork server's folder left behind, the killed one's included"
 
     from mlflow import MlflowClient
 

@@ -299,3 +299,36 @@ def test_a_script_that_calls_advisor_without_the_main_guard_is_told_how_to_fix_i
     assert 'put the call under `if __name__ == "__main__":`' in last
     guarded = subprocess.run([sys.executable, "guarded.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert guarded.returncode == 0 and "measured" in guarded.stdout, guarded.stderr[-2000:]
+
+
+@pytest.mark.integration
+def test_a_worker_refused_at_once_leaves_no_fork_server_behind(tmp_path):
+    import os
+    import subprocess
+    import sys
+    import time
+    import uuid
+
+    import psutil
+
+    mark = uuid.uuid4().hex
+    path = write_config(tmp_path, TINY)
+    env = {**os.environ, "ADVISOR_TEST_MARK": mark}
+    process = subprocess.Popen([sys.executable, "-m", "advisor.cli", "worker", str(path), "--wait-s", "0"], cwd=tmp_path,
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    def marked(proc) -> bool:
+        try:
+            return proc.pid != process.pid and proc.environ().get("ADVISOR_TEST_MARK") == mark
+        except (psutil.Error, OSError):
+            return False
+
+    said = process.stderr.readline()  # the refusal, printed once the fork server is stopped
+    servers = [" ".join(p.cmdline())[:200] for p in psutil.process_iter() if marked(p) and "forkserver" in " ".join(p.cmdline())]
+    process.communicate(timeout=60)
+    assert process.returncode == 2 and "no study 'tiny'" in said
+    assert servers == [], "the fork server was still running when advisor said it was done"
+    deadline = time.time() + 2.0  # multiprocessing's resource tracker leaves when advisor does
+    while any(marked(p) for p in psutil.process_iter()) and time.time() < deadline:
+        time.sleep(0.05)
+    assert [" ".join(p.cmdline())[:200] for p in psutil.process_iter() if marked(p)] == []

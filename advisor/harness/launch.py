@@ -12,17 +12,40 @@ import sys
 from multiprocessing.context import BaseContext
 from typing import Optional
 
+UNIX_PATH_MAX = 100  # a Unix socket's path, less a margin (the kernel's limit is 108 bytes with its terminator)
 PRELOAD = ["advisor.harness.train", "torch._dynamo"]  # torch and the recipes; torch.optim imports dynamo on first use (~1 s)
 
 _context: Optional[BaseContext] = None
+_warming = None  # the thread starting the fork server (`warm_up`)
 
 
 def context() -> BaseContext:
     global _context
     if _context is None:
+        own_temp_dir()
         _context = multiprocessing.get_context("forkserver")
         _context.set_forkserver_preload(PRELOAD)
     return _context
+
+
+def own_temp_dir() -> None:
+    """multiprocessing keeps the fork server's socket in a `pymp-*` folder it removes at a clean
+    exit only; after kill -9 nothing would. Inside a run folder of this process it goes with the
+    next start's sweep of folders whose process is gone (`lifetime.remove_orphaned_run_folders`)."""
+    import atexit
+    import shutil
+    import tempfile
+    from multiprocessing import process
+
+    from advisor.harness.lifetime import run_folder_prefix
+
+    config = getattr(process.current_process(), "_config", None)  # where multiprocessing.util looks first
+    prefix = os.path.join(tempfile.gettempdir(), run_folder_prefix())
+    if config is None or config.get("tempdir") or len(prefix) + len("XXXXXXXX/listener-XXXXXXXX") > UNIX_PATH_MAX:
+        return  # a socket's path has a limit: under a long temp folder, multiprocessing's own place
+    folder = tempfile.mkdtemp(prefix=run_folder_prefix())
+    config["tempdir"] = folder
+    atexit.register(shutil.rmtree, folder, True)
 
 
 def warm_up() -> None:
@@ -31,8 +54,27 @@ def warm_up() -> None:
     import threading
     from multiprocessing import forkserver
 
+    global _warming
     context()
-    threading.Thread(target=forkserver.ensure_running, daemon=True).start()
+    _warming = threading.Thread(target=forkserver.ensure_running, daemon=True)
+    _warming.start()
+
+
+def stop() -> None:
+    """Kills the fork server, if this process started one: on an early exit (bad input) it would
+    otherwise live on until it had finished importing torch, seconds later, before noticing."""
+    import signal
+    from multiprocessing import forkserver
+
+    if _warming is not None:
+        _warming.join(timeout=10)  # its pid is known once it is started: a moment, not its imports
+    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
+    if pid:
+        try:
+            os.kill(pid, signal.SIGKILL)
+            os.waitpid(pid, 0)  # our child: gone once reaped
+        except (ProcessLookupError, ChildProcessError):
+            pass
 
 
 def start(spec_path: str, result_path: str, log_path: str, fresh: bool = False) -> multiprocessing.Process:
