@@ -183,7 +183,7 @@ class MeasureConfig:
 
 @dataclass(frozen=True)
 class SearchConfig:
-    recipes: Any = "auto"
+    recipes: Any = "auto"  # "auto", a recipe's name, or a list of names (`advisor.session.planning.select_recipes`)
     trials: int = _check(_positive, default=24)
     time_budget_s: float = _check(_positive, default=600.0)
     min_speedup: float = _check(_positive, default=1.05)
@@ -193,6 +193,9 @@ class SearchConfig:
     prune: bool = True  # stop a trial midway once it cannot end above 70% of the best trial's rate (training, services)
     patience: Optional[int] = _check(_non_negative, default=None)  # with a fix verified, stop after this many trials without a plan 1.2x faster (EARLY_MARGIN); None: trials // 4, at least 3; 0: never
     objective: Optional[Literal["throughput", "p95"]] = None  # None: p95 for inference, throughput otherwise
+
+    def __post_init__(self):
+        _check_recipe_names(self.recipes)
 
 
 @dataclass(frozen=True)
@@ -301,6 +304,26 @@ def parse_config(raw: Any, path: Path) -> AdvisorConfig:
     except _Invalid as exc:
         where = f"{exc.key_path}: " if exc.key_path else ""
         raise ConfigError(f"{path}: {where}{exc.problem}") from None
+
+
+def _check_recipe_names(setting: Any) -> None:
+    """`search.recipes` names recipes that exist, before anything is measured (whether each
+    applies to this workload is judged once its diagnosis is known)."""
+    import difflib
+
+    from recipes import RECIPES
+
+    if setting == "auto":
+        return
+    names = [setting] if isinstance(setting, str) else setting
+    if not isinstance(names, list) or not names or not all(isinstance(name, str) for name in names):
+        raise _Invalid("search.recipes", f"expected auto, a recipe's name or a list of names, got {setting!r}")
+    known = [recipe.name for recipe in RECIPES]
+    for name in names:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, n=1)
+            hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(known)}"
+            raise _Invalid("search.recipes", f"unknown recipe {name!r}; {hint}")
 
 
 def _check_sink(workload: "PipelineWorkload", root: Path) -> None:

@@ -55,6 +55,29 @@ def run_in(folder, *args, timeout: float = 180):
                           timeout=timeout, env=env)
 
 
+def marked_processes(mark: str, but: int = 0) -> list[str]:
+    """The processes (but `but`) whose environment carries ADVISOR_TEST_MARK=mark: a test's own."""
+    import psutil
+
+    def marked(proc) -> bool:
+        try:
+            return proc.pid != but and proc.environ().get("ADVISOR_TEST_MARK") == mark
+        except (psutil.Error, OSError):
+            return False
+
+    return [" ".join(proc.cmdline())[:160] for proc in psutil.process_iter() if marked(proc)]
+
+
+def left_behind(mark: str, seconds: float) -> list[str]:
+    """The marked processes still running after waiting up to `seconds` for them to leave."""
+    import time
+
+    deadline = time.time() + seconds
+    while marked_processes(mark) and time.time() < deadline:
+        time.sleep(0.05)
+    return marked_processes(mark)
+
+
 def one_line(process) -> str:
     lines = process.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in process.stderr, process.stderr[-3000:]
@@ -306,29 +329,129 @@ def test_a_worker_refused_at_once_leaves_no_fork_server_behind(tmp_path):
     import os
     import subprocess
     import sys
-    import time
     import uuid
-
-    import psutil
 
     mark = uuid.uuid4().hex
     path = write_config(tmp_path, TINY)
     env = {**os.environ, "ADVISOR_TEST_MARK": mark}
     process = subprocess.Popen([sys.executable, "-m", "advisor.cli", "worker", str(path), "--wait-s", "0"], cwd=tmp_path,
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-
-    def marked(proc) -> bool:
-        try:
-            return proc.pid != process.pid and proc.environ().get("ADVISOR_TEST_MARK") == mark
-        except (psutil.Error, OSError):
-            return False
-
     said = process.stderr.readline()  # the refusal, printed once the fork server is stopped
-    servers = [" ".join(p.cmdline())[:200] for p in psutil.process_iter() if marked(p) and "forkserver" in " ".join(p.cmdline())]
+    servers = [line for line in marked_processes(mark, but=process.pid) if "forkserver" in line]
     process.communicate(timeout=60)
     assert process.returncode == 2 and "no study 'tiny'" in said
     assert servers == [], "the fork server was still running when advisor said it was done"
-    deadline = time.time() + 2.0  # multiprocessing's resource tracker leaves when advisor does
-    while any(marked(p) for p in psutil.process_iter()) and time.time() < deadline:
-        time.sleep(0.05)
-    assert [" ".join(p.cmdline())[:200] for p in psutil.process_iter() if marked(p)] == []
+    assert left_behind(mark, 2.0) == [], "multiprocessing's resource tracker leaves when advisor does"
+
+def test_a_store_that_is_not_a_database_is_named_before_anything_runs(tmp_path):
+    from advisor.tracking import check_store_exists, check_tracking
+
+    config = load_config(write_config(tmp_path, TINY))
+    (tmp_path / "mlflow.db").write_text("these are my notes, not a database")
+    for check in (check_tracking, check_store_exists):  # optimize's, and report's and retune's
+        with pytest.raises(UserError, match=r"tracking.uri: .*mlflow.db is not a SQLite database \(or cannot be read\)"):
+            check(config)
+
+
+# ------------------------------------------------------------------ the table of hostile cases, every kind
+
+TRAIN = TINY
+LIGHTNING = {"name": "lit", "workload": {"kind": "lightning", "module": "shapes:lit_module", "datamodule": "shapes:lit_data"},
+             "measure": {"warmup_steps": 1, "steps": 4, "profile_steps": 2, "timeout_s": 60}}
+SERVICE = {"name": "svc", "workload": {"kind": "infer", "model": "shapes:served_model", "requests": "shapes:served_requests"},
+           "measure": {"warmup_requests": 2, "requests": 20, "profile_steps": 2, "timeout_s": 60}}
+PIPELINE = {"name": "pipe", "workload": {"kind": "pipeline", "source": {"path": "sales.csv"}, "transform": "tables:total_by_key"},
+            "measure": {"timeout_s": 60}}
+BASES = {"train": TRAIN, "lightning": LIGHTNING, "infer": SERVICE, "pipeline": PIPELINE}
+ADVISORS_OWN = ("advisor-results", "advisor-cache", "mlflow.db", "mlruns")  # and the study's journal
+
+HOSTILE = [  # (kind, changes, command, exit status, words its one line holds)
+    # training: the config
+    ("train", {"workload": {"batch_size": 0}}, "diagnose", 2, "workload.batch_size: expected a number >= 1"),
+    ("train", {"workload": {"dataloader": {"num_workers": -1}}}, "diagnose", 2, "workload.dataloader.num_workers"),
+    ("train", {"measure": {"timeout_s": 0}}, "diagnose", 2, "measure.timeout_s: expected a number >= 1"),
+    ("train", {"search": {"trials": 0}}, "optimize", 2, "search.trials: expected a number >= 1"),
+    ("train", {"search": {"recipes": ["nope"]}}, "optimize", 2, "search.recipes: unknown recipe 'nope'"),
+    ("train", {"search": {"recipes": 5}}, "optimize", 2, "search.recipes"),
+    ("train", {"workload": {"device": "cuda"}}, "diagnose", 2, "workload.device: 'cuda' was asked for but no CUDA device"),
+    # training: the code, found in the child
+    ("train", {"workload": {"model": "broken:not_a_model"}}, "diagnose", 2, "return a torch.nn.Module"),
+    ("train", {"workload": {"dataset_args": {"n": 0}}}, "diagnose", 2, "less than one batch"),
+    ("train", {"workload": {"loss": "broken:vector_loss"}}, "diagnose", 2, "must return a scalar"),
+    ("train", {"workload": {"loss": "broken:nan_after"}}, "diagnose", 2, "the baseline itself produces a nan loss"),
+    ("train", {"workload": {"model": "broken:crashing_model"}}, "diagnose", 4, "the baseline itself failed (crashed:"),
+    # Lightning
+    ("lightning", {"workload": {"module": None}}, "diagnose", 2, "workload.module: missing"),
+    ("lightning", {"workload": {"modul": "shapes:lit_module"}}, "diagnose", 2, "did you mean 'module'"),
+    ("lightning", {"workload": {"module": "shapes:lit_not_a_module"}}, "diagnose", 2, "return a LightningModule"),
+    ("lightning", {"workload": {"module": "shapes:lit_without_step"}}, "diagnose", 2, "has no training_step"),
+    ("lightning", {"workload": {"module": "shapes:lit_manual"}}, "diagnose", 2, "uses manual optimization"),
+    ("lightning", {"workload": {"module": "shapes:lit_no_optimizer"}}, "diagnose", 2, "returned no optimizer"),
+    ("lightning", {"workload": {"datamodule": "shapes:not_a_datamodule"}}, "diagnose", 2, "return a LightningDataModule"),
+    ("lightning", {"workload": {"datamodule": "shapes:lit_data_without_loader"}}, "diagnose", 2, "has no train_dataloader"),
+    ("lightning", {"workload": {"datamodule": "shapes:lit_data_list"}}, "diagnose", 2, "return a DataLoader"),
+    ("lightning", {"workload": {"module_args": {"width": 3}}}, "diagnose", 2, "workload.module_args"),
+    # services
+    ("infer", {"load": {"mode": "open"}}, "diagnose", 2, "load.rate_per_s: missing"),
+    ("infer", {"load": {"mode": "open", "rate_per_s": 0}}, "diagnose", 2, "load.rate_per_s: expected a number > 0"),
+    ("infer", {"load": {"concurrency": 0}}, "diagnose", 2, "load.concurrency: expected a number >= 1"),
+    ("infer", {"constraints": {"p95_ms": -1}}, "diagnose", 2, "constraints.p95_ms: expected a number > 0"),
+    ("infer", {"search": {"objective": "throughput"}}, "diagnose", 2, "search.objective: throughput needs constraints.p95_ms"),
+    ("infer", {"load": {"mode": "open", "rate_per_s": 0.5}, "measure": {"requests": 65, "timeout_s": 15}}, "diagnose", 2,
+     "load.rate_per_s: 65 timed requests"),
+    ("infer", {"workload": {"model": "broken:not_a_model"}}, "diagnose", 2, "return a torch.nn.Module"),
+    ("infer", {"workload": {"requests": "shapes:no_requests"}}, "diagnose", 2, "workload.requests"),
+    ("infer", {"workload": {"handler": "shapes:handler_raises"}}, "diagnose", 2, "workload.handler: it raised on request 0"),
+    ("infer", {"workload": {"model": "shapes:served_then_crashes"}}, "diagnose", 4,
+     "the baseline itself failed (crashed: RuntimeError: the cache is full after 6 calls"),
+    ("infer", {"workload": {"requests": "shapes:string_requests"}}, "diagnose", 2, "workload.requests"),
+    # pipelines
+    ("pipeline", {"workload": {"source": {"path": "missing.csv"}}}, "diagnose", 2, "workload.source.path: no file matches"),
+    ("pipeline", {"workload": {"source": {"path": "sales.txt"}}}, "diagnose", 2, "no file matches"),
+    ("pipeline", {"workload": {"sink": "nowhere/out.csv"}}, "diagnose", 2, "workload.sink: its folder"),
+    ("pipeline", {"workload": {"sink": "sales.csv"}}, "diagnose", 2, "workload.sink: sales.csv is the source itself"),
+    ("pipeline", {"workload": {"transform": "not a ref"}}, "diagnose", 2, "workload.transform: expected 'module:callable'"),
+    ("pipeline", {"workload": {"transform": "tables:not_a_frame"}}, "diagnose", 2, "not a pandas DataFrame"),
+    ("pipeline", {"workload": {"transform": "tables:no_such_function"}}, "diagnose", 2, "has no attribute 'no_such_function'"),
+    ("pipeline", {"workload": {"partition_safe": "yes"}}, "diagnose", 2, "workload.partition_safe: expected true or false"),
+    ("pipeline", {"workload": {"float_rtol": -1}}, "diagnose", 2, "workload.float_rtol: expected a number >= 0"),
+    ("pipeline", {"workload": {"combine": "tables:nope"}}, "diagnose", 2, "has no attribute 'nope'"),
+]
+
+
+def hostile_id(case) -> str:
+    kind, changes, command, status, words = case
+    return f"{kind}-{command}-{status}-{words[:40]}"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("case", HOSTILE, ids=[hostile_id(case) for case in HOSTILE])
+def test_hostile_input(tmp_path, case):
+    """Each case: the exit status the README gives, one line naming the problem, no traceback,
+    nothing written but into advisor's own folders (nothing at all for exit 2), no process left."""
+    import os
+    import subprocess
+    import sys
+    import uuid
+
+    kind, changes, command, status, words = case
+    folder = tmp_path / "job"
+    folder.mkdir()
+    path = write_config(folder, merged(BASES[kind], changes))
+    if kind == "pipeline":
+        import tables
+
+        tables.write_sales(folder / "sales.csv", 2_000)
+    before = snapshot(folder)
+    mark = uuid.uuid4().hex
+    (tmp_path / "tmp").mkdir()
+    env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "TMPDIR": str(tmp_path / "tmp"),
+           "ADVISOR_TEST_MARK": mark}
+    process = subprocess.run([sys.executable, "-m", "advisor.cli", command, str(path), "-q"], cwd=folder,
+                             capture_output=True, text=True, timeout=300, env=env)
+    assert process.returncode == status, process.stderr[-3000:]
+    assert words in one_line(process)
+    written = {p.relative_to(folder).parts[0] for p in set(snapshot(folder)) - set(before)}
+    own = {name for name in written if name in ADVISORS_OWN or name.endswith(".optuna-journal")}
+    assert written == (set() if status == 2 else own), sorted(written)
+    assert left_behind(mark, 5.0) == []
