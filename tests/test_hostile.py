@@ -455,3 +455,17 @@ def test_hostile_input(tmp_path, case):
     own = {name for name in written if name in ADVISORS_OWN or name.endswith(".optuna-journal")}
     assert written == (set() if status == 2 else own), sorted(written)
     assert left_behind(mark, 5.0) == []
+
+
+@pytest.mark.integration
+def test_report_after_a_crashed_baseline_exits_4_and_says_why(tmp_path):
+    folder = tmp_path / "job"
+    folder.mkdir()
+    path = write_config(folder, merged(TINY, {"workload": {"model": "broken:crashing_model"},
+                                              "search": {"recipes": ["threads"], "trials": 2}}))
+    optimized = run_in(folder, "optimize", str(path), "-q", timeout=600)
+    assert optimized.returncode == 4, optimized.stderr[-3000:]
+    assert "the baseline itself failed (crashed: " in optimized.stderr
+    reported = run_in(folder, "report", str(path))
+    assert reported.returncode == 4 and "nothing cleared the bar" not in reported.stdout
+    assert "advisor: the baseline itself failed (crashed: " in reported.stderr
