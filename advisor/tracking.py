@@ -83,9 +83,8 @@ def check_tracking(config: AdvisorConfig) -> None:
                             f"{str(exc)[:200]}); start it (mlflow server), or {hint.split(', or ')[1]}") from None
     elif scheme == "sqlite" and not Path(parsed.path).parent.is_dir():
         raise UserError(f"tracking.uri: the folder of {uri} does not exist; create it, or {hint.split(', or ')[1]}")
-    elif scheme == "sqlite" and not is_sqlite_file(Path(parsed.path)):
-        raise UserError(f"tracking.uri: {parsed.path} is not a SQLite database (or cannot be read); move it away, or "
-                        f"point tracking.uri elsewhere")
+    elif scheme == "sqlite":
+        check_sqlite_file(Path(parsed.path))
     elif scheme == "file" and not (Path(parsed.path).is_dir() or Path(parsed.path).parent.is_dir()):
         raise UserError(f"tracking.uri: neither {parsed.path} nor its folder exists; create it, or "
                         f"{hint.split(', or ')[1]}")
@@ -335,27 +334,28 @@ def review_path(experiment_id: str) -> str:
     return f"#/experiments/{experiment_id}/runs?{query}"
 
 
-def is_sqlite_file(path: Path) -> bool:
-    """Whether `path` can be a sqlite store: absent or empty (sqlite makes it), or a database."""
+def check_sqlite_file(path: Path) -> None:
+    """`path` can be a sqlite store: absent or empty (sqlite makes it), or a database."""
     try:
         with open(path, "rb") as handle:
             head = handle.read(16)
     except FileNotFoundError:
-        return True
+        return
     except OSError:
-        return False
-    return head in (b"", b"SQLite format 3\x00")
+        head = None
+    if head not in (b"", b"SQLite format 3\x00"):
+        raise UserError(f"tracking.uri: {path} is not a SQLite database (or cannot be read); move it away, or point "
+                        "tracking.uri elsewhere")
 
 
 def check_store_exists(config: AdvisorConfig) -> None:
     """Reading a local sqlite store that is not there would create an empty one: say so instead."""
     uri = tracking_uri(config)
     parsed = urllib.parse.urlparse(uri)
-    if parsed.scheme.split("+")[0] == "sqlite" and not Path(parsed.path).exists():
-        raise UserError(f"no MLflow store at {parsed.path} yet; run advisor optimize first")
-    if parsed.scheme.split("+")[0] == "sqlite" and not is_sqlite_file(Path(parsed.path)):
-        raise UserError(f"tracking.uri: {parsed.path} is not a SQLite database (or cannot be read); move it away, "
-                        "or point tracking.uri elsewhere")
+    if parsed.scheme.split("+")[0] == "sqlite":
+        if not Path(parsed.path).exists():
+            raise UserError(f"no MLflow store at {parsed.path} yet; run advisor optimize first")
+        check_sqlite_file(Path(parsed.path))
 
 
 def latest_session(config: AdvisorConfig) -> tuple[dict, list[dict]]:

@@ -403,7 +403,7 @@ HOSTILE = [  # (kind, changes, command, exit status, words its one line holds)
     ("infer", {"workload": {"requests": "shapes:no_requests"}}, "diagnose", 2, "workload.requests"),
     ("infer", {"workload": {"handler": "shapes:handler_raises"}}, "diagnose", 2, "workload.handler: it raised on request 0"),
     ("infer", {"workload": {"model": "shapes:served_then_crashes"}}, "diagnose", 4,
-     "the baseline itself failed (crashed: RuntimeError: the cache is full after 6 calls"),
+     "the baseline itself failed (crashed: RuntimeError: shape mismatch planted at this step"),
     ("infer", {"workload": {"requests": "shapes:string_requests"}}, "diagnose", 2, "workload.requests"),
     # pipelines
     ("pipeline", {"workload": {"source": {"path": "missing.csv"}}}, "diagnose", 2, "workload.source.path: no file matches"),

@@ -12,7 +12,7 @@ from advisor.diagnosis import THRESHOLDS
 from advisor.failures import broken_constraint, out_of_memory
 from advisor.kinds import kind_of
 from advisor.measure import Measurement
-from advisor.plan import active_recipes, changes_of, combined_risk, names, plan_key
+from advisor.plan import active_recipes, combined_risk, names, plan_key
 from advisor.session.bundle import Reference, Session
 from advisor.session.results import Rejection
 from advisor.verify import NumericsResult
@@ -79,15 +79,14 @@ def gate_candidates(
         seen.add(key)
         if not trial.feasible:
             reason = search.infeasible_reason(trial.measurement, budget)
-            rejected.append(Rejection(changes_of(trial.plan, baseline), names(recipes), reason, trial.number))
+            rejected.append(Rejection.of(trial, baseline, reason))
             continue
         if reference is None:
-            rejected.append(Rejection(changes_of(trial.plan, baseline), names(recipes),
-                                      "numerics: no run that fitted to compare with", trial.number))
+            rejected.append(Rejection.of(trial, baseline, "numerics: no run that fitted to compare with"))
             continue
         numerics = compare_outputs(trial.measurement, reference, combined_risk(recipes), config)
         if not numerics.passed:
-            rejected.append(Rejection(changes_of(trial.plan, baseline), names(recipes), f"numerics: {numerics.note}", trial.number))
+            rejected.append(Rejection.of(trial, baseline, f"numerics: {numerics.note}"))
             continue
         if not memory_fix and trial.samples_per_s <= reference.samples_per_s:
             continue  # slower than the baseline in its trial: not worth verifying

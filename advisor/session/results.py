@@ -10,6 +10,7 @@ from advisor import search
 from advisor.config import AdvisorConfig
 from advisor.diagnosis import Diagnosis
 from advisor.evidence import Evidence
+from advisor.plan import active_recipes, changes_of, names
 from recipes import Context
 
 Progress = Callable[[str], None]
@@ -52,6 +53,11 @@ class Rejection:
     recipes: tuple[str, ...]
     reason: str
     trial: Optional[int] = None
+
+    @classmethod
+    def of(cls, trial: "search.TrialResult", baseline: dict, reason: str) -> "Rejection":
+        """A trial set aside, and why: what its plan changes from the baseline, by which recipes."""
+        return cls(changes_of(trial.plan, baseline), names(active_recipes(trial.plan, baseline)), reason, trial.number)
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,7 @@ def still_to_verify(candidates: list[search.TrialResult], trials: list[search.Tr
             if ratio >= margin:
                 kept.append(trial)
             elif ratio > 1.0:
-                passed_over.append(_passed_over(trial, baseline, (
+                passed_over.append(Rejection.of(trial, baseline, (
                     f"not verified: {ratio:.2f}x the verified fix (trial #{best}) in its trial, under the "
                     f"{margin}x a single trial must beat it by (most likely no faster)")))
         fresh = kept
@@ -93,11 +93,7 @@ def still_to_verify(candidates: list[search.TrialResult], trials: list[search.Tr
     why = ("not verified: search.verify_top is 0 (trials only); set it above 0 to verify candidates" if verify_top <= 0
            else f"not verified: the {verify_top} place(s) of search.verify_top went to candidates faster in their "
                 "trials; raise it to verify this one too")
-    return chosen, passed_over + [_passed_over(trial, baseline, why) for trial in fresh[len(chosen):]]
-
-
-def _passed_over(trial: search.TrialResult, baseline: dict, why: str) -> Rejection:
-    return Rejection(changes_of(trial.plan, baseline), names(active_recipes(trial.plan, baseline)), why, trial.number)
+    return chosen, passed_over + [Rejection.of(trial, baseline, why) for trial in fresh[len(chosen):]]
 
 
 def confirm_beside_fix(candidates: list[search.TrialResult], verified: Verified, trials: list[search.TrialResult],
@@ -122,8 +118,7 @@ def confirm_beside_fix(candidates: list[search.TrialResult], verified: Verified,
         why = (f"not verified: {in_trial:.2f}x the verified fix (trial #{fix.number}) in its trial, "
                f"{ratio:.2f}x run again beside it (under {CONFIRM_MARGIN}x: most likely no faster)")
         progress(f"  trial #{trial.number}: {why}")
-        recipes = active_recipes(trial.plan, baseline)
-        screened.append(Rejection(changes_of(trial.plan, baseline), names(recipes), why, trial.number))
+        screened.append(Rejection.of(trial, baseline, why))
     return kept, screened
 
 
@@ -155,7 +150,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
         )
         heard(name, trial.plan, verdict.to_dict(), started, finished)
         if numerics is not None and not numerics.passed:
-            rejections.append(Rejection(changes_of(trial.plan, baseline), names(recipes), verdict.reason, trial.number))
+            rejections.append(Rejection.of(trial, baseline, verdict.reason))
             continue
         recommendations.append(Recommendation(
             rank=0, recipes=names(recipes), plan=trial.plan, changes=changes_of(trial.plan, baseline),
