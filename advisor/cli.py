@@ -9,6 +9,7 @@ import time
 from typing import Optional
 
 from advisor.errors import UserError
+from advisor.secrets import shown
 
 COMMAND_STARTED = time.time()  # the user's clock: before torch, MLflow and Optuna are imported; a first fix counts from here
 
@@ -43,7 +44,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return args.command(args)
     except UserError as exc:
         launch.stop()
-        print(f"advisor: error: {exc}", file=sys.stderr)
+        print(f"advisor: error: {shown(str(exc))}", file=sys.stderr)  # a driver's own words may quote the URL
         return 2
     except KeyboardInterrupt:
         launch.stop()
@@ -146,7 +147,7 @@ def progress_printer(args: Optional[argparse.Namespace] = None):
 
     def progress(line: str) -> None:
         if not quiet:
-            print(with_bar(line) if terminal else line, file=sys.stderr, flush=True)
+            print(with_bar(shown(line)) if terminal else shown(line), file=sys.stderr, flush=True)
 
     return progress
 
@@ -239,7 +240,7 @@ def print_session(config, payload: dict, folder, log, config_arg: str, as_json: 
         print(json.dumps(ranking(payload, folder), indent=2, default=str))
     print(render_recommendations(payload), file=out)
     print(f"\nresults: {folder}  (recommendations.json, report.md, plots)", file=out)
-    uri = tracking.tracking_uri(config)
+    uri = shown(tracking.tracking_uri(config))
     if log.skipped:
         print(f"MLflow: not logged ({log.error}): {', '.join(log.skipped[:6])}"
               + (f" and {len(log.skipped) - 6} more" if len(log.skipped) > 6 else "")
@@ -381,11 +382,11 @@ def run_ui(args: argparse.Namespace) -> int:
 
     config = load_config(args.config)
     if tracking_uri(config).startswith(("http://", "https://")):  # a tracking server serves its own UI
-        print(f"the tracking server serves the MLflow UI: open {tracking_uri(config)}")
+        print(f"the tracking server serves the MLflow UI: open {shown(tracking_uri(config))}")
         return 0
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", tracking_uri(config),
                "--host", "127.0.0.1", "--port", str(args.port)]
-    print(f"MLflow UI on http://127.0.0.1:{args.port} over {tracking_uri(config)}", file=sys.stderr)
+    print(f"MLflow UI on http://127.0.0.1:{args.port} over {shown(tracking_uri(config))}", file=sys.stderr)
     os.execv(command[0], command)
     return 0
 

@@ -19,6 +19,7 @@ from typing import Any, ClassVar, Literal, Optional
 import yaml
 
 from advisor.errors import ConfigError
+from advisor.secrets import expanded, unset_variables
 
 CALLABLE_PATTERN = re.compile(r"^(?P<module>[\w.\-/]+?)(?P<file>\.py)?:(?P<attr>[A-Za-z_]\w*)$")
 
@@ -196,6 +197,7 @@ class SearchConfig:
 
     def __post_init__(self):
         _check_recipe_names(self.recipes)
+        object.__setattr__(self, "storage", _from_environment(self.storage, "search.storage"))
 
 
 @dataclass(frozen=True)
@@ -211,6 +213,9 @@ class ConstraintsConfig:
 class TrackingConfig:
     uri: Optional[str] = None
     experiment: Optional[str] = None
+
+    def __post_init__(self):
+        object.__setattr__(self, "uri", _from_environment(self.uri, "tracking.uri"))
 
 
 NAME_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
@@ -304,6 +309,17 @@ def parse_config(raw: Any, path: Path) -> AdvisorConfig:
     except _Invalid as exc:
         where = f"{exc.key_path}: " if exc.key_path else ""
         raise ConfigError(f"{path}: {where}{exc.problem}") from None
+
+
+def _from_environment(url: Optional[str], key_path: str) -> Optional[str]:
+    """A URL with each `${NAME}` read from the environment (a password kept out of the file)."""
+    if not isinstance(url, str):
+        return url
+    unset = unset_variables(url)
+    if unset:
+        raise _Invalid(key_path, f"names the environment variable {unset[0]}, which is not set; export it, "
+                                 "or write the value in the config")
+    return expanded(url)
 
 
 def _check_recipe_names(setting: Any) -> None:

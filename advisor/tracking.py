@@ -22,8 +22,12 @@ from typing import Callable, Optional
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.plan import plan_key
+from advisor.secrets import shown
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+# MLflow prints each run's address as it ends (a tracking server's, login included): advisor
+# prints the one review link that matters, without the login.
+os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 # A tracking server that went away must cost seconds, not MLflow's default minutes of retries.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
@@ -67,6 +71,20 @@ OWNER_TAG = "advisor.owner"  # machine:pid of the process that writes a session 
 TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "file", "databricks")
 
 
+def health_request(uri: str) -> urllib.request.Request:
+    """A tracking server's /health, its login (user:password@ in the URI) sent as basic auth:
+    urllib takes a URL's login for a part of the host name."""
+    import base64
+
+    parsed = urllib.parse.urlparse(uri)
+    bare = parsed._replace(netloc=parsed.hostname + (f":{parsed.port}" if parsed.port else ""))
+    request = urllib.request.Request(f"{bare.geturl().rstrip('/')}/health")
+    if parsed.username is not None:
+        login = f"{urllib.parse.unquote(parsed.username)}:{urllib.parse.unquote(parsed.password or '')}"
+        request.add_header("Authorization", "Basic " + base64.b64encode(login.encode()).decode())
+    return request
+
+
 def check_tracking(config: AdvisorConfig) -> None:
     """One line, before anything is measured or written, when the tracking URI cannot work."""
     uri = tracking_uri(config)
@@ -74,13 +92,13 @@ def check_tracking(config: AdvisorConfig) -> None:
     scheme = parsed.scheme.split("+")[0]
     hint = "use http://host:port for a tracking server, or leave tracking.uri unset for a sqlite store next to the config"
     if scheme not in TRACKING_SCHEMES:
-        raise UserError(f"tracking.uri: {uri!r} is not a tracking URI; {hint}")
+        raise UserError(f"tracking.uri: {shown(uri)!r} is not a tracking URI; {hint}")
     if scheme in ("http", "https"):
         try:
-            urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=10).read()
+            urllib.request.urlopen(health_request(uri), timeout=10).read()
         except Exception as exc:  # refused, unknown host, timeout, an HTTP error
-            raise UserError(f"tracking.uri: no MLflow tracking server answers at {uri} ({type(exc).__name__}: "
-                            f"{str(exc)[:200]}); start it (mlflow server), or {hint.split(', or ')[1]}") from None
+            raise UserError(f"tracking.uri: no MLflow tracking server answers at {shown(uri)} ({type(exc).__name__}: "
+                            f"{shown(str(exc))[:200]}); start it (mlflow server), or {hint.split(', or ')[1]}") from None
     elif scheme == "sqlite" and not Path(parsed.path).parent.is_dir():
         raise UserError(f"tracking.uri: the folder of {uri} does not exist; create it, or {hint.split(', or ')[1]}")
     elif scheme == "sqlite":
@@ -94,7 +112,7 @@ def check_tracking(config: AdvisorConfig) -> None:
         try:
             make_url(uri).get_dialect().import_dbapi()
         except Exception as exc:
-            raise UserError(f"tracking.uri: cannot use {uri!r} ({type(exc).__name__}: {exc}); install its driver, "
+            raise UserError(f"tracking.uri: cannot use {shown(uri)!r} ({type(exc).__name__}: {shown(str(exc))}); install its driver, "
                             f"or {hint}") from None
 
 
@@ -139,7 +157,7 @@ class SessionLog:
                 self._open(self.tags)
             return action(*args)
         except Exception as exc:  # any tracking failure: the session goes on, the results folder keeps it all
-            self.error = f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}"
+            self.error = shown(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
             self.skipped.append(what)
             self.warn(f"MLflow: could not log {what} ({self.error}); going on: the results folder keeps everything")
             return None
@@ -203,7 +221,7 @@ class SessionLog:
             for rec, run_id in zip(payload["recommendations"], self.recommendation_ids):
                 rec["mlflow_run_id"] = run_id
         if self.session and not self.error:
-            payload["mlflow"] = {"uri": tracking_uri(self.config), "experiment": experiment_name(self.config),
+            payload["mlflow"] = {"uri": shown(tracking_uri(self.config)), "experiment": experiment_name(self.config),
                                  "session_run_id": self.session}
             (folder / "recommendations.json").write_text(json.dumps(payload, indent=2, default=str))
         if self.tracker:
@@ -364,7 +382,7 @@ def latest_session(config: AdvisorConfig) -> tuple[dict, list[dict]]:
     client = MlflowClient(tracking_uri=tracking_uri(config))
     experiment = client.get_experiment_by_name(experiment_name(config))
     if experiment is None:
-        raise UserError(f"no MLflow experiment '{experiment_name(config)}' in {tracking_uri(config)}; run advisor optimize first")
+        raise UserError(f"no MLflow experiment '{experiment_name(config)}' in {shown(tracking_uri(config))}; run advisor optimize first")
     sessions = client.search_runs(  # finished ones only: a session under way, failed or killed has no ranking yet
         [experiment.experiment_id], "tags.kind = 'session' and attributes.status = 'FINISHED'",
         order_by=["attributes.start_time DESC"], max_results=1,

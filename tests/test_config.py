@@ -143,3 +143,20 @@ def test_a_sink_that_cannot_be_written_as_configured_is_a_config_error(tmp_path,
         load_config(write_config(tmp_path, raw))
     raw["workload"]["sink"] = "out.parquet"
     assert load_config(write_config(tmp_path, raw)).workload.sink == "out.parquet"
+
+
+def test_a_url_is_shown_without_its_password_and_reads_named_variables(tmp_path, monkeypatch):
+    from advisor.secrets import shown
+
+    assert shown("cannot connect to 'postgresql+psycopg://ann:p@ss:w0rd@db:5432/x' (refused)") == \
+        "cannot connect to 'postgresql+psycopg://ann:***@db:5432/x' (refused)"
+    assert shown("http://ann:secret@host:5000 and sqlite:////tmp/a.db") == "http://ann:***@host:5000 and sqlite:////tmp/a.db"
+    assert shown("postgresql://ann@db/x") == "postgresql://ann@db/x", "no password: nothing to hide"
+    monkeypatch.setenv("ADVISOR_DB_PASSWORD", "hunter2")
+    path = tmp_path / "config.yaml"
+    path.write_text("name: x\nworkload: {model: m:f, dataset: m:g}\n"
+                    "search: {storage: 'postgresql://ann:${ADVISOR_DB_PASSWORD}@db/x'}\n")
+    assert load_config(path).search.storage == "postgresql://ann:hunter2@db/x"
+    monkeypatch.delenv("ADVISOR_DB_PASSWORD")
+    with pytest.raises(ConfigError, match=r"search.storage: names the environment variable ADVISOR_DB_PASSWORD, which is not set"):
+        load_config(path)

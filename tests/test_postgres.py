@@ -171,3 +171,54 @@ def test_a_trial_of_a_machine_that_went_down_is_failed_by_the_heartbeat_and_retr
     assert again[0].params == trial.params
     assert search.retried(study) == {trial.number}, "and it is not counted against the budget"
     assert search.counted_trials(study) == 0
+
+
+PLANTED = "pl4nted-S3CRET"  # a password that must reach no output
+
+
+def test_a_password_in_a_url_reaches_no_output(tmp_path, postgres_url, mlflow_server):
+    """A working session whose study URL and tracking URI both carry a password (the server trusts
+    any), and failing ones (a database and a tracking server that do not answer): the password is in
+    no terminal line, no file the session wrote, and nothing the tracking server stored. The
+    study's password comes from the environment (`${NAME}`); an unset variable is one line."""
+    with_password = lambda url: url.replace("://advisor@", f"://advisor:{PLANTED}@")  # noqa: E731
+    path = quick_config(tmp_path, trials=3)
+    config = yaml.safe_load(path.read_text())
+    config["search"]["storage"] = with_password(postgres_url).replace(PLANTED, "${ADVISOR_TEST_DB_PASSWORD}")
+    config["tracking"] = {"uri": mlflow_server.url.replace("://", f"://advisor:{PLANTED}@")}
+    path.write_text(yaml.safe_dump(config))
+    env = {**os.environ, "ADVISOR_TEST_DB_PASSWORD": PLANTED}
+    cli = lambda *args, **extra: subprocess.run(  # noqa: E731
+        [sys.executable, "-m", "advisor.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=400,
+        env={**env, **extra})
+
+    worked = cli("optimize", str(path))
+    assert worked.returncode == 0, worked.stderr[-3000:]
+    assert "study in postgresql://advisor:***@127.0.0.1" in worked.stderr, "the study's address is shown, hidden"
+    written = next((tmp_path / "advisor-results").rglob("recommendations.json")).read_text()
+    assert f"advisor:***@{mlflow_server.url.removeprefix('http://')}" in written, "the tracking URI is kept, hidden"
+    reported = cli("report", str(path))
+    assert reported.returncode == 0, reported.stderr[-2000:]
+
+    unset = cli("optimize", str(path), ADVISOR_TEST_DB_PASSWORD="")
+    env.pop("ADVISOR_TEST_DB_PASSWORD")
+    missing = cli("optimize", str(path))
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert "ADVISOR_TEST_DB_PASSWORD" in missing.stderr and "not set" in missing.stderr
+
+    failing = []
+    for key, url in (("storage", f"postgresql://advisor:{PLANTED}@127.0.0.1:{free_port()}/postgres"),
+                     ("tracking", f"http://advisor:{PLANTED}@127.0.0.1:{free_port()}")):
+        broken = yaml.safe_load(path.read_text())
+        broken["search"]["storage"] = url if key == "storage" else postgres_url
+        broken["tracking"]["uri"] = url if key == "tracking" else mlflow_server.url
+        (tmp_path / f"broken-{key}.yaml").write_text(yaml.safe_dump(broken))
+        failing.append(cli("optimize", str(tmp_path / f"broken-{key}.yaml")))
+        assert failing[-1].returncode == 2 and "advisor:***@127.0.0.1" in failing[-1].stderr, failing[-1].stderr
+
+    terminal = "".join(done.stdout + done.stderr for done in (worked, reported, unset, missing, *failing))
+    assert PLANTED not in terminal
+    server_folder = Path(mlflow_server.store.removeprefix("sqlite:///")).parent
+    leaked = [str(p) for p in [*tmp_path.rglob("*"), *server_folder.rglob("*")]
+              if p.is_file() and p.suffix != ".yaml" and PLANTED.encode() in p.read_bytes()]  # but the user's configs
+    assert leaked == [], f"the password was written to {leaked}"

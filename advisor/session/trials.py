@@ -19,6 +19,7 @@ from advisor.plan import active_recipes, plan_key
 from advisor.session.bundle import Session, measure_with
 from advisor.session.planning import SessionFacts, check_same_workload
 from advisor.session.policies import EarlyVerification, PlateauStop, StackSingles
+from advisor.secrets import shown
 from advisor.session.results import Hooks, Progress
 from advisor.session.verification import Verified
 
@@ -36,7 +37,7 @@ def run_search(session: Session, study, verified: Verified, diagnosed_now: Optio
     policies = (StackSingles(session), EarlyVerification(session, verified),
                 PlateauStop(session, verified, _search_patience(config)))
     session.progress(f"trials ({budget}, at most {config.search.time_budget_s:.0f} s), "
-                     f"study in {search.storage_url(config)}:")
+                     f"study in {shown(search.storage_url(config))}:")
 
     def trial_done(*args) -> None:
         session.hooks.trial(*args)
@@ -124,7 +125,7 @@ def wait_for_study(config: AdvisorConfig, wait_s: float, progress: Progress = la
                    poll_s: float = 2.0):
     """The workload's study once it exists with the facts its session planned (made after the
     baseline's diagnosis), polled every `poll_s` for up to `wait_s`."""
-    deadline, url = time.time() + wait_s, search.storage_url(config)
+    deadline, url = time.time() + wait_s, shown(search.storage_url(config))
     said = False
     while True:
         study = search.find_study(config, worker=True)
