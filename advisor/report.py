@@ -227,6 +227,8 @@ def render_recommendations(payload: dict) -> str:
         lines[-1:-1] = [f"the baseline does not fit the {payload['max_memory_mb']:,.0f} MB budget (peak "
                         f"{base['peak_memory_mb']:,.0f} MB): fixes that fit are ranked by speed, their results checked "
                         f"against {payload.get('numerics_reference', 'the baseline')}"]
+    if payload.get("numerics_envelope", {}).get("amplifies"):
+        lines[-1:-1] = [payload["numerics_envelope"]["sentence"]]
     if payload.get("pruned"):
         unrun = payload.get("pruned_unrun_s", 0.0)  # none in the payload of a session before it was kept
         lines[-1:-1] = [f"{len(payload['pruned'])} of {len(payload['pruned']) + len(payload.get('trials', []))} trials "

@@ -36,6 +36,80 @@ class NumericsResult:
     note: str = ""
 
 
+FLOAT32_ROUNDOFF = 2.0 ** -24  # float32's unit roundoff: the size of the envelope's nudge
+AMPLIFIED = 100  # growth of a one-ulp nudge within the timed steps past which a job amplifies rounding
+ENVELOPE_MULTIPLE = 3.0  # on such a job, a tolerance widens by this many times the nudge's growth
+
+
+@dataclass(frozen=True)
+class Envelope:
+    """How far rounding alone moves a training job: the baseline run again with every weight
+    nudged by one unit in the last place, against the baseline. Per timed step, the largest
+    relative loss difference so far, and the largest relative difference of the parameters'
+    checksums at the end.
+
+    A job amplifies rounding (chaos: a large learning rate, clipping, recurrence) when the
+    nudge's difference grows AMPLIFIED-fold over the timed steps. There, any change of rounding
+    (another kernel's summation order, a coarser precision) is amplified alike, and a fixed
+    tolerance rejects every fix. So on such a job a step's tolerance is the fixed one times
+    ENVELOPE_MULTIPLE times the growth by that step: the first steps, before anything grows,
+    keep the fixed tolerance, which is where a changed computation (another learning rate)
+    shows. A job whose loss is merely sensitive to its weights (an answer in the low bits) does
+    not grow the nudge: its tolerances stay fixed, and a coarser precision is judged by them."""
+
+    losses: tuple[float, ...]
+    parameters: float
+
+    def growth(self, step: int) -> float:
+        """How many times the nudge's loss difference has grown by a timed step, from its first."""
+        start = max(self.losses[0], FLOAT32_ROUNDOFF)
+        return self.losses[min(step, len(self.losses) - 1)] / start
+
+    @property
+    def amplifies(self) -> bool:
+        return bool(self.losses) and self.growth(len(self.losses) - 1) >= AMPLIFIED
+
+    def loss_tolerance(self, step: int, floor: float) -> float:
+        return floor * max(1.0, ENVELOPE_MULTIPLE * self.growth(step)) if self.amplifies else floor
+
+    def parameter_tolerance(self, floor: float) -> float:
+        """The parameters' tolerance: on a chaotic job, widened by the nudge's growth there."""
+        growth = self.parameters / FLOAT32_ROUNDOFF
+        return floor * max(1.0, ENVELOPE_MULTIPLE * growth) if self.amplifies else floor
+
+    def summary(self) -> dict:
+        """What the results folder and MLflow keep of it."""
+        last = len(self.losses) - 1
+        return {"amplifies": self.amplifies, "max_loss_difference": max(self.losses, default=0.0),
+                "growth": self.growth(last) if self.losses else 0.0, "parameters_difference": self.parameters,
+                "multiple": ENVELOPE_MULTIPLE, "sentence": self.describe()}
+
+    def describe(self) -> str:
+        worst = max(self.losses, default=0.0)
+        step = self.losses.index(worst) + 1 if self.losses else 0
+        if not self.amplifies:
+            return (f"rounding alone (every weight nudged by one unit in the last place) moves the loss {worst:.1e} "
+                    "at most and does not grow: candidates were judged against the fixed tolerances")
+        return (f"this job amplifies rounding: every weight nudged by one unit in the last place moves the loss "
+                f"{worst:.2%} by step {step}, {self.growth(step - 1):,.0f} times its first difference; each step's "
+                f"tolerance was widened {ENVELOPE_MULTIPLE:g}x that growth (the first steps keep the fixed tolerance)")
+
+
+def envelope_of(nudged: Measurement, baseline: Measurement) -> Optional[Envelope]:
+    """The envelope from a nudged run of the baseline and the baseline's own run (None when
+    either has no losses to compare)."""
+    steps = min(len(nudged.losses), len(baseline.losses))
+    if not nudged.ok or not baseline.ok or steps == 0:
+        return None
+    drift, worst = [], 0.0
+    for mine, theirs in zip(nudged.losses[:steps], baseline.losses[:steps]):
+        worst = max(worst, abs(mine - theirs) / max(abs(theirs), 1e-12))
+        drift.append(worst)
+    pairs = [(a, b) for m, t in zip(nudged.parameters, baseline.parameters) for a, b in zip(m, t)]
+    parameters = max((abs(a - b) / max(abs(b), 1e-12) for a, b in pairs), default=0.0)
+    return Envelope(tuple(drift), parameters)
+
+
 @dataclass(frozen=True)
 class Verdict:
     """A candidate's verification: its paired speedups and what they support."""
@@ -67,10 +141,13 @@ def foreign_output(config, candidate: Measurement, reference: Measurement, risk:
     return NumericsResult(False, risk, math.inf, tolerance, 0, "an output lies outside advisor's own folder: not read")
 
 
-def compare_training(candidate: Measurement, baseline: Measurement, risk: str, loss_rtol: float) -> NumericsResult:
+def compare_training(candidate: Measurement, baseline: Measurement, risk: str, loss_rtol: float,
+                     envelope: Optional[Envelope] = None) -> NumericsResult:
     """The loss trajectories; for an exact recipe also the parameters after the same number of
-    steps (a fix can keep the losses of a few steps and still update the weights differently)."""
-    losses = compare_losses(candidate.losses, baseline.losses, risk, loss_rtol)
+    steps (a fix can keep the losses of a few steps and still update the weights differently).
+    With the job's `envelope`, a job that amplifies rounding has each step's tolerance widened
+    by how far rounding alone has grown by then."""
+    losses = compare_losses(candidate.losses, baseline.losses, risk, loss_rtol, envelope)
     if risk != "exact" or not losses.passed:
         return losses
     mine, theirs = candidate.parameters, baseline.parameters
@@ -78,11 +155,12 @@ def compare_training(candidate: Measurement, baseline: Measurement, risk: str, l
         return NumericsResult(False, risk, math.inf, EXACT_RTOL, losses.steps,
                               f"parameters: {len(mine)} checksummed tensors against the baseline's {len(theirs)}")
     worst = max(abs(a - b) / max(abs(b), 1e-12) for m, t in zip(mine, theirs) for a, b in zip(m, t))
-    if worst > EXACT_RTOL:
-        return NumericsResult(False, risk, worst, EXACT_RTOL, losses.steps,
-                              f"parameters differ by {worst:.2%} after the same steps, over the {EXACT_RTOL:.2%} tolerance")
-    return NumericsResult(True, risk, max(worst, losses.max_rel_diff), EXACT_RTOL, losses.steps,
-                          "losses and parameters match")
+    rtol = envelope.parameter_tolerance(EXACT_RTOL) if envelope else EXACT_RTOL
+    if worst > rtol:
+        return NumericsResult(False, risk, worst, rtol, losses.steps,
+                              f"parameters differ by {worst:.2%} after the same steps, over the {rtol:.2%} tolerance")
+    return NumericsResult(True, risk, max(worst, losses.max_rel_diff), rtol, losses.steps,
+                          "losses and parameters match" + (" within the job's rounding envelope" if rtol > EXACT_RTOL else ""))
 
 
 def first_non_finite(losses: Sequence[float]) -> Optional[int]:
@@ -90,22 +168,32 @@ def first_non_finite(losses: Sequence[float]) -> Optional[int]:
     return next((index for index, loss in enumerate(losses) if not math.isfinite(loss)), None)
 
 
-def compare_losses(candidate: Sequence[float], baseline: Sequence[float], risk: str, loss_rtol: float) -> NumericsResult:
-    """Compares seeded loss trajectories step by step (same seeds, same batches, same order)."""
+def compare_losses(candidate: Sequence[float], baseline: Sequence[float], risk: str, loss_rtol: float,
+                   envelope: Optional[Envelope] = None) -> NumericsResult:
+    """Compares seeded loss trajectories step by step (same seeds, same batches, same order),
+    each step within its tolerance: the risk's, widened where the job's envelope is wider."""
     if risk == "changes semantics":
         return NumericsResult(True, risk, 0.0, 0.0, 0, "changes what is computed: not compared, never verified")
     steps = min(len(candidate), len(baseline))
-    rtol = EXACT_RTOL if risk == "exact" else loss_rtol
+    floor = EXACT_RTOL if risk == "exact" else loss_rtol
     if steps == 0:
-        return NumericsResult(False, risk, math.inf, rtol, 0, "no losses to compare")
+        return NumericsResult(False, risk, math.inf, floor, 0, "no losses to compare")
     lost = first_non_finite(candidate[:steps])
     if lost is not None and first_non_finite(baseline[:steps]) is None:
-        return NumericsResult(False, risk, math.inf, rtol, steps,
+        return NumericsResult(False, risk, math.inf, floor, steps,
                               f"turns finite losses into {candidate[lost]} at step {lost + 1} (the baseline's is {baseline[lost]:.4g})")
+    tolerances = [envelope.loss_tolerance(step, floor) if envelope else floor for step in range(steps)]
     diffs = [abs(c - b) / max(abs(b), 1e-12) for c, b in zip(candidate[:steps], baseline[:steps])]
-    worst = max(diffs) if all(math.isfinite(d) for d in diffs) else math.inf
-    note = "" if worst <= rtol else f"loss differs by {worst:.2%} at worst, over the {rtol:.2%} tolerance"
-    return NumericsResult(worst <= rtol, risk, worst, rtol, steps, note)
+    if not all(math.isfinite(d) for d in diffs):
+        return NumericsResult(False, risk, math.inf, floor, steps, "loss differs without bound")
+    worst_step = max(range(steps), key=lambda step: diffs[step] / tolerances[step] if tolerances[step] else math.inf)
+    worst, rtol = diffs[worst_step], tolerances[worst_step]
+    passed = worst <= rtol
+    if passed:
+        return NumericsResult(True, risk, max(diffs), max(tolerances), steps)
+    over = f"the {rtol:.2%} tolerance" + (" (the job's rounding envelope there)" if rtol > floor else "")
+    return NumericsResult(False, risk, worst, rtol, steps,
+                          f"loss differs by {worst:.2%} at step {worst_step + 1}, over {over}")
 
 
 def compare_served(candidate: Optional[str], reference: Optional[str], risk: str, rtol: float,

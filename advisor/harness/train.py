@@ -7,6 +7,8 @@ Modes (the differential runs, after DS-Analyzer):
              splits the per-sample cost into fetch (off-CPU: storage, network) and prep (on-CPU).
   synthetic  one batch reused on the device: compute only; its step time is the ideal.
   profile    the full pipeline under torch.profiler, for the operator table; never timed.
+  nudged     full, its weights first moved by one unit in the last place each: how far rounding
+             alone moves this job's trajectory (the numerics gate's envelope).
 """
 
 from __future__ import annotations
@@ -50,6 +52,8 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     plan = job.resolve(plan)
     check_dataset(job, plan["batch_size"])
     model = job.model
+    if mode == "nudged":
+        nudge_by_one_ulp(model, config.measure.seed)
     environment = describe_environment(model, device, default_threads, job.dataset[0])
     environment["loader"] = {key: plan[key] for key in LOADER_KEYS}
     model = applied("model", model.to(device), plan)
@@ -77,8 +81,9 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     if mode == "profile":
         return {**common, "operators": profile_steps(step, batches, device, plan, steps)}
 
-    before = parameter_checksums(model) if mode == "full" else None
-    fields = timed_steps(step, batches, device, plan, steady_steps(steps, plan) if mode == "full" else steps,
+    as_trained = mode in ("full", "nudged")
+    before = parameter_checksums(model) if as_trained else None
+    fields = timed_steps(step, batches, device, plan, steady_steps(steps, plan) if as_trained else steps,
                          checksum=(steps, model), progress=progress)
     if before is not None and fields["parameters"]:  # a step that never updates them is no training step
         environment["parameters_changed"] = fields["parameters"] != before
@@ -86,6 +91,18 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     if device.type == "cuda":
         fields.update(peak_memory_mb=torch.cuda.max_memory_allocated() / 2**20, memory_source="cuda max allocated")
     return fields
+
+
+def nudge_by_one_ulp(model: torch.nn.Module, seed: int) -> None:
+    """Moves every floating-point weight one representable step up or down (a seeded coin per
+    element, drawn apart from the job's own random numbers): a change the size of one rounding."""
+    generator = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            if parameter.is_floating_point():
+                up = torch.rand(parameter.shape, generator=generator) < 0.5
+                toward = torch.where(up, torch.tensor(float("inf")), torch.tensor(float("-inf"))).to(parameter.dtype)
+                parameter.copy_(torch.nextafter(parameter, toward.to(parameter.device)))
 
 
 def prepare_process(config: AdvisorConfig, plan: dict) -> tuple[torch.device, int]:

@@ -94,7 +94,10 @@ class InferKind:
 
         return measure
 
-    def compare(self, candidate, reference, risk: str, config: AdvisorConfig):
+    def envelope(self, config: AdvisorConfig, reference):
+        return None  # outputs, not a trajectory: nothing amplifies rounding from one step to the next
+
+    def compare(self, candidate, reference, risk: str, config: AdvisorConfig, envelope=None):
         from advisor.verify import compare_served, foreign_output
 
         constraints = config.constraints

@@ -86,7 +86,10 @@ class PipelineKind:
 
         return measure
 
-    def compare(self, candidate, reference, risk: str, config: AdvisorConfig):
+    def envelope(self, config: AdvisorConfig, reference):
+        return None  # outputs, not a trajectory: nothing amplifies rounding from one step to the next
+
+    def compare(self, candidate, reference, risk: str, config: AdvisorConfig, envelope=None):
         from advisor.verify import compare_frames, foreign_output
 
         workload = config.workload  # a path from a shared study is only data: read from advisor's folder alone

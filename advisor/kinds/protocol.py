@@ -11,7 +11,7 @@ if TYPE_CHECKING:
     from advisor.diagnosis import Diagnosis, Rule
     from advisor.evidence import Evidence
     from advisor.measure import Measurement
-    from advisor.verify import NumericsResult
+    from advisor.verify import Envelope, NumericsResult
     from recipes import Context
 
 
@@ -46,8 +46,12 @@ class Kind(Protocol):
         constraints (killed at the memory budget; for a service, infeasible over its p95 SLO)."""
 
     def compare(self, candidate: "Measurement", reference: "Measurement", risk: str,
-                config: "AdvisorConfig") -> "NumericsResult":
-        """Whether a candidate's results equal the reference's, under the risk's rules."""
+                config: "AdvisorConfig", envelope: Optional["Envelope"] = None) -> "NumericsResult":
+        """Whether a candidate's results equal the reference's, under the risk's rules, within
+        the job's rounding envelope where it has one."""
+
+    def envelope(self, config: "AdvisorConfig", reference: "Measurement") -> Optional["Envelope"]:
+        """How far rounding alone moves the reference's results (a training trajectory), or None."""
 
     def compared_runs(self, runs: list, reference_runs: list) -> tuple[list, list]:
         """The pairs of verification runs whose results are compared."""

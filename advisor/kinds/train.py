@@ -90,10 +90,19 @@ class TrainKind:
 
         return measure
 
-    def compare(self, candidate, reference, risk: str, config: AdvisorConfig):
+    def compare(self, candidate, reference, risk: str, config: AdvisorConfig, envelope=None):
         from advisor.verify import compare_training
 
-        return compare_training(candidate, reference, risk, config.constraints.loss_rtol)
+        return compare_training(candidate, reference, risk, config.constraints.loss_rtol, envelope)
+
+    def envelope(self, config: AdvisorConfig, reference):
+        """How far rounding alone moves the loss: the reference's plan run again, uncapped, its
+        weights nudged by one unit in the last place."""
+        from advisor.harness import run_measurement
+        from advisor.verify import envelope_of
+
+        nudged = run_measurement(config, reference.plan, "nudged", config.measure.steps, config.measure.timeout_s)
+        return envelope_of(nudged, reference)
 
     def compared_runs(self, runs: list, reference_runs: list) -> tuple[list, list]:
         return runs, reference_runs

@@ -11,8 +11,10 @@ from advisor.config import AdvisorConfig
 from advisor.diagnosis import Diagnosis
 from advisor.kinds import kind_of
 from advisor.measure import Measurement
+from advisor.plan import plan_key
 from advisor.session.planning import SessionFacts
 from advisor.session.results import Hooks, Progress
+from advisor.verify import Envelope
 from recipes import Context
 
 
@@ -35,6 +37,7 @@ class Reference:
     note: str  # whose results those are, in words
     memory_fix: bool  # the baseline does not fit its budget
     with_ideal: bool  # input-bound: the ideal (synthetic batches) is measured beside each round
+    envelope: Optional[Envelope] = None  # how far rounding alone moves the run's results (training)
 
 
 @dataclass(frozen=True)
@@ -50,6 +53,14 @@ class Session:
     hooks: Hooks = Hooks()
     started: float = 0.0
     reference: Optional[Reference] = None  # set once the search is done (`gate.with_reference`)
+    envelopes: dict = field(default_factory=dict, compare=False, repr=False)  # measured once per reference plan
+
+    def envelope(self) -> Optional[Envelope]:
+        """The rounding envelope the candidates are judged in: the reference's, once the search
+        is done; during it, the baseline's where one was measured (an early verification)."""
+        if self.reference is not None:
+            return self.reference.envelope
+        return self.envelopes.get(plan_key(self.baseline))
 
     def __post_init__(self) -> None:
         if self.measure is None:

@@ -15,7 +15,7 @@ from advisor.measure import Measurement
 from advisor.plan import active_recipes, combined_risk, names, plan_key
 from advisor.session.bundle import Reference, Session
 from advisor.session.results import Rejection
-from advisor.verify import NumericsResult
+from advisor.verify import Envelope, NumericsResult
 
 MEMORY_FIX_HEADROOM = THRESHOLDS.memory_moderate  # at or above this share of the budget is memory-bound
 
@@ -39,7 +39,24 @@ def with_reference(session: Session, trials: list[search.TrialResult]) -> Sessio
     diagnoses = session.diagnoses
     input_bound = bool(diagnoses) and diagnoses[0].bottleneck.startswith("input")
     with_ideal = input_bound and bool(facts.evidence.derived.get("ideal_samples_per_s"))
-    return dataclasses.replace(session, reference=Reference(base_run, uncapped, run, note, memory_fix, with_ideal))
+    envelope = rounding_envelope(session, run, trials)
+    return dataclasses.replace(session, reference=Reference(base_run, uncapped, run, note, memory_fix, with_ideal, envelope))
+
+
+def rounding_envelope(session: Session, reference: Optional[Measurement],
+                      trials: list[search.TrialResult]) -> Optional[Envelope]:
+    """How far rounding alone moves the reference's results, measured once, where some trial has
+    results to compare with it (a trajectory: training kinds); said in a progress line."""
+    baseline, key = session.baseline, plan_key(reference.plan) if reference is not None else None
+    if reference is None or not any(t.feasible and active_recipes(t.plan, baseline) for t in trials):
+        return None
+    if key not in session.envelopes:
+        session.progress("measuring how far rounding alone moves the results (the reference, every weight nudged by "
+                         "one unit in the last place) ...")
+        session.envelopes[key] = kind_of(session.config.kind).envelope(session.config, reference)
+        if session.envelopes[key] is not None:
+            session.progress(f"  {session.envelopes[key].describe()}")
+    return session.envelopes[key]
 
 
 def _numerics_reference(base_run: Measurement, uncapped: Optional[Measurement], trials: list[search.TrialResult],
@@ -66,6 +83,7 @@ def gate_candidates(
     baseline: dict,
     config: AdvisorConfig,
     memory_fix: bool,
+    envelope: Optional[Envelope] = None,
 ) -> tuple[list[search.TrialResult], list[Rejection]]:
     """Distinct feasible plans that change something, best first; numerics failures set aside.
     A memory fix must also leave the memory-bound band, not graze the budget."""
@@ -84,7 +102,8 @@ def gate_candidates(
         if reference is None:
             rejected.append(Rejection.of(trial, baseline, "numerics: no run that fitted to compare with"))
             continue
-        numerics = compare_outputs(trial.measurement, reference, combined_risk(recipes), config)
+        numerics = compare_outputs(trial.measurement, reference, combined_risk(recipes), config,
+                                   envelope)
         if not numerics.passed:
             rejected.append(Rejection.of(trial, baseline, f"numerics: {numerics.note}"))
             continue
@@ -96,12 +115,14 @@ def gate_candidates(
     return candidates, rejected
 
 
-def compare_outputs(candidate: Measurement, baseline: Measurement, risk: str, config: AdvisorConfig) -> NumericsResult:
-    """Whether a candidate's results are the baseline's, as its kind compares them."""
-    return kind_of(config.kind).compare(candidate, baseline, risk, config)
+def compare_outputs(candidate: Measurement, baseline: Measurement, risk: str, config: AdvisorConfig,
+                    envelope: Optional[Envelope] = None) -> NumericsResult:
+    """Whether a candidate's results are the baseline's, as its kind compares them (within the
+    job's rounding envelope, where there is one)."""
+    return kind_of(config.kind).compare(candidate, baseline, risk, config, envelope)
 
 
-def worst_numerics(runs, baseline_runs, risk, config):
+def worst_numerics(runs, baseline_runs, risk, config, envelope: Optional[Envelope] = None):
     runs, baseline_runs = kind_of(config.kind).compared_runs(runs, baseline_runs)
-    results = [compare_outputs(c, b, risk, config) for c, b in zip(runs, baseline_runs) if c.ok and b.ok]
+    results = [compare_outputs(c, b, risk, config, envelope) for c, b in zip(runs, baseline_runs) if c.ok and b.ok]
     return max(results, key=lambda r: (not r.passed, r.max_rel_diff), default=None)

@@ -43,6 +43,7 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
         "memory_fix": result.memory_fix,
         "baseline_failure": next((t.measurement.reason for t in result.trials if t.number == 0 and not t.measurement.ok), ""),
         "numerics_reference": result.numerics_reference,
+        "numerics_envelope": result.numerics_envelope,
         "max_memory_mb": config.constraints.max_memory_mb,
         "recommendations": [r.to_dict() for r in result.recommendations],
         "rejected": [asdict(r) for r in result.rejected],

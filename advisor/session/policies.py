@@ -13,16 +13,17 @@ Each policy's judgement is a pure function beside it (`stacked_singles`, `early_
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Callable, Optional
 
 from advisor import search
 from advisor.config import AdvisorConfig
 from advisor.failures import pruned
 from advisor.plan import plan_key
 from advisor.session.bundle import Session
-from advisor.session.gate import gate_candidates
+from advisor.session.gate import gate_candidates, rounding_envelope
 from advisor.session.margins import EARLY_MARGIN, STACK_FLOOR
 from advisor.session.planning import textbook_singles
+from advisor.verify import Envelope
 from advisor.session.verification import Verified, verify_each
 
 
@@ -64,7 +65,10 @@ class EarlyVerification(SearchPolicy):
         session, verified = self.session, self.verified
         if verified.trial_numbers or session.config.search.verify_top <= 0:
             return
-        early = early_candidate([t for t in finished if not pruned(t.measurement)], session.baseline, session.config)
+        measured = [t for t in finished if not pruned(t.measurement)]
+        base = next((t.measurement for t in measured if t.number == 0), None)
+        early = early_candidate(measured, session.baseline, session.config,
+                                lambda: rounding_envelope(session, base, measured))
         if early is not None:
             session.progress(f"  trial #{early.number} clears the bar by far: verifying it now, then the search goes on")
             verified.add(*verify_each(session, [early], verified.heard))
@@ -115,16 +119,20 @@ def stacked_singles(trials: list[search.TrialResult], singles: dict[str, dict], 
     return stack
 
 
-def early_candidate(trials: list[search.TrialResult], baseline: dict, config: AdvisorConfig) -> Optional[search.TrialResult]:
+def early_candidate(trials: list[search.TrialResult], baseline: dict, config: AdvisorConfig,
+                    envelope: Callable[[], Optional[Envelope]] = lambda: None) -> Optional[search.TrialResult]:
     """The fastest trial so far whose speed in its trial clears the bar by EARLY_MARGIN and whose
-    numerics match the baseline trial's: worth verifying at once. None while there is none, or
-    when the baseline's trial did not run as it is (memory, SLO: those sessions verify at the end)."""
+    numerics match the baseline trial's (within the job's rounding `envelope`, measured only once
+    some trial is that fast): worth verifying at once. None while there is none, or when the
+    baseline's trial did not run as it is (memory, SLO: those sessions verify at the end)."""
     base = next((t for t in trials if t.number == 0), None)
     if base is None or not base.measurement.ok or not base.feasible:
         return None
     bar = base.samples_per_s * config.search.min_speedup * EARLY_MARGIN
     fast = [t for t in trials if t.samples_per_s >= bar]
-    candidates, _ = gate_candidates(fast, base.measurement, baseline, config, memory_fix=False)
+    if not fast:
+        return None
+    candidates, _ = gate_candidates(fast, base.measurement, baseline, config, memory_fix=False, envelope=envelope())
     return candidates[0] if candidates else None
 
 

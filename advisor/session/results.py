@@ -79,6 +79,7 @@ class SessionResult:
     memory_fix: bool = False
     baseline_peak_mb: float = 0.0
     numerics_reference: str = "the baseline"  # whose results the candidates reproduce
+    numerics_envelope: dict = field(default_factory=dict)  # how far rounding alone moves it (`Envelope.summary`)
     baseline_latency_ms: dict = field(default_factory=dict)  # inference: over the verification rounds' baseline runs
     first_verified_s: Optional[float] = None  # from the session's start to its first verified fix
     pruned: tuple = ()  # the trials stopped midway, clearly losing: (number, plan, reason, seconds of window unrun)

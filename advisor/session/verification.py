@@ -141,7 +141,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
     for name, trial in plans.items():
         runs = rounds.candidates[name]
         recipes = active_recipes(trial.plan, baseline)
-        numerics = worst_numerics(runs, rounds.baseline, combined_risk(recipes), config)
+        numerics = worst_numerics(runs, rounds.baseline, combined_risk(recipes), config, session.envelope())
         verdict = judge(
             name, rounds.ratios(name), config.search.min_speedup, numerics, memory_fix,
             [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
@@ -250,7 +250,8 @@ def choose_candidates(session: Session, trials: list[search.TrialResult],
     a fix is verified, clearly faster than it in their trial and again beside it. Returns them,
     the rejections, and the faster trials passed over (each with why)."""
     config, baseline, reference = session.config, session.baseline, session.reference
-    candidates, rejected = gate_candidates(trials, reference.run, baseline, config, reference.memory_fix)
+    candidates, rejected = gate_candidates(trials, reference.run, baseline, config, reference.memory_fix,
+                                           reference.envelope)
     rejected = [r for r in rejected if r.trial not in verified.trial_numbers]
     candidates, passed_over = still_to_verify(candidates, trials, verified, config.search.verify_top, baseline)
     candidates, screened = confirm_beside_fix(candidates, verified, trials, session.measure, baseline, session.progress)
