@@ -191,6 +191,7 @@ class SearchConfig:
     storage: Optional[str] = None  # an Optuna storage URL; None: a journal file next to the config
     verify_top: int = _check(_non_negative, default=3)  # candidates re-measured against the baseline; 0: trials only
     pairs: int = _check((lambda v: v >= 5, "a number >= 5"), default=5)  # interleaved rounds (3 when every verdict is clear)
+    max_pairs: int = _check((lambda v: 5 <= v <= 40, "a number from 5 to 40"), default=12)  # rounds while a verdict straddles the bar
     prune: bool = True  # stop a trial midway once it cannot end above 70% of the best trial's rate (training, services)
     patience: Optional[int] = _check(_non_negative, default=None)  # with a fix verified, stop after this many trials without a plan 1.2x faster (EARLY_MARGIN); None: trials // 4, at least 3; 0: never
     objective: Optional[Literal["throughput", "p95"]] = None  # None: p95 for inference, throughput otherwise
@@ -198,6 +199,9 @@ class SearchConfig:
     def __post_init__(self):
         _check_recipe_names(self.recipes)
         object.__setattr__(self, "storage", _from_environment(self.storage, "search.storage"))
+        if self.max_pairs < self.pairs:
+            raise _Invalid("search.max_pairs", f"{self.max_pairs} is under search.pairs ({self.pairs}); set it to "
+                                               f"{self.pairs} or more (the rounds a verification may grow to)")
 
 
 @dataclass(frozen=True)

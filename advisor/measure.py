@@ -13,7 +13,7 @@ import statistics
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import psutil
 
@@ -105,6 +105,7 @@ def step_statistics(step_s: list[float], wait_s: list[float], transfer_s: list[f
 
 BUSY_SHARE = 0.25  # other processes took this share of the machine's CPU: timings may be distorted
 BUSY_MIN_WINDOW_S = 0.5  # a window of at least 50 clock ticks, so that a tick is at most 2% of one core
+QUIET_WAIT_S = 30.0  # how long a verification waits for a quiet machine before running a disturbed round again
 
 
 _observer: Optional[psutil.Process] = None  # the advisor process that started this run and samples it
@@ -135,6 +136,21 @@ def machine_busy_seconds() -> float:
     except psutil.Error:
         observed = None
     return busy - (observed.user + observed.system if observed else 0.0)
+
+
+def wait_for_quiet(most_s: float, progress: Callable[[str], None] = lambda line: None, window_s: float = 1.0) -> float:
+    """Waits, between runs, until other processes take under BUSY_SHARE of the machine's CPU
+    over a window, for `most_s` at most; returns the share they took in the last window."""
+    deadline, said, share = time.monotonic() + most_s, False, 1.0
+    while True:
+        before, start = machine_busy_seconds(), time.monotonic()
+        time.sleep(window_s)
+        share = other_cpu_share(machine_busy_seconds() - before, 0.0, time.monotonic() - start)
+        if share < BUSY_SHARE or time.monotonic() >= deadline:
+            return share
+        if not said:
+            progress(f"  waiting up to {most_s:.0f} s for a quiet machine (other processes take {share:.0%} of the CPU) ...")
+            said = True
 
 
 def other_cpu_share(machine_busy_s: float, own_cpu_s: float, wall_s: float) -> float:

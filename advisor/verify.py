@@ -23,7 +23,36 @@ from advisor.outputs import own_output
 EXACT_RTOL = 1e-3  # an "exact" recipe reorders float sums at most (threads, workers)
 FIRST_LOOK = 3  # rounds after which a verification may stop, when every verdict is already settled
 BUSY_REASON = "the machine was busy"  # a verdict's reason when other processes disturbed its rounds
-LOOK_CONFIDENCE = 0.975  # each of the two looks (FIRST_LOOK rounds, then all): together at least 95%
+# Pocock's constant boundaries for 1 to 6 looks at a two-sided 5% (Pocock 1977, Biometrika 64:191):
+# every look's interval is drawn at the same level, wide enough that all looks together miss the
+# truth at most 5% of the time (`python -m experiments.calibrate --coverage` measures ours).
+POCOCK = (1.960, 2.178, 2.289, 2.361, 2.413, 2.453)
+LOOK_GROWTH = 1.6  # each look past search.pairs has this many times the rounds of the one before
+
+
+def look_schedule(pairs: int, most: int) -> tuple[int, ...]:
+    """The rounds after which a verification looks: FIRST_LOOK, `pairs`, then growing by
+    LOOK_GROWTH up to `most` (6 looks at most: Pocock's table)."""
+    looks = [FIRST_LOOK, pairs]
+    while looks[-1] < most:
+        looks.append(min(most, math.ceil(looks[-1] * LOOK_GROWTH)))
+    return tuple(sorted(set(looks)))[:len(POCOCK)]
+
+
+def look_confidence(looks: int) -> float:
+    """Each look's two-sided confidence under Pocock's boundary for that many looks."""
+    return math.erf(POCOCK[min(looks, len(POCOCK)) - 1] / math.sqrt(2))
+
+
+def reported_confidence(schedule: tuple[int, ...], rounds: int, settled_there: bool) -> float:
+    """The level of the interval a verification reports, having stopped after `rounds`: where
+    every verdict was settled there (at Pocock's level for the whole schedule), Pocock's level
+    for the looks taken so far, a plain 95% at the first; otherwise (the schedule's end, or its
+    time budget) the whole schedule's. Stopping at a settled look, the narrower interval says
+    the same verdict; a verification that stops at its first look is not widened for looks it
+    never took. `python -m experiments.calibrate --coverage` measures the coverage."""
+    looks = sum(look <= rounds for look in schedule)
+    return look_confidence(max(1, looks) if settled_there else len(schedule))
 
 
 @dataclass(frozen=True)
@@ -323,6 +352,7 @@ def judge(
     pairs: Optional[int] = None,
     confidence: float = 0.95,
     disturbed: tuple[int, float] = (0, 0.0),
+    set_aside: tuple[int, float] = (0, 0.0),
 ) -> Verdict:
     """The verdict on one candidate from its paired ratios; a pure function.
 
@@ -332,13 +362,20 @@ def judge(
     `disturbed`: the rounds in which other processes took BUSY_SHARE or more of the CPU, and the
     most they took (`Rounds.disturbed`). Such a load lands on one run of a pair more than the
     other: one such verification claimed 13.7x for a plan that re-measured at 1.9x on a quiet
-    machine. A speedup measured so is shown, never verified.
+    machine. A speedup measured so is shown, never verified. `set_aside`: such rounds already
+    taken out of `ratios` (`Rounds.quiet`), and the most other processes took in them: the
+    verdict stands on the quiet rounds, and says so; fewer than FIRST_LOOK quiet ones leave it
+    unchecked.
     """
     speedup, low, high = paired_interval(ratios, confidence) if ratios else (0.0, 0.0, 0.0)
     peak = max(peaks_mb, default=0.0)
     runs = len(ratios) + len(failures) if pairs is None else pairs
     if failures:
         verified, reason = False, f"flaky: failed in {len(failures)} of {runs} runs: {failures[0]}"
+    elif set_aside[0] and len(ratios) < FIRST_LOOK:
+        verified, reason = False, (f"{BUSY_REASON}: other processes took up to {set_aside[1]:.0%} of its CPU in "
+                                   f"{set_aside[0]} rounds, set aside, and only {len(ratios)} quiet round(s) could be "
+                                   "had within the budget: unchecked; run it again on a quieter machine")
     elif not ratios:
         verified, reason = False, "no successful pair of runs"
     elif pairs is not None and len(ratios) < pairs:
@@ -363,18 +400,21 @@ def judge(
         verified, reason = True, f"95% interval {low:.2f}x-{high:.2f}x clears {min_speedup:.2f}x"
     else:
         verified, reason = False, f"95% interval {low:.2f}x-{high:.2f}x does not clear {min_speedup:.2f}x"
+    if set_aside[0] and not reason.startswith(BUSY_REASON):
+        reason += (f" ({len(ratios)} quiet rounds; {set_aside[0]} set aside and run again, in which other processes "
+                   f"took up to {set_aside[1]:.0%} of the CPU)")
     return Verdict(name, tuple(ratios), speedup, low, high, verified, reason, numerics, peak, tuple(failures))
 
 
 def settled(ratios: Sequence[float], min_speedup: float, failures: Sequence[str] = (),
-            confidence: float = LOOK_CONFIDENCE) -> bool:
+            confidence: float = 0.95) -> bool:
     """Whether more rounds could not change a speed verdict: a failed run (flaky, whatever comes
     next), or an interval wholly above or wholly below `min_speedup`.
 
-    A verification may stop at FIRST_LOOK rounds when every verdict is settled, and otherwise
-    runs all its rounds. Two looks at the same candidate would let chance verify it twice as
-    often, so each look uses LOOK_CONFIDENCE (97.5%): the two together cover at least 95%
-    (`python -m experiments.calibrate --coverage` measures it)."""
+    A verification looks at the rounds of its `look_schedule` and stops at the first look where
+    every verdict is settled. Several looks at the same candidate would let chance verify it
+    more often than one, so every look uses Pocock's level for that many looks
+    (`look_confidence`): all of them together cover at least 95%."""
     if failures:
         return True
     if len(ratios) < 2:
@@ -401,6 +441,22 @@ class Rounds:
             for b, c in zip(self.baseline, self.candidates[name])
             if b.ok and c.ok and b.samples_per_s > 0
         ]
+
+    def disturbance(self, index: int) -> float:
+        """The most of the machine's CPU other processes took during any successful run of a round."""
+        runs = [self.baseline[index], *(runs[index] for runs in self.candidates.values())]
+        return max((run.other_cpu_share for run in runs if run.ok), default=0.0)
+
+    def quiet(self) -> "Rounds":
+        """These rounds without those in which other processes took BUSY_SHARE or more of the CPU."""
+        kept = [index for index in range(len(self.baseline)) if self.disturbance(index) < BUSY_SHARE]
+        return Rounds([self.baseline[i] for i in kept], {name: [runs[i] for i in kept] for name, runs in self.candidates.items()})
+
+    def set_aside(self) -> tuple[int, float]:
+        """How many rounds `quiet` leaves out, and the most other processes took in them."""
+        shares = [self.disturbance(index) for index in range(len(self.baseline))]
+        busy = [share for share in shares if share >= BUSY_SHARE]
+        return len(busy), max(busy, default=0.0)
 
     def disturbed(self, name: str) -> tuple[int, float]:
         """The rounds in which other processes took BUSY_SHARE or more of the machine's CPU during
@@ -444,7 +500,9 @@ def interleave(
             how = measure_reference if name == reference and measure_reference else measure
             runs[name].append(first_reference_run if given else how(plans[name]))
         label = f"{round_index + 1}/{rounds_total or rounds_before + pairs}"
-        progress(f"  round {label}: " + ", ".join(_round_summary(runs, name) for name in names))
+        other = _rounds(runs, reference).disturbance(-1)
+        busy = f"; set aside: other processes took {other:.0%} of the CPU" if other >= BUSY_SHARE else ""
+        progress(f"  round {label}: " + ", ".join(_round_summary(runs, name) for name in names) + busy)
         if enough(_rounds(runs, reference)):
             break
     return _rounds(runs, reference)

@@ -22,7 +22,8 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
-from advisor.verify import FIRST_LOOK, LOOK_CONFIDENCE, Verdict, interleave, judge, paired_interval, settled
+from advisor.verify import (FIRST_LOOK, Verdict, interleave, judge, look_confidence, look_schedule, paired_interval,
+                            reported_confidence, settled)
 
 TRUE_SPEEDUP = 1.5
 NOISE_SD = 0.1  # per-pair log-ratio spread; single pairs on the 2-core machine span 1.3x-2.6x at worst
@@ -99,36 +100,50 @@ class Sequential:
     covered: float  # share of final intervals that contain the truth
     verified: float  # share called verified: at a truth equal to the bar, a false claim
     stopped_early: float  # share settled after FIRST_LOOK rounds
+    mean_rounds: float  # rounds run, on average
+    schedule: tuple[int, ...]
 
     def line(self) -> str:
-        return (f"sequential {FIRST_LOOK} or 5 rounds, {self.noise}, truth {self.truth}x, bar {BAR}x: "
-                f"covered {self.covered:.3f}, verified {self.verified:.3f}, stopped at {FIRST_LOOK}: {self.stopped_early:.3f}")
+        return (f"sequential looks {'/'.join(map(str, self.schedule))}, {self.noise}, truth {self.truth}x, bar {BAR}x: "
+                f"covered {self.covered:.3f}, verified {self.verified:.3f}, stopped at {FIRST_LOOK}: "
+                f"{self.stopped_early:.3f}, mean rounds {self.mean_rounds:.1f}")
 
 
 BAR = 1.05
 
 
-def sequential_coverage(noise: str, truth: float, sets: int, pairs: int = 5, seed: int = 0) -> Sequential:
-    """Simulates the verifier's own stopping rule (`advisor.session.verify_each`): FIRST_LOOK
-    rounds, stopped there when the verdict is settled, else `pairs`; each look's interval at
-    LOOK_CONFIDENCE. Coverage must stay at least 95% and false claims at most 2.5%."""
+def sequential_coverage(noise: str, truth: float, sets: int, pairs: int = 5, most: int = 12, seed: int = 0) -> Sequential:
+    """Simulates the verifier's own stopping rule (`advisor.session.verification._interleaved`):
+    a look after each round count of `look_schedule(pairs, most)`, stopped at the first where the
+    verdict is settled at Pocock's level for the whole schedule, and the interval then drawn at
+    `reported_confidence`. The final interval must cover the truth 93.5-96.5% of the time (at a
+    nominal 95%)."""
     rng = random.Random(f"sequential-{seed}-{noise}-{truth}")
     draw = NOISES[noise]
-    covered = verified = early = 0
+    schedule = look_schedule(pairs, most)
+    deciding = look_confidence(len(schedule))
+    covered = verified = early = rounds = 0
     for _ in range(sets):
-        ratios = [truth * math.exp(draw(rng)) for _ in range(FIRST_LOOK)]
-        if settled(ratios, BAR):
-            early += 1
-        else:
-            ratios += [truth * math.exp(draw(rng)) for _ in range(pairs - FIRST_LOOK)]
-        _, low, high = paired_interval(ratios, LOOK_CONFIDENCE)
+        ratios: list[float] = []
+        for look in schedule:
+            ratios += [truth * math.exp(draw(rng)) for _ in range(look - len(ratios))]
+            if settled(ratios, BAR, confidence=deciding):
+                break
+        early += len(ratios) == FIRST_LOOK
+        rounds += len(ratios)
+        _, low, high = paired_interval(ratios, reported_confidence(schedule, len(ratios), True))
         covered += low <= truth <= high
         verified += low >= BAR
-    return Sequential(noise, truth, covered / sets, verified / sets, early / sets)
+    return Sequential(noise, truth, covered / sets, verified / sets, early / sets, rounds / sets, schedule)
 
 
 def sequential_table(sets: int, seed: int = 0) -> list[Sequential]:
     return [sequential_coverage(noise, truth, sets, seed=seed) for truth in (BAR, 1.1, TRUE_SPEEDUP) for noise in NOISES]
+
+
+def sequential_within_bounds(result: Sequential) -> bool:
+    """93.5-96.5% at the nominal 95%."""
+    return 0.935 <= result.covered <= 0.965
 
 
 def within_bounds(result: Coverage) -> bool:
@@ -169,8 +184,10 @@ def main() -> None:
         for result in results:
             print(result.line() + ("" if within_bounds(result) else "  OUT OF BOUNDS"))
         print(f"{sum(map(within_bounds, results))} of {len(results)} cases within bounds")
-        for result in sequential_table(args.sets):
-            print(result.line())
+        sequential = sequential_table(args.sets)
+        for result in sequential:
+            print(result.line() + ("" if sequential_within_bounds(result) else "  OUT OF BOUNDS"))
+        print(f"{sum(map(sequential_within_bounds, sequential))} of {len(sequential)} sequential cases within bounds")
         return
     from advisor.config import load_config
 

@@ -273,3 +273,47 @@ def test_two_processes_racing_on_a_new_study(tmp_path):
     assert len(finished) == config.search.trials, "the budget, exactly"
     keys = [plan_key(t.user_attrs[search.PLAN_ATTR]) for t in finished]
     assert len(set(keys)) == len(keys), "no plan measured twice"
+
+
+@pytest.mark.integration
+def test_a_burst_of_other_work_during_verification_delays_it_and_the_fix_still_verifies(tmp_path):
+    """Two processes spin on both cores for the first 15 s of the verification of a fetch-bound
+    job: the rounds they disturb are set aside and run again once the machine is quiet, the fix
+    is verified on the quiet rounds, says how many were set aside, and reproduces in plain
+    interleaved runs afterwards."""
+    import threading
+
+    import advisor
+    from advisor.harness import run_measurement
+    from advisor.verify import interleave, paired_interval
+    from conftest import FETCH_STALLED, merged, write_config
+
+    (tmp_path / "latency.txt").write_text("3.0")
+    path = write_config(tmp_path, merged(FETCH_STALLED, {"search": {"recipes": ["dataloader"], "trials": 3},
+                                                         "measure": {"steps": 40}}))  # windows long enough to tell
+    burners: list[subprocess.Popen] = []
+    lines: list[str] = []
+
+    def burn_once_verifying(line: str) -> None:
+        lines.append(line)
+        if line.startswith("verifying") and not burners:
+            burners.extend(subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2))
+            threading.Timer(15.0, lambda: [b.kill() for b in burners]).start()
+
+    try:
+        done = advisor.optimize(path, progress=burn_once_verifying)
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert burners, "the verification started"
+    delayed = [r for r in done.session.recommendations if "set aside and run again" in r.reason]
+    assert delayed, "\n".join(lines)
+    best = delayed[0]
+    assert best.verified, best.reason
+    assert any("waiting up to" in line and "for a quiet machine" in line for line in lines)
+    config = load_config(path)
+    measure = lambda plan: run_measurement(config, plan, "full", config.measure.steps, 120)  # noqa: E731
+    again = interleave(done.session.baseline, {"fix": best.plan}, measure, 3)
+    speedup, _, _ = paired_interval(again.ratios("fix"))
+    assert speedup >= 0.8 * best.interval[0], f"claimed {best.speedup:.2f}x ({best.interval}), plain runs {speedup:.2f}x"

@@ -105,6 +105,43 @@ def test_a_round_on_a_busy_machine_leaves_a_speedup_unverified():
     assert busy.reason.startswith("the machine was busy: other processes took up to 60% of its CPU in 2 of 5 rounds")
 
 
+def test_disturbed_rounds_are_set_aside_and_the_verdict_stands_on_the_quiet_ones():
+    from advisor.verify import Rounds
+
+    def run(rate, busy=0.0):
+        return Measurement(mode="full", plan={}, status="ok", samples_per_s=rate, other_cpu_share=busy)
+
+    rounds = Rounds([run(100.0, 0.6), run(100.0), run(100.0), run(100.0, 0.1), run(100.0)],
+                    {"#1": [run(900.0), run(200.0, 0.3), run(210.0), run(190.0), run(205.0)]})
+    quiet = rounds.quiet()
+    assert quiet.ratios("#1") == pytest.approx([2.1, 1.9, 2.05]), "the 9x of a disturbed round is not a ratio"
+    assert rounds.set_aside() == (2, 0.6)
+    verdict = judge("#1", quiet.ratios("#1"), 1.05, set_aside=rounds.set_aside())
+    assert verdict.verified and verdict.speedup == pytest.approx(2.0, rel=0.05)
+    assert "3 quiet rounds; 2 set aside and run again, in which other processes took up to 60% of the CPU" in verdict.reason
+    too_few = judge("#1", [2.0, 2.1], 1.05, set_aside=(6, 0.8))
+    assert not too_few.verified and too_few.reason.startswith("the machine was busy: other processes took up to 80%")
+    assert "unchecked" in too_few.reason
+
+
+def test_a_disturbed_round_is_run_again_once_the_machine_is_quiet(tiny_config):
+    """The stopping rule (`Stopping`) keeps going past a disturbed round: the verification ends
+    with its looks' worth of quiet rounds, and the disturbed one beside them."""
+    from advisor.session.verification import Stopping
+
+    config = load_config(tiny_config())
+    loud = iter([0.7, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0])
+    measure = lambda plan: Measurement("full", plan, "ok", samples_per_s=(100, 300)[plan["x"]],  # noqa: E731
+                                       other_cpu_share=next(loud) if plan["x"] == 0 else 0.0)
+    lines = []
+    stopping = Stopping(config, ["#1"], memory_fix=False, progress=lines.append)
+    rounds = interleave({"x": 0}, {"#1": {"x": 1}}, measure, 20, lines.append, enough=stopping)
+    assert len(rounds.baseline) == 4 and rounds.set_aside() == (1, 0.7), "3 quiet rounds settle it, after the loud one"
+    assert len(rounds.quiet().ratios("#1")) == 3 and stopping.settled_at_stop
+    assert "set aside: other processes took 70% of the CPU" in lines[0]
+    assert stopping.confidence == pytest.approx(0.95, abs=1e-3), "stopped at its first look: a plain 95% interval"
+
+
 @pytest.mark.integration
 def test_a_verification_beside_processes_that_take_the_cores_is_not_trusted(tmp_path):
     """Two processes spin on the 2 cores while the same plan is measured against itself: each
@@ -148,19 +185,29 @@ def test_interval_covers_at_its_nominal_level():
     assert all(r.low_above < 0.05 for r in results if r.level == 0.95)
 
 
-def test_stopping_after_three_rounds_when_settled_keeps_the_promise():
-    """The verifier's stopping rule (3 rounds when every verdict is clear at 97.5%, else 5 at
-    97.5%), simulated: its intervals still cover at least 95%, and at a true speedup equal to
-    the bar it calls a plan verified no more often than five fixed pairs at 95% do (2.5%; the
-    skewed noise, whose median sits off its mean, about 4% for both)."""
-    from experiments.calibrate import sequential_table
+def test_the_sequential_rule_keeps_the_promise():
+    """The verifier's stopping rule (looks after 3, 5, 8 and 12 rounds, stopped at the first
+    where the verdict is settled at Pocock's level for four looks, the interval reported at
+    Pocock's level for the looks taken), simulated: its intervals cover the truth 93.5-96.5% of
+    the time (heavy-tailed noise, over which even a fixed number of pairs covers 96%, up to 97%);
+    at a true speedup equal to the bar it calls a plan verified no more often than five fixed
+    pairs at 95% do (2.5%; the skewed noise, whose median sits off its mean, about 5%); a clear
+    win stops at 3 rounds; a fix near the bar gets more rounds, and is verified more often than
+    five fixed pairs would verify it."""
+    from experiments.calibrate import NOISES, sequential_table
 
     results = sequential_table(sets=4000)
-    assert all(r.covered >= 0.94 for r in results), [r.line() for r in results]
+    outside = [r.line() for r in results if not 0.935 <= r.covered <= (0.97 if r.noise == "student-t3" else 0.965)]
+    assert not outside, outside
     at_the_bar = [r for r in results if r.truth == 1.05]
     assert all(r.verified <= (0.05 if r.noise == "skewed" else 0.03) for r in at_the_bar), [r.line() for r in at_the_bar]
     clear = [r for r in results if r.truth == 1.5]
-    assert all(r.stopped_early >= 0.4 for r in clear), "a clear win usually stops at 3 rounds"
+    assert all(r.stopped_early >= 0.35 and r.mean_rounds <= 5 for r in clear), "a clear win stops at 3 or 5 rounds"
+    near = next(r for r in results if r.truth == 1.1 and r.noise == "normal")
+    rng = random.Random(0)
+    fixed = sum(paired_interval([1.1 * math.exp(NOISES["normal"](rng)) for _ in range(5)])[1] >= 1.05
+                for _ in range(4000)) / 4000
+    assert near.mean_rounds > 8 and near.verified > fixed + 0.05, (near.line(), fixed)
 
 
 def test_rounds_stop_when_enough_says_so():

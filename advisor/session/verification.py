@@ -4,22 +4,24 @@ its search); and which candidates are still worth the rounds once a fix is verif
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Callable, Optional
 
 from advisor import search
+from advisor.config import AdvisorConfig
 from advisor.harness import run_measurement
 from advisor.kinds import kind_of
-from advisor.measure import Measurement
+from advisor.measure import BUSY_SHARE, QUIET_WAIT_S, Measurement, wait_for_quiet
 from advisor.plan import active_recipes, changes_of, combined_risk, names
-from advisor.session.bundle import Session
+from advisor.session.bundle import Session, measure_with
 from advisor.session.gate import gate_candidates, worst_numerics
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
-from advisor.verify import (FIRST_LOOK, LOOK_CONFIDENCE, Rounds, interleave, judge, paired_interval, settled,
-                            step_breakdown)
+from advisor.verify import (Rounds, interleave, judge, look_confidence, look_schedule, paired_interval, reported_confidence,
+                            settled, step_breakdown)
 from recipes import Context, Recipe
 
 @dataclass
@@ -125,8 +127,8 @@ def confirm_beside_fix(candidates: list[search.TrialResult], verified: Verified,
 def verify_each(session: Session, candidates: list[search.TrialResult],
                 heard: Callable[..., None] = lambda *args: None) -> tuple[list[Recommendation], list[Measurement], list[Rejection]]:
     """Re-measures the candidates interleaved with the reference (the baseline, run as the user
-    runs it: without the memory budget the candidates must keep): FIRST_LOOK rounds when every
-    speed verdict is then settled, else `search.pairs` (each look at LOOK_CONFIDENCE). Once the
+    runs it: without the memory budget the candidates must keep), for as many rounds as the
+    verdicts need (`_interleaved`), judged on the quiet ones. Once the
     search is done, the session's `Reference` says whose plan is the reference, whether fixes
     are judged on fitting the budget, and whether the baseline fed one reused batch joins every
     round: the ideal an input fix can reach, measured beside it, so the share of the gap a fix
@@ -136,7 +138,8 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
     config, baseline = session.config, session.baseline
     memory_fix = session.reference is not None and session.reference.memory_fix
     plans = {f"#{t.number}": t for t in candidates}
-    rounds, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix)
+    every_round, confidence, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix)
+    rounds = every_round.quiet()
     recommendations, rejections = [], []
     for name, trial in plans.items():
         runs = rounds.candidates[name]
@@ -145,8 +148,8 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
         verdict = judge(
             name, rounds.ratios(name), config.search.min_speedup, numerics, memory_fix,
             [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
-            failures=rounds.failures(name), pairs=len(rounds.baseline), confidence=LOOK_CONFIDENCE,
-            disturbed=rounds.disturbed(name),
+            failures=every_round.failures(name), pairs=len(rounds.baseline), confidence=confidence,
+            set_aside=every_round.set_aside(),
         )
         heard(name, trial.plan, verdict.to_dict(), started, finished)
         if numerics is not None and not numerics.passed:
@@ -167,11 +170,68 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
     return recommendations, rounds.baseline, rejections
 
 
+@dataclass
+class Stopping:
+    """When a verification has rounds enough, asked after each round: at the rounds of the
+    `look_schedule`, once every verdict is settled at Pocock's level for the whole schedule;
+    past `search.pairs`, growing only while one straddles the bar and the time budget allows.
+    A round that other processes disturbed is set aside and run again once the machine is
+    quiet, `search.pairs` of them at most. Memory fixes, judged on every run, take every round."""
+
+    config: AdvisorConfig
+    names: list[str]
+    memory_fix: bool
+    progress: Progress
+    started: float = field(default_factory=time.time)
+    quiet_rounds: int = 0  # so far
+    settled_at_stop: bool = False
+
+    def __post_init__(self) -> None:
+        search_config = self.config.search
+        self.schedule = look_schedule(search_config.pairs, search_config.pairs if self.memory_fix else search_config.max_pairs)
+        self.deciding = look_confidence(len(self.schedule))
+
+    @property
+    def confidence(self) -> float:
+        """The level of the intervals the verdicts report (`reported_confidence`)."""
+        return reported_confidence(self.schedule, self.quiet_rounds, self.settled_at_stop)
+
+    def __call__(self, rounds: Rounds) -> bool:
+        search_config, quiet = self.config.search, rounds.quiet()
+        self.quiet_rounds = done = len(quiet.baseline)
+        if rounds.disturbance(-1) >= BUSY_SHARE:  # run it again, on a quiet machine, within the budget
+            if rounds.set_aside()[0] > search_config.pairs or time.time() - self.started > search_config.time_budget_s:
+                return True
+            wait_for_quiet(QUIET_WAIT_S, self.progress)
+            return False
+        if done not in self.schedule:
+            return False
+        self.settled_at_stop = all(settled(quiet.ratios(name), search_config.min_speedup, rounds.failures(name),
+                                           self.deciding) for name in self.names)
+        if done == self.schedule[-1] or (self.settled_at_stop and not self.memory_fix):
+            return True
+        if done < search_config.pairs or self.memory_fix:
+            return False
+        return not self._grow(done, len(rounds.baseline))
+
+    def _grow(self, done: int, rounds_run: int) -> bool:
+        """Whether the next look's rounds fit the time budget (said when they do)."""
+        served = self.config.workload.SERVED
+        following = self.schedule[self.schedule.index(done) + 1]
+        elapsed = time.time() - self.started
+        if elapsed + elapsed / rounds_run * (following - done) * (2 if served else 1) > self.config.search.time_budget_s:
+            return False
+        self.progress(f"  a verdict still straddles the bar: {following - done} more rounds"
+                      + (", serving twice the requests per run" if served else ""))
+        return True
+
+
 def _interleaved(session: Session, plans: dict[str, search.TrialResult],
-                 memory_fix: bool) -> tuple[Rounds, Optional[float], float, float]:
+                 memory_fix: bool) -> tuple[Rounds, float, Optional[float], float, float]:
     """The verification rounds: the reference and each candidate (and the ideal, for an input
-    fix) back to back, until every verdict is settled or `search.pairs` rounds are done. Returns
-    the rounds, the ideal's speedup over the reference, and when the rounds began and ended."""
+    fix) back to back, until `Stopping` says they are enough (past `search.pairs`, a service's
+    runs serve twice the requests). Returns the rounds, the level of the intervals to report,
+    the ideal's speedup over the reference, and when the rounds began and ended."""
     config, reference = session.config, session.reference
     with_ideal = reference is not None and reference.with_ideal
     reference_plan = reference.run.plan if reference is not None and reference.run is not None else session.baseline
@@ -179,26 +239,31 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult],
     ideal_plan = dict(reference_plan)  # told apart by identity: the same plan, another mode
     if with_ideal:
         arms["ideal"] = ideal_plan
+    stopping = Stopping(config, list(plans), memory_fix, session.progress)
+    longer = (measure_with(more_requests(config)), measure_with(more_requests(config), capped=False)) \
+        if config.workload.SERVED else (session.measure, session.measure_reference)
 
-    def measure(plan: dict) -> Measurement:
+    def measure(plan: dict, reference_run: bool = False) -> Measurement:
         if plan is ideal_plan:
             return run_measurement(config, plan, "synthetic", config.measure.steps, config.measure.timeout_s)
-        return session.measure(plan)
-
-    min_speedup, pairs = config.search.min_speedup, config.search.pairs
-
-    def enough(rounds) -> bool:  # memory fixes are judged on every run: they take all rounds
-        return (len(rounds.baseline) == FIRST_LOOK and not memory_fix
-                and all(settled(rounds.ratios(name), min_speedup, rounds.failures(name)) for name in plans))
+        past_planned = stopping.quiet_rounds >= config.search.pairs
+        capped, uncapped = longer if past_planned else (session.measure, session.measure_reference)
+        return uncapped(plan) if reference_run else capped(plan)
 
     session.progress(f"verifying {len(plans)} candidate(s), interleaved with the baseline"
-                     f"{' and the ideal' if with_ideal else ''}, {FIRST_LOOK} rounds, {pairs} unless every verdict "
-                     "is clear by then:")
-    started = time.time()
-    rounds = interleave(reference_plan, arms, measure, pairs, session.progress,
-                        measure_reference=session.measure_reference, enough=enough)
-    ideal_ratios = rounds.ratios("ideal") if with_ideal else []
-    return rounds, paired_interval(ideal_ratios)[0] if ideal_ratios else None, started, time.time()
+                     f"{' and the ideal' if with_ideal else ''}: looking after {', '.join(map(str, stopping.schedule))} "
+                     "rounds, stopping once every verdict is clear (a round other processes disturb is run again):")
+    rounds = interleave(reference_plan, arms, measure, stopping.schedule[-1] + config.search.pairs, session.progress,
+                        measure_reference=lambda plan: measure(plan, reference_run=True), enough=stopping,
+                        rounds_total=stopping.schedule[-1])
+    ideal_ratios = rounds.quiet().ratios("ideal") if with_ideal else []
+    ideal = paired_interval(ideal_ratios)[0] if ideal_ratios else None
+    return rounds, stopping.confidence, ideal, stopping.started, time.time()
+
+
+def more_requests(config: AdvisorConfig) -> AdvisorConfig:
+    """The config whose runs serve twice the timed requests: a p95 over more requests rests on more of them."""
+    return dataclasses.replace(config, measure=dataclasses.replace(config.measure, requests=2 * config.measure.requests))
 
 
 def _snippet_for(plan: dict, recipes: tuple[Recipe, ...], context: Optional[Context] = None) -> str:
