@@ -14,7 +14,7 @@ import functools
 import math
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, Optional, Sequence, Union
 
 from advisor.frames import plain_difference, shape_difference, tabular
 from advisor.measure import BUSY_SHARE, Measurement
@@ -479,7 +479,7 @@ def interleave(
     reference: str = "baseline",
     first_reference_run: Optional[Measurement] = None,
     rounds_before: int = 0,
-    rounds_total: Optional[int] = None,
+    rounds_total: Union[int, Callable[[int], int], None] = None,
     measure_reference: Optional[Callable[[dict], Measurement]] = None,
     enough: Callable[["Rounds"], bool] = lambda rounds: False,
 ) -> Rounds:
@@ -499,7 +499,8 @@ def interleave(
             given = round_index == 0 and name == reference and first_reference_run is not None
             how = measure_reference if name == reference and measure_reference else measure
             runs[name].append(first_reference_run if given else how(plans[name]))
-        label = f"{round_index + 1}/{rounds_total or rounds_before + pairs}"
+        total = rounds_total(round_index + 1) if callable(rounds_total) else rounds_total or rounds_before + pairs
+        label = f"{round_index + 1}/{total}"
         other = _rounds(runs, reference).disturbance(-1)
         busy = f"; set aside: other processes took {other:.0%} of the CPU" if other >= BUSY_SHARE else ""
         progress(f"  round {label}: " + ", ".join(_round_summary(runs, name) for name in names) + busy)

@@ -138,7 +138,8 @@ def test_a_disturbed_round_is_run_again_once_the_machine_is_quiet(tiny_config):
     rounds = interleave({"x": 0}, {"#1": {"x": 1}}, measure, 20, lines.append, enough=stopping)
     assert len(rounds.baseline) == 4 and rounds.set_aside() == (1, 0.7), "3 quiet rounds settle it, after the loud one"
     assert len(rounds.quiet().ratios("#1")) == 3 and stopping.settled_at_stop
-    assert "set aside: other processes took 70% of the CPU" in lines[0]
+    assert "set aside: other processes took 70% of the CPU" in lines[0] and lines[0].startswith("  round 1/3:")
+    assert lines[-1].startswith("  round 4/4:"), "the look it led to, one round later for the one set aside"
     assert stopping.confidence == pytest.approx(0.95, abs=1e-3), "stopped at its first look: a plain 95% interval"
 
 

@@ -196,6 +196,11 @@ class Stopping:
         """The level of the intervals the verdicts report (`reported_confidence`)."""
         return reported_confidence(self.schedule, self.quiet_rounds, self.settled_at_stop)
 
+    def round_of(self, rounds_run: int) -> int:
+        """What a round's progress line counts up to: the look it leads to (set-aside rounds added)."""
+        following = next((look for look in self.schedule if look > self.quiet_rounds), self.schedule[-1])
+        return following + rounds_run - 1 - self.quiet_rounds
+
     def __call__(self, rounds: Rounds) -> bool:
         search_config, quiet = self.config.search, rounds.quiet()
         self.quiet_rounds = done = len(quiet.baseline)
@@ -255,7 +260,7 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult],
                      "rounds, stopping once every verdict is clear (a round other processes disturb is run again):")
     rounds = interleave(reference_plan, arms, measure, stopping.schedule[-1] + config.search.pairs, session.progress,
                         measure_reference=lambda plan: measure(plan, reference_run=True), enough=stopping,
-                        rounds_total=stopping.schedule[-1])
+                        rounds_total=stopping.round_of)
     ideal_ratios = rounds.quiet().ratios("ideal") if with_ideal else []
     ideal = paired_interval(ideal_ratios)[0] if ideal_ratios else None
     return rounds, stopping.confidence, ideal, stopping.started, time.time()
