@@ -135,7 +135,8 @@ def test_a_disturbed_round_is_run_again_once_the_machine_is_quiet(tiny_config):
                                        other_cpu_share=next(loud) if plan["x"] == 0 else 0.0)
     lines = []
     stopping = Stopping(config, ["#1"], memory_fix=False, progress=lines.append)
-    rounds = interleave({"x": 0}, {"#1": {"x": 1}}, measure, 20, lines.append, enough=stopping)
+    rounds = interleave({"x": 0}, {"#1": {"x": 1}}, measure, 20, lines.append, enough=stopping,
+                        rounds_total=stopping.round_of)
     assert len(rounds.baseline) == 4 and rounds.set_aside() == (1, 0.7), "3 quiet rounds settle it, after the loud one"
     assert len(rounds.quiet().ratios("#1")) == 3 and stopping.settled_at_stop
     assert "set aside: other processes took 70% of the CPU" in lines[0] and lines[0].startswith("  round 1/3:")
