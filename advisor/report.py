@@ -262,6 +262,10 @@ def render_recommendations(payload: dict) -> str:
             if rec.get("busy_share", 0.0) >= BUSY_SHARE:
                 lines.append(f"     the machine was busy while it was verified: other processes took up to "
                              f"{rec['busy_share']:.0%} of its CPU")
+            if rec.get("set_aside_rounds"):
+                lines.append(f"     {rec['set_aside_rounds']} verification round(s) set aside and run again: other processes "
+                             f"took up to {rec['set_aside_share']:.0%} of the CPU in them; judged on "
+                             f"{rec['rounds']} quiet rounds")
             if not rec["verified"]:
                 lines.append(f"     not verified: {rec['reason']}")
             gap = rec.get("gap_recovered")

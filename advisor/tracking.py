@@ -242,6 +242,7 @@ class SessionLog:
             metrics={"rank": rec["rank"], "speedup": rec["speedup"], "speedup_low": rec["interval"][0],
                      "speedup_high": rec["interval"][1], "samples_per_s": rec["samples_per_s"],
                      "peak_memory_mb": rec["peak_memory_mb"], "failed_runs": rec.get("failed_runs", 0),
+                     "rounds": rec.get("rounds", 0), "set_aside_rounds": rec.get("set_aside_rounds", 0),
                      **{f"latency_{key}": value for key, value in rec.get("latency_ms", {}).items()}},
         )
         self.tracker.finish(run_id, end_time=finished)  # its span: the rounds that verified it

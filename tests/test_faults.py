@@ -311,6 +311,7 @@ def test_a_burst_of_other_work_during_verification_delays_it_and_the_fix_still_v
     assert delayed, "\n".join(lines)
     best = delayed[0]
     assert best.verified, best.reason
+    assert best.set_aside_rounds >= 1 and best.set_aside_share >= 0.25 and best.rounds >= 3
     assert any("waiting up to" in line and "for a quiet machine" in line for line in lines)
     config = load_config(path)
     measure = lambda plan: run_measurement(config, plan, "full", config.measure.steps, 120)  # noqa: E731

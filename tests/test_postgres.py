@@ -184,6 +184,7 @@ def test_a_password_in_a_url_reaches_no_output(tmp_path, postgres_url, mlflow_se
     with_password = lambda url: url.replace("://advisor@", f"://advisor:{PLANTED}@")  # noqa: E731
     path = quick_config(tmp_path, trials=3)
     config = yaml.safe_load(path.read_text())
+    config["name"] = "secrets"  # its own study: the module's database holds the other tests'
     config["search"]["storage"] = with_password(postgres_url).replace(PLANTED, "${ADVISOR_TEST_DB_PASSWORD}")
     config["tracking"] = {"uri": mlflow_server.url.replace("://", f"://advisor:{PLANTED}@")}
     path.write_text(yaml.safe_dump(config))

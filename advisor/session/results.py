@@ -36,7 +36,10 @@ class Recommendation:
     contributions: dict = field(default_factory=dict)
     step_breakdown_ms: dict = field(default_factory=dict)
     failed_runs: int = 0  # verification runs that crashed, hung or broke the budget: flaky when > 0
-    busy_share: float = 0.0  # the most CPU other processes took during one of its verification runs
+    busy_share: float = 0.0  # the most CPU other processes took during one of its judged verification runs
+    rounds: int = 0  # the quiet verification rounds it was judged on
+    set_aside_rounds: int = 0  # rounds set aside because other processes disturbed them (run again)
+    set_aside_share: float = 0.0  # the most CPU other processes took in those
     ideal_speedup: Optional[float] = None  # input-bound jobs: the ideal over the baseline, in the same rounds
     gap_recovered: Optional[float] = None  # the share of the gap to that ideal the fix recovers
     latency_ms: dict = field(default_factory=dict)  # inference: p50, p95, p99 and cold start over its verification runs

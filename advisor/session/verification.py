@@ -164,6 +164,8 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
             **_one_off_costs(recipes, runs, rounds.baseline, kind_of(config.kind).per),
             step_breakdown_ms=step_breakdown(runs), failed_runs=len(verdict.failures),
             busy_share=max((r.other_cpu_share for r in [*runs, *rounds.baseline] if r.ok), default=0.0),
+            rounds=len(rounds.baseline), set_aside_rounds=every_round.set_aside()[0],
+            set_aside_share=every_round.set_aside()[1],
             ideal_speedup=ideal_speedup, gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
             latency_ms=latency_of(runs),
         ))
