@@ -1,6 +1,6 @@
 """A plain PyTorch training loop, written as a user writes it, with no advisor code in it.
 
-    python -m experiments.plain_loop CONFIG [PLAN_JSON]
+    python -m experiments.plain_loop CONFIG [PLAN_JSON] [--late-zero-grad]
 
 Applies a recommendation's plan by hand (DataLoader arguments, threads, autocast, activation
 checkpointing, gradient accumulation, torch.compile) and prints the timed steps' throughput as JSON. The reproduction
@@ -49,8 +49,10 @@ def checkpoint_share(model: torch.nn.Sequential, share: float) -> torch.nn.Seque
 
 
 def main() -> None:
-    config_path = Path(sys.argv[1]).resolve()
-    plan = json.loads(Path(sys.argv[2]).read_text()) if len(sys.argv) > 2 else {}
+    arguments = [a for a in sys.argv[1:] if not a.startswith("--")]
+    late_zero_grad = "--late-zero-grad" in sys.argv  # gradients dropped just before backward, not first
+    config_path = Path(arguments[0]).resolve()
+    plan = json.loads(Path(arguments[1]).read_text()) if len(arguments) > 1 else {}
     config = yaml.safe_load(config_path.read_text())
     workload, measure = config["workload"], config.get("measure", {})
     root = config_path.parent
@@ -88,11 +90,14 @@ def main() -> None:
     for index, (x, y) in enumerate(batches()):
         if index == warmup:
             started = time.perf_counter()
-        optimizer.zero_grad()
+        if not late_zero_grad:
+            optimizer.zero_grad()
         loss = 0.0
-        for xs, ys in zip(x.tensor_split(micro), y.tensor_split(micro)):  # gradient accumulation, by hand
+        for part_index, (xs, ys) in enumerate(zip(x.tensor_split(micro), y.tensor_split(micro))):  # accumulation, by hand
             with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
                 part = torch.nn.functional.cross_entropy(model(xs), ys) * (len(xs) / len(x))
+            if late_zero_grad and part_index == 0:
+                optimizer.zero_grad()
             part.backward()
             loss = loss + part.detach()
         optimizer.step()
