@@ -13,7 +13,7 @@ from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.harness.train import nudge_by_one_ulp
 from advisor.kinds import baseline_plan, kind_of
-from advisor.session.gate import compare_outputs
+from advisor.session.gate import compare_outputs, judged
 from advisor.verify import AMPLIFIED, ENVELOPE_MULTIPLE, EXACT_RTOL, Envelope, envelope_of
 from conftest import ROOT, write_config
 
@@ -47,12 +47,18 @@ def test_a_chaotic_job_accepts_bf16_and_compile_and_rejects_another_learning_rat
 
     base = runs["baseline"]
     for name in ("bf16", "compile"):
-        judged = compare_outputs(runs[name], base, "tolerance", config, envelope)
-        assert judged.passed, f"{name}: {judged.note}"
+        within = compare_outputs(runs[name], base, "tolerance", config, envelope)
+        assert within.passed, f"{name}: {within.note}"
     fixed = compare_outputs(runs["bf16"], base, "tolerance", config)
     widened = compare_outputs(runs["bf16"], base, "tolerance", config, envelope)
     assert widened.rtol > config.constraints.loss_rtol, "the tolerance widened where rounding grew"
     assert not fixed.passed or fixed.max_rel_diff > EXACT_RTOL, "bf16 moves this job's loss past float rounding"
+
+    asked = []
+    measured_once = lambda: asked.append(envelope) or envelope  # noqa: E731
+    assert judged(runs["compile"], base, "tolerance", config, measured_once).passed and not asked, \
+        "a candidate within the fixed tolerance never costs the envelope's run"
+    assert judged(runs["bf16"], base, "tolerance", config, measured_once).passed and asked, "the gate asks for it"
 
     changed = compare_outputs(other_rate, base, "tolerance", config, envelope)
     assert not changed.passed, "twice the learning rate is a changed computation, chaos or not"
@@ -72,6 +78,8 @@ def test_an_answer_in_the_low_bits_rejects_bf16(tmp_path):
     bf16 = compare_outputs(runs["bf16"], runs["baseline"], "tolerance", config, envelope)
     assert not bf16.passed and bf16.max_rel_diff > 1.0, f"bf16 loses the answer: {bf16.max_rel_diff:.1%}"
     assert compare_outputs(runs["threads"], runs["baseline"], "tolerance", config, envelope).passed
+    assert not judged(runs["bf16"], runs["baseline"], "tolerance", config, lambda: envelope).passed, \
+        "asked for, an envelope that does not grow widens nothing"
 
 
 def test_the_envelope_widens_only_where_rounding_grows():

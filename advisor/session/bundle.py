@@ -37,7 +37,6 @@ class Reference:
     note: str  # whose results those are, in words
     memory_fix: bool  # the baseline does not fit its budget
     with_ideal: bool  # input-bound: the ideal (synthetic batches) is measured beside each round
-    envelope: Optional[Envelope] = None  # how far rounding alone moves the run's results (training)
 
 
 @dataclass(frozen=True)
@@ -55,12 +54,11 @@ class Session:
     reference: Optional[Reference] = None  # set once the search is done (`gate.with_reference`)
     envelopes: dict = field(default_factory=dict, compare=False, repr=False)  # measured once per reference plan
 
-    def envelope(self) -> Optional[Envelope]:
-        """The rounding envelope the candidates are judged in: the reference's, once the search
-        is done; during it, the baseline's where one was measured (an early verification)."""
-        if self.reference is not None:
-            return self.reference.envelope
-        return self.envelopes.get(plan_key(self.baseline))
+    def measured_envelope(self) -> Optional[Envelope]:
+        """The rounding envelope measured for the reference's plan (the baseline's during the
+        search), if any candidate needed it."""
+        plan = self.reference.run.plan if self.reference is not None and self.reference.run is not None else self.baseline
+        return self.envelopes.get(plan_key(plan))
 
     def __post_init__(self) -> None:
         if self.measure is None:

@@ -4,7 +4,7 @@ verification (distinct, feasible, faster, their results unchanged)."""
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+from typing import Callable, Optional
 
 from advisor import search
 from advisor.config import AdvisorConfig
@@ -39,17 +39,15 @@ def with_reference(session: Session, trials: list[search.TrialResult]) -> Sessio
     diagnoses = session.diagnoses
     input_bound = bool(diagnoses) and diagnoses[0].bottleneck.startswith("input")
     with_ideal = input_bound and bool(facts.evidence.derived.get("ideal_samples_per_s"))
-    envelope = rounding_envelope(session, run, trials)
-    return dataclasses.replace(session, reference=Reference(base_run, uncapped, run, note, memory_fix, with_ideal, envelope))
+    return dataclasses.replace(session, reference=Reference(base_run, uncapped, run, note, memory_fix, with_ideal))
 
 
-def rounding_envelope(session: Session, reference: Optional[Measurement],
-                      trials: list[search.TrialResult]) -> Optional[Envelope]:
-    """How far rounding alone moves the reference's results, measured once, where some trial has
-    results to compare with it (a trajectory: training kinds); said in a progress line."""
-    baseline, key = session.baseline, plan_key(reference.plan) if reference is not None else None
-    if reference is None or not any(t.feasible and active_recipes(t.plan, baseline) for t in trials):
+def rounding_envelope(session: Session, reference: Optional[Measurement]) -> Optional[Envelope]:
+    """How far rounding alone moves the reference's results (a trajectory: training kinds),
+    measured once per reference plan, when first asked, and said in a progress line."""
+    if reference is None:
         return None
+    key = plan_key(reference.plan)
     if key not in session.envelopes:
         session.progress("measuring how far rounding alone moves the results (the reference, every weight nudged by "
                          "one unit in the last place) ...")
@@ -83,9 +81,10 @@ def gate_candidates(
     baseline: dict,
     config: AdvisorConfig,
     memory_fix: bool,
-    envelope: Optional[Envelope] = None,
+    envelope: Callable[[], Optional[Envelope]] = lambda: None,
 ) -> tuple[list[search.TrialResult], list[Rejection]]:
-    """Distinct feasible plans that change something, best first; numerics failures set aside.
+    """Distinct feasible plans that change something, best first; numerics failures set aside
+    (judged within the job's rounding `envelope`, asked for only when one fails without it).
     A memory fix must also leave the memory-bound band, not graze the budget."""
     seen, candidates, rejected = set(), [], []
     budget = config.constraints.max_memory_mb
@@ -102,8 +101,7 @@ def gate_candidates(
         if reference is None:
             rejected.append(Rejection.of(trial, baseline, "numerics: no run that fitted to compare with"))
             continue
-        numerics = compare_outputs(trial.measurement, reference, combined_risk(recipes), config,
-                                   envelope)
+        numerics = judged(trial.measurement, reference, combined_risk(recipes), config, envelope)
         if not numerics.passed:
             rejected.append(Rejection.of(trial, baseline, f"numerics: {numerics.note}"))
             continue
@@ -122,7 +120,19 @@ def compare_outputs(candidate: Measurement, baseline: Measurement, risk: str, co
     return kind_of(config.kind).compare(candidate, baseline, risk, config, envelope)
 
 
-def worst_numerics(runs, baseline_runs, risk, config, envelope: Optional[Envelope] = None):
+def judged(candidate: Measurement, baseline: Measurement, risk: str, config: AdvisorConfig,
+           envelope: Callable[[], Optional[Envelope]] = lambda: None) -> NumericsResult:
+    """The comparison at the fixed tolerances; where it fails, again within the job's rounding
+    envelope, if the job amplifies rounding (the envelope only ever widens a tolerance, so it is
+    measured only for a candidate that fails without it)."""
+    fixed = compare_outputs(candidate, baseline, risk, config)
+    if fixed.passed:
+        return fixed
+    rounding = envelope()
+    return compare_outputs(candidate, baseline, risk, config, rounding) if rounding and rounding.amplifies else fixed
+
+
+def worst_numerics(runs, baseline_runs, risk, config, envelope: Callable[[], Optional[Envelope]] = lambda: None):
     runs, baseline_runs = kind_of(config.kind).compared_runs(runs, baseline_runs)
-    results = [compare_outputs(c, b, risk, config, envelope) for c, b in zip(runs, baseline_runs) if c.ok and b.ok]
+    results = [judged(c, b, risk, config, envelope) for c, b in zip(runs, baseline_runs) if c.ok and b.ok]
     return max(results, key=lambda r: (not r.passed, r.max_rel_diff), default=None)

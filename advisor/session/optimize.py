@@ -71,7 +71,7 @@ def _result(session: Session, trials: list[search.TrialResult], ranked: list[Rec
         trials=trials, recommendations=ranked, rejected=rejected,
         started=session.started, finished=time.time(), memory_fix=reference.memory_fix,
         baseline_peak_mb=baseline_run.peak_memory_mb, numerics_reference=reference.note,
-        numerics_envelope=reference.envelope.summary() if reference.envelope else {},
+        numerics_envelope=session.measured_envelope().summary() if session.measured_envelope() else {},
         baseline_latency_ms=latency_of(verified.baseline_runs or [reference.base_run]),
         first_verified_s=verified.first_s,
     )

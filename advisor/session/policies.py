@@ -68,7 +68,7 @@ class EarlyVerification(SearchPolicy):
         measured = [t for t in finished if not pruned(t.measurement)]
         base = next((t.measurement for t in measured if t.number == 0), None)
         early = early_candidate(measured, session.baseline, session.config,
-                                lambda: rounding_envelope(session, base, measured))
+                                lambda: rounding_envelope(session, base))
         if early is not None:
             session.progress(f"  trial #{early.number} clears the bar by far: verifying it now, then the search goes on")
             verified.add(*verify_each(session, [early], verified.heard))
@@ -122,8 +122,8 @@ def stacked_singles(trials: list[search.TrialResult], singles: dict[str, dict], 
 def early_candidate(trials: list[search.TrialResult], baseline: dict, config: AdvisorConfig,
                     envelope: Callable[[], Optional[Envelope]] = lambda: None) -> Optional[search.TrialResult]:
     """The fastest trial so far whose speed in its trial clears the bar by EARLY_MARGIN and whose
-    numerics match the baseline trial's (within the job's rounding `envelope`, measured only once
-    some trial is that fast): worth verifying at once. None while there is none, or when the
+    numerics match the baseline trial's (within the job's rounding `envelope`, measured only for
+    such a trial that fails without it): worth verifying at once. None while there is none, or when the
     baseline's trial did not run as it is (memory, SLO: those sessions verify at the end)."""
     base = next((t for t in trials if t.number == 0), None)
     if base is None or not base.measurement.ok or not base.feasible:
@@ -132,7 +132,7 @@ def early_candidate(trials: list[search.TrialResult], baseline: dict, config: Ad
     fast = [t for t in trials if t.samples_per_s >= bar]
     if not fast:
         return None
-    candidates, _ = gate_candidates(fast, base.measurement, baseline, config, memory_fix=False, envelope=envelope())
+    candidates, _ = gate_candidates(fast, base.measurement, baseline, config, memory_fix=False, envelope=envelope)
     return candidates[0] if candidates else None
 
 

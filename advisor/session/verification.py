@@ -17,11 +17,11 @@ from advisor.kinds import kind_of
 from advisor.measure import BUSY_SHARE, QUIET_WAIT_S, Measurement, wait_for_quiet
 from advisor.plan import active_recipes, changes_of, combined_risk, names
 from advisor.session.bundle import Session, measure_with
-from advisor.session.gate import gate_candidates, worst_numerics
+from advisor.session.gate import gate_candidates, rounding_envelope, worst_numerics
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
-from advisor.verify import (Rounds, interleave, judge, look_confidence, look_schedule, paired_interval, reported_confidence,
-                            settled, step_breakdown)
+from advisor.verify import (Envelope, Rounds, interleave, judge, look_confidence, look_schedule, paired_interval,
+                            reported_confidence, settled, step_breakdown)
 from recipes import Context, Recipe
 
 @dataclass
@@ -144,7 +144,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
     for name, trial in plans.items():
         runs = rounds.candidates[name]
         recipes = active_recipes(trial.plan, baseline)
-        numerics = worst_numerics(runs, rounds.baseline, combined_risk(recipes), config, session.envelope())
+        numerics = worst_numerics(runs, rounds.baseline, combined_risk(recipes), config, reference_envelope(session))
         verdict = judge(
             name, rounds.ratios(name), config.search.min_speedup, numerics, memory_fix,
             [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
@@ -268,6 +268,16 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult],
     return rounds, stopping.confidence, ideal, stopping.started, time.time()
 
 
+def reference_envelope(session: Session) -> Callable[[], Optional[Envelope]]:
+    """The rounding envelope candidates may be judged in, measured when first asked: the
+    reference's once the search is done; during it, the one an early gate measured, if any."""
+    def envelope() -> Optional[Envelope]:
+        reference = session.reference
+        return rounding_envelope(session, reference.run) if reference is not None else session.measured_envelope()
+
+    return envelope
+
+
 def more_requests(config: AdvisorConfig) -> AdvisorConfig:
     """The config whose runs serve twice the timed requests: a p95 over more requests rests on more of them."""
     return dataclasses.replace(config, measure=dataclasses.replace(config.measure, requests=2 * config.measure.requests))
@@ -323,7 +333,7 @@ def choose_candidates(session: Session, trials: list[search.TrialResult],
     the rejections, and the faster trials passed over (each with why)."""
     config, baseline, reference = session.config, session.baseline, session.reference
     candidates, rejected = gate_candidates(trials, reference.run, baseline, config, reference.memory_fix,
-                                           reference.envelope)
+                                           reference_envelope(session))
     rejected = [r for r in rejected if r.trial not in verified.trial_numbers]
     candidates, passed_over = still_to_verify(candidates, trials, verified, config.search.verify_top, baseline)
     candidates, screened = confirm_beside_fix(candidates, verified, trials, session.measure, baseline, session.progress)
