@@ -9,9 +9,9 @@ normal noise and heavy-tailed noise, and runs each set through the verifier's ow
 measured coverage, and how often the lower end lands above the truth (a false claim of speed).
 
 Without `--coverage`, the live A/A check: the baseline plan verified against itself, as
-`advisor optimize` verifies (fresh interleaved child runs, paired ratios, the interval), and
-counted when its lower end clears 1.0, that is, when a plan that does nothing is called faster.
-At 95% about 1 in 40 is expected.
+`advisor optimize` verifies (fresh interleaved child runs under the sequential rule, paired
+ratios, the interval), and counted when its lower end clears 1.0, that is, when a plan that
+does nothing is called faster. At 95% about 1 in 40 is expected.
 """
 
 from __future__ import annotations
@@ -154,19 +154,30 @@ def within_bounds(result: Coverage) -> bool:
 
 
 def aa_verdicts(config, repeats: int, pairs: int, progress: Callable[[str], None] = print) -> list[Verdict]:
-    """`repeats` verifications of the baseline plan against itself, each judged against 1.0:
-    verified means a plan that does nothing was called faster than the baseline."""
+    """`repeats` verifications of the baseline plan against itself, each judged against 1.0 and
+    run under the verifier's own sequential rule (`advisor.session.verification.Stopping`, its
+    looks from 3 to `search.max_pairs` rounds): verified means a plan that does nothing was
+    called faster than the baseline. `pairs` is the rule's `search.pairs`."""
+    import dataclasses
+
     from advisor.kinds import baseline_plan
     from advisor.session import measure_with
+    from advisor.session.verification import Stopping
 
+    config = dataclasses.replace(config, search=dataclasses.replace(config.search, min_speedup=1.0, pairs=pairs,
+                                                                    max_pairs=max(pairs, config.search.max_pairs)))
     plan, measure = baseline_plan(config), measure_with(config)
     verdicts = []
     for repeat in range(1, repeats + 1):
-        rounds = interleave(plan, {"A'": plan}, measure, pairs)
-        verdict = judge("A/A", rounds.ratios("A'"), 1.0, failures=rounds.failures("A'"), pairs=pairs)
+        stopping = Stopping(config, ["A'"], memory_fix=False, progress=lambda line: None)
+        rounds = interleave(plan, {"A'": plan}, measure, stopping.schedule[-1] + pairs, enough=stopping,
+                            rounds_total=stopping.round_of)
+        quiet = rounds.quiet()
+        verdict = judge("A/A", quiet.ratios("A'"), 1.0, failures=rounds.failures("A'"), pairs=len(quiet.baseline),
+                        confidence=stopping.confidence, set_aside=rounds.set_aside())
         verdicts.append(verdict)
-        progress(f"A/A repeat {repeat:2d}/{repeats}: {verdict.speedup:.3f}x  95% {verdict.low:.3f}-{verdict.high:.3f}x  "
-                 f"{'called faster' if verdict.verified else 'not faster'}")
+        progress(f"A/A repeat {repeat:2d}/{repeats}: {verdict.speedup:.3f}x  {verdict.low:.3f}-{verdict.high:.3f}x  "
+                 f"after {len(quiet.baseline)} rounds  {'called faster' if verdict.verified else 'not faster'}")
     return verdicts
 
 
@@ -192,7 +203,8 @@ def main() -> None:
     from advisor.config import load_config
 
     config = load_config(args.config)
-    print(f"A/A on {config.name}: {args.repeats} verifications of {args.pairs} pairs, judged against 1.0")
+    print(f"A/A on {config.name}: {args.repeats} verifications under the sequential rule (search.pairs {args.pairs}), "
+          "judged against 1.0")
     verdicts = aa_verdicts(config, args.repeats, args.pairs)
     print(f"called faster: {sum(v.verified for v in verdicts)} of {args.repeats}")
 
