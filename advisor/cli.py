@@ -44,7 +44,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         return args.command(args)
     except UserError as exc:
         launch.stop()
-        print(f"advisor: error: {shown(str(exc))}", file=sys.stderr)  # a driver's own words may quote the URL
+        print(f"advisor: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         launch.stop()
@@ -147,7 +147,7 @@ def progress_printer(args: Optional[argparse.Namespace] = None):
 
     def progress(line: str) -> None:
         if not quiet:
-            print(with_bar(shown(line)) if terminal else shown(line), file=sys.stderr, flush=True)
+            print(with_bar(line) if terminal else line, file=sys.stderr, flush=True)
 
     return progress
 

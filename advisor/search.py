@@ -33,7 +33,6 @@ from advisor.harness.lifetime import interrupts_held, owner, owner_gone
 from advisor.failures import pruned
 from advisor.measure import Measurement
 from advisor.plan import plan_key, unique
-from advisor.secrets import shown
 from recipes import Choice, IntRange, Param
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -194,13 +193,13 @@ def check_storage(config: AdvisorConfig) -> None:
     try:
         make_url(url).get_dialect().import_dbapi()
     except Exception as exc:
-        raise UserError(f"search.storage: cannot use {shown(url)!r} ({type(exc).__name__}: {shown(str(exc))}); {hint}") from None
+        raise UserError(f"search.storage: cannot use {url!r} ({type(exc).__name__}: {exc}); {hint}") from None
     engine = create_engine(url, connect_args={"connect_timeout": 10} if url.startswith("postgresql") else {})
     try:
         engine.connect().close()
     except Exception as exc:  # the driver's own error, first line: refused, unknown host, bad password
-        first = shown(str(getattr(exc, "orig", None) or exc).strip().splitlines()[0])
-        raise UserError(f"search.storage: cannot connect to {shown(url)!r} ({first}); start the database or fix the URL") from None
+        first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
+        raise UserError(f"search.storage: cannot connect to {url!r} ({first}); start the database or fix the URL") from None
     finally:
         engine.dispose()
 

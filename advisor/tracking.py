@@ -92,12 +92,12 @@ def check_tracking(config: AdvisorConfig) -> None:
     scheme = parsed.scheme.split("+")[0]
     hint = "use http://host:port for a tracking server, or leave tracking.uri unset for a sqlite store next to the config"
     if scheme not in TRACKING_SCHEMES:
-        raise UserError(f"tracking.uri: {shown(uri)!r} is not a tracking URI; {hint}")
+        raise UserError(f"tracking.uri: {uri!r} is not a tracking URI; {hint}")
     if scheme in ("http", "https"):
         try:
             urllib.request.urlopen(health_request(uri), timeout=10).read()
         except Exception as exc:  # refused, unknown host, timeout, an HTTP error
-            raise UserError(f"tracking.uri: no MLflow tracking server answers at {shown(uri)} ({type(exc).__name__}: "
+            raise UserError(f"tracking.uri: no MLflow tracking server answers at {uri} ({type(exc).__name__}: "
                             f"{shown(str(exc))[:200]}); start it (mlflow server), or {hint.split(', or ')[1]}") from None
     elif scheme == "sqlite" and not Path(parsed.path).parent.is_dir():
         raise UserError(f"tracking.uri: the folder of {uri} does not exist; create it, or {hint.split(', or ')[1]}")
@@ -112,7 +112,7 @@ def check_tracking(config: AdvisorConfig) -> None:
         try:
             make_url(uri).get_dialect().import_dbapi()
         except Exception as exc:
-            raise UserError(f"tracking.uri: cannot use {shown(uri)!r} ({type(exc).__name__}: {shown(str(exc))}); install its driver, "
+            raise UserError(f"tracking.uri: cannot use {uri!r} ({type(exc).__name__}: {exc}); install its driver, "
                             f"or {hint}") from None
 
 
@@ -157,7 +157,7 @@ class SessionLog:
                 self._open(self.tags)
             return action(*args)
         except Exception as exc:  # any tracking failure: the session goes on, the results folder keeps it all
-            self.error = shown(f"{type(exc).__name__}: {str(exc).splitlines()[0][:200] if str(exc) else ''}")
+            self.error = f"{type(exc).__name__}: {shown(str(exc).splitlines()[0])[:200] if str(exc) else ''}"  # hidden, then cut
             self.skipped.append(what)
             self.warn(f"MLflow: could not log {what} ({self.error}); going on: the results folder keeps everything")
             return None
@@ -383,7 +383,7 @@ def latest_session(config: AdvisorConfig) -> tuple[dict, list[dict]]:
     client = MlflowClient(tracking_uri=tracking_uri(config))
     experiment = client.get_experiment_by_name(experiment_name(config))
     if experiment is None:
-        raise UserError(f"no MLflow experiment '{experiment_name(config)}' in {shown(tracking_uri(config))}; run advisor optimize first")
+        raise UserError(f"no MLflow experiment '{experiment_name(config)}' in {tracking_uri(config)}; run advisor optimize first")
     sessions = client.search_runs(  # finished ones only: a session under way, failed or killed has no ranking yet
         [experiment.experiment_id], "tags.kind = 'session' and attributes.status = 'FINISHED'",
         order_by=["attributes.start_time DESC"], max_results=1,

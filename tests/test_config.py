@@ -152,6 +152,10 @@ def test_a_url_is_shown_without_its_password_and_reads_named_variables(tmp_path,
         "cannot connect to 'postgresql+psycopg://ann:***@db:5432/x' (refused)"
     assert shown("http://ann:secret@host:5000 and sqlite:////tmp/a.db") == "http://ann:***@host:5000 and sqlite:////tmp/a.db"
     assert shown("postgresql://ann@db/x") == "postgresql://ann@db/x", "no password: nothing to hide"
+    from advisor.errors import UserError
+
+    assert str(UserError("cannot connect to 'postgresql://ann:hunter2@db/x'")) == "cannot connect to 'postgresql://ann:***@db/x'", \
+        "an error hides it as it is made, for the Python API's callers too"
     monkeypatch.setenv("ADVISOR_DB_PASSWORD", "hunter2")
     path = tmp_path / "config.yaml"
     path.write_text("name: x\nworkload: {model: m:f, dataset: m:g}\n"

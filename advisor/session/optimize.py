@@ -61,7 +61,7 @@ def conclude(session: Session, trials: list[search.TrialResult], verified: Optio
 
 def _result(session: Session, trials: list[search.TrialResult], ranked: list[Recommendation],
             rejected: list[Rejection], verified: Verified) -> SessionResult:
-    facts, reference = session.facts, session.reference
+    facts, reference, envelope = session.facts, session.reference, session.measured_envelope()
     baseline_run = reference.base_run if reference.base_run.ok else reference.uncapped or facts.evidence.full
     return SessionResult(
         config=session.config, evidence=facts.evidence, diagnoses=session.diagnoses, context=facts.context,
@@ -71,7 +71,7 @@ def _result(session: Session, trials: list[search.TrialResult], ranked: list[Rec
         trials=trials, recommendations=ranked, rejected=rejected,
         started=session.started, finished=time.time(), memory_fix=reference.memory_fix,
         baseline_peak_mb=baseline_run.peak_memory_mb, numerics_reference=reference.note,
-        numerics_envelope=session.measured_envelope().summary() if session.measured_envelope() else {},
+        numerics_envelope=envelope.summary() if envelope else {},
         baseline_latency_ms=latency_of(verified.baseline_runs or [reference.base_run]),
         first_verified_s=verified.first_s,
     )

@@ -15,7 +15,6 @@ from advisor.errors import UserError
 from advisor.evidence import Evidence, collect_evidence
 from advisor.fingerprint import describe_changes, fingerprint
 from advisor.kinds import kind_of
-from advisor.secrets import shown
 from advisor.session.results import Progress
 from recipes import RECIPES, Context, Param, Recipe, by_name
 
@@ -206,7 +205,7 @@ def check_same_workload(config: AdvisorConfig, attrs: dict) -> None:
     stored = attrs.get("fingerprint")
     changes = describe_changes(stored, fingerprint(config)["components"]) if stored else ["it records no fingerprint"]
     if changes:
-        raise UserError(f"the study '{config.name}' in {shown(search.storage_url(config))} was made for another workload "
+        raise UserError(f"the study '{config.name}' in {search.storage_url(config)} was made for another workload "
                         f"({'; '.join(changes)}): run with --fresh to start over, or advisor retune for a deliberate change")
 
 

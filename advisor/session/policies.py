@@ -23,8 +23,8 @@ from advisor.session.bundle import Session
 from advisor.session.gate import gate_candidates, rounding_envelope
 from advisor.session.margins import EARLY_MARGIN, STACK_FLOOR
 from advisor.session.planning import textbook_singles
-from advisor.verify import Envelope
 from advisor.session.verification import Verified, verify_each
+from advisor.verify import Envelope
 
 
 class SearchPolicy:

@@ -16,10 +16,10 @@ from advisor.harness.lifetime import SLOTS_ENV, measuring_here
 from advisor.kinds import kind_of
 from advisor.measure import Measurement
 from advisor.plan import active_recipes, plan_key
+from advisor.secrets import shown
 from advisor.session.bundle import Session, measure_with
 from advisor.session.planning import SessionFacts, check_same_workload
 from advisor.session.policies import EarlyVerification, PlateauStop, StackSingles
-from advisor.secrets import shown
 from advisor.session.results import Hooks, Progress
 from advisor.session.verification import Verified
 

@@ -139,7 +139,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
     memory_fix = session.reference is not None and session.reference.memory_fix
     plans = {f"#{t.number}": t for t in candidates}
     every_round, confidence, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix)
-    rounds = every_round.quiet()
+    rounds, set_aside = every_round.quiet(), every_round.set_aside()
     recommendations, rejections = [], []
     for name, trial in plans.items():
         runs = rounds.candidates[name]
@@ -149,7 +149,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
             name, rounds.ratios(name), config.search.min_speedup, numerics, memory_fix,
             [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
             failures=every_round.failures(name), pairs=len(rounds.baseline), confidence=confidence,
-            set_aside=every_round.set_aside(),
+            set_aside=set_aside,
         )
         heard(name, trial.plan, verdict.to_dict(), started, finished)
         if numerics is not None and not numerics.passed:
@@ -164,8 +164,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
             **_one_off_costs(recipes, runs, rounds.baseline, kind_of(config.kind).per),
             step_breakdown_ms=step_breakdown(runs), failed_runs=len(verdict.failures),
             busy_share=max((r.other_cpu_share for r in [*runs, *rounds.baseline] if r.ok), default=0.0),
-            rounds=len(rounds.baseline), set_aside_rounds=every_round.set_aside()[0],
-            set_aside_share=every_round.set_aside()[1],
+            rounds=len(rounds.baseline), set_aside_rounds=set_aside[0], set_aside_share=set_aside[1],
             ideal_speedup=ideal_speedup, gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
             latency_ms=latency_of(runs),
         ))
