@@ -48,6 +48,37 @@ class DataLoaderConfig:
     shuffle: bool = True
 
 
+_host_port = (lambda v: bool(re.match(r"^[\w.\-]+:\d{1,5}$", v)) and 0 < int(v.rsplit(":", 1)[1]) < 65536,
+              "host:port (the address every node reaches on node 0, e.g. 10.0.0.1:29511)")
+
+
+@dataclass(frozen=True)
+class DistributedConfig:
+    """Data-parallel training across processes and machines: each node's ranks started by
+    torchrun behind the node's `launch` prefix, the model wrapped in DistributedDataParallel."""
+
+    nodes: int = _check(_positive, default=1)
+    ranks_per_node: int = _check(_positive, default=1)
+    backend: Literal["gloo", "nccl"] = "gloo"
+    rendezvous: Optional[str] = _check(_host_port, default=None)  # None: 127.0.0.1 and a free port
+    launch: Optional[str] = None  # a command prefix per node, "{node}" replaced by its index: ssh, srun, ip netns exec
+    # the user's DistributedDataParallel(...) settings: the baseline's
+    find_unused_parameters: bool = False
+    bucket_cap_mb: float = _check(_above_zero, default=25.0)
+
+    def __post_init__(self):
+        if self.nodes > 1 and self.rendezvous is None:
+            raise _Invalid("workload.distributed.rendezvous", f"missing; {self.nodes} nodes need an address on node 0 that "
+                                                              "every node reaches (host:port)")
+        if self.nodes > 1 and not self.launch:
+            raise _Invalid("workload.distributed.launch", f"missing; {self.nodes} nodes need a command prefix that starts "
+                                                          "a process on node {node} (ssh node{node}, srun -N1 ..., ip netns exec ...)")
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.ranks_per_node
+
+
 @dataclass(frozen=True)
 class TrainWorkload:
     """A training job: the loop the user runs today."""
@@ -69,6 +100,7 @@ class TrainWorkload:
     dataloader: DataLoaderConfig = field(default_factory=DataLoaderConfig)
     device: Literal["auto", "cpu", "cuda"] = "auto"
     threads: Optional[int] = _check(_positive, default=None)
+    distributed: Optional[DistributedConfig] = None  # data-parallel across processes and machines
 
     def __post_init__(self):
         _check_optimizer(self.optimizer)
@@ -154,6 +186,12 @@ def source_format_of(source: "SourceConfig") -> str:
 # job loaded and run in a measurement child). None marks a kind this version cannot run yet.
 WORKLOAD_KINDS: dict[str, Optional[type]] = {
     "train": TrainWorkload, "lightning": LightningWorkload, "infer": InferWorkload, "pipeline": PipelineWorkload,
+}
+# Each kind's parent side by name (`AdvisorConfig.kind`): the sections' own, and the kinds a
+# section's settings choose (a training job with `distributed` runs as ranks).
+KIND_MODULES: dict[str, str] = {
+    **{name: section.KIND_MODULE for name, section in WORKLOAD_KINDS.items() if section is not None},
+    "distributed": "advisor.kinds.distributed",
 }
 
 
@@ -253,6 +291,10 @@ class AdvisorConfig:
 
     @property
     def kind(self) -> str:
+        """The kind that measures this job: its section's, or `distributed` for a training job
+        whose ranks run across processes (`KIND_MODULES`)."""
+        if getattr(self.workload, "distributed", None) is not None:
+            return "distributed"
         return self.workload.kind
 
     @property

@@ -6,7 +6,7 @@ retired profiler plugin (data loader > 5%, memory > 90%).
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Callable, Optional
 
 import psutil
@@ -42,6 +42,9 @@ class Thresholds:
     utilisation_moderate: float = 0.50  # open load: arrival rate x service time, served one by one
     utilisation_high: float = 0.80
     compute_substantial: float = 0.50  # share of a request's operator time in substantial operators
+    # data-parallel training: the step's exposed communication, full run against the same steps without it
+    network_moderate: float = 0.20
+    network_high: float = 0.50
 
 
 THRESHOLDS = Thresholds()
@@ -59,7 +62,7 @@ class Finding:
 
 @dataclass(frozen=True)
 class Diagnosis:
-    bottleneck: str  # input-fetch | input-prep | transfer | compute | overhead | memory
+    bottleneck: str  # input-fetch | input-prep | transfer | compute | overhead | memory | network | ...
     severity: str  # high | moderate | low
     share: float  # the share of step time it explains (or, for memory, peak over budget)
     summary: str
@@ -185,6 +188,46 @@ def diagnose_compute(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
     return Diagnosis("compute", severity, share, summary, tuple(findings), ("amp", "compile", "threads"))
 
 
+NETWORK_FIXES = ("comm_hook", "ddp_buckets", "ddp_bucket_view", "ddp_static_graph", "ddp_unused")
+
+
+def diagnose_network(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
+    """Communication-bound: the ranks' step with gradients all-reduced against the same steps
+    with each rank keeping its own gradient (the differential's compute-alone ideal)."""
+    derived = evidence.derived
+    share = derived.get("communication_share")
+    if share is None:
+        return None
+    severity = band(share, t.network_moderate, t.network_high)
+    if severity is None:
+        return None
+    megabytes = derived["bytes_per_step"] / 1e6
+    rate = derived.get("bandwidth_mbit_s")
+    findings = [
+        Finding("communication share of the step (full vs no all-reduce)", share,
+                t.network_high if severity == "high" else t.network_moderate),
+        Finding("samples/s without communication", derived["compute_alone_samples_per_s"], unit="samples/s"),
+        Finding("samples/s as run", derived["actual_samples_per_s"], unit="samples/s"),
+        Finding("gradients all-reduced per step", megabytes, unit="MB"),
+    ]
+    if rate:
+        findings.append(Finding("achieved all-reduce bandwidth", rate, unit="Mbit/s"))
+    over = f" at {rate:,.0f} Mbit/s" if rate else ""
+    summary = (f"network-bound: the {derived['world_size']} ranks wait on the gradient all-reduce {share:.0%} of the step; "
+               f"{megabytes:,.1f} MB of gradients a step{over}")
+    return Diagnosis("network", severity, share, summary, tuple(findings), NETWORK_FIXES)
+
+
+def diagnose_compute_beside_network(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
+    """Compute, in a data-parallel job: what the communication leaves of the step."""
+    found = diagnose_compute(evidence, t)
+    share = evidence.derived.get("communication_share", 0.0)
+    if found is None or share < t.network_moderate:
+        return found
+    return replace(found, severity="low", share=found.share * (1 - share),
+                   summary=f"compute takes the remaining {1 - share:.0%} of the step")
+
+
 def memory_budget(evidence: Evidence) -> tuple[float, str]:
     """The budget peak memory is judged against, and where it comes from."""
     if evidence.max_memory_mb:
@@ -281,6 +324,8 @@ def _short(path: str) -> str:
 Rule = Callable[[Evidence, Thresholds], Optional[Diagnosis]]
 TRAINING_RULES: tuple[Rule, ...] = (diagnose_memory, diagnose_input, diagnose_transfer, diagnose_overhead, diagnose_compute)
 PIPELINE_RULES: tuple[Rule, ...] = (diagnose_memory, diagnose_parse, diagnose_io, diagnose_python)
+DISTRIBUTED_RULES: tuple[Rule, ...] = (diagnose_memory, diagnose_network, diagnose_input, diagnose_transfer,
+                                       diagnose_overhead, diagnose_compute_beside_network)
 
 
 def diagnose_cold_start(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:

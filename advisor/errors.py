@@ -17,3 +17,7 @@ class UserError(Exception):
 
 class ConfigError(UserError):
     """A config file that does not satisfy the contract."""
+
+
+class WorkloadInvalid(UserError):
+    """The user's workload breaks its contract (reported by a measurement child or rank)."""

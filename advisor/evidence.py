@@ -25,6 +25,7 @@ class Evidence:
     profile: Measurement
     synthetic: Optional[Measurement] = None  # training only
     cached: Optional[Measurement] = None  # training only
+    local: Optional[Measurement] = None  # data-parallel: the same steps with no communication
     max_memory_mb: Optional[float] = None
     derived: dict = field(default_factory=dict)
     kind: str = "train"  # the workload kind whose runs these are
@@ -32,7 +33,7 @@ class Evidence:
     fingerprint: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
-        runs = (self.full, self.synthetic, self.cached, self.profile)
+        runs = (self.full, self.synthetic, self.cached, self.local, self.profile)
         return {
             "kind": self.kind,
             "runs": {m.mode: m.to_dict() for m in runs if m is not None},

@@ -54,6 +54,7 @@ class Measurement:
     output: dict = field(default_factory=dict)  # pipelines: where the output frame was kept, its shape
     memory: dict = field(default_factory=dict)  # the memory readings behind peak_memory_mb, and the method
     latency: dict = field(default_factory=dict)  # inference: percentiles, cold start, throughput, queueing
+    communication: dict = field(default_factory=dict)  # data-parallel: ranks, bytes all-reduced per step, bandwidth
 
     @property
     def ok(self) -> bool:

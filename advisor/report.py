@@ -59,7 +59,7 @@ def training_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
             f"throughput  {full.samples_per_s:,.0f} samples/s on {full.device}"
             f"   step p50 {full.step_ms_p50:.1f} ms, p95 {full.step_ms_p95:.1f} ms"
         )
-        if derived:
+        if derived.get("ideal_samples_per_s"):
             lines.append(
                 f"ideal       {derived['ideal_samples_per_s']:,.0f} samples/s (one batch reused on the device): "
                 f"actual is {1 / derived['ideal_over_actual']:.0%} of it" if derived["ideal_over_actual"] else ""
@@ -70,8 +70,8 @@ def training_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
         )
     else:
         lines.append(f"the full run failed: {full.reason}")
-    for run in (evidence.synthetic, evidence.cached, evidence.profile):
-        if not run.ok:
+    for run in (evidence.synthetic, evidence.cached, evidence.local, evidence.profile):
+        if run is not None and not run.ok:
             lines.append(f"the {run.mode} run failed: {run.reason}")
     lines += diagnosis_lines(diagnoses)
     ops = evidence.profile.operators if evidence.profile.ok else {}
@@ -83,6 +83,37 @@ def training_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
                 f"  {op['calls_per_step']:6.0f} calls"
             )
     return lines
+
+
+ACCUMULATED_STEPS = 4  # the no_sync accumulation the advice prices
+
+
+def distributed_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
+    """A data-parallel job's diagnosis: the training body, its ranks and their communication,
+    and the fixes that change what is trained, priced but never tried."""
+    lines = training_body(evidence, diagnoses)
+    derived = evidence.derived
+    if not derived.get("world_size"):
+        return lines
+    rate = derived.get("bandwidth_mbit_s")
+    ranks = [f"{r:,.0f}" for r in derived["rank_samples_per_s"]]
+    at = ""
+    if rate:
+        at = f", all-reduced at {rate:,.0f} Mbit/s (one all-reduce of that size, timed alone)"
+    extra = [
+        f"ranks       {derived['world_size']} (samples/s each: {', '.join(ranks)}); the job's rate is the global batch "
+        "over the slowest rank's step",
+        f"network     {derived['bytes_per_step'] / 1e6:,.1f} MB of gradients a step{at}; without communication "
+        f"{derived['compute_alone_samples_per_s']:,.0f} samples/s, {derived['communication_share']:.0%} of the step is "
+        "waiting on it",
+    ]
+    if derived["communication_share"] >= 0.2:
+        k = ACCUMULATED_STEPS
+        kept = 1 - derived["communication_share"]
+        extra.append(f"not tried  (they change what is trained): accumulating {k} steps under no_sync() all-reduces "
+                     f"once per {k} steps, up to {1 / (kept + (1 - kept) / k):.2f}x; a larger per-rank batch sends the "
+                     "same bytes for more samples. Judge either on your own validation curve.")
+    return lines[:1] + extra + lines[1:]
 
 
 def serving_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:

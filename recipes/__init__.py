@@ -18,6 +18,9 @@ Folds, `applied(hook, value, plan, **facts)`, each recipe's `(value, plan, **fac
   request         a served request (channels_last), as `chain`
   batching        (1, 0.0): a server's largest batch and its wait in seconds (dynamic_batching)
   warm_requests   0: requests served at load time (warmup)
+  ddp             DistributedDataParallel's keyword options (ddp_buckets, ddp_bucket_view,
+                  ddp_static_graph, ddp_unused)
+  comm_hook       None, or the (state, hook) DistributedDataParallel communicates through (comm_hook)
   failure         "": words naming recipes whose mix a crash comes from; fact `text`
   prepare         a pipeline's `PipelineRun`, before it reads (vectorise, parquet_cache)
   read_options    the pandas reader's keyword options; fact `fmt` (arrow_engine, columns, dtypes)
@@ -34,8 +37,9 @@ import contextlib
 from typing import Any, Callable, ContextManager
 
 from recipes import (
-    amp, arrow_engine, channels_last, checkpointing, chunked, columns, compile, dask, dataloader, dtypes, dynamic_batching,
-    grad_accumulation, inference_mode, parquet_cache, quantize_dynamic, threads, vectorise, warmup,
+    amp, arrow_engine, channels_last, checkpointing, chunked, columns, comm_hook, compile, dask, dataloader,
+    ddp_bucket_view, ddp_buckets, ddp_static_graph, ddp_unused, dtypes, dynamic_batching, grad_accumulation,
+    inference_mode, parquet_cache, quantize_dynamic, threads, vectorise, warmup,
 )
 from recipes.base import Choice, Context, IntRange, Param, Recipe
 
@@ -46,6 +50,12 @@ RECIPES: tuple[Recipe, ...] = (
     checkpointing.RECIPE,
     grad_accumulation.RECIPE,
     compile.RECIPE,
+    # data-parallel training (the training recipes apply too)
+    ddp_buckets.RECIPE,
+    ddp_bucket_view.RECIPE,
+    ddp_static_graph.RECIPE,
+    ddp_unused.RECIPE,
+    comm_hook.RECIPE,
     # inference (amp, compile and threads apply too)
     inference_mode.RECIPE,
     warmup.RECIPE,
@@ -74,7 +84,7 @@ def by_name(name: str) -> Recipe:
 
 # The hooks above, by kind: folds take and return a value, contexts are entered around a call.
 FOLDS = frozenset({"process", "model", "compiled", "grad_scaler", "micro_batches", "loader", "queued_batches",
-                   "non_blocking", "request", "batching", "warm_requests", "failure", "prepare", "read_options",
+                   "non_blocking", "ddp", "comm_hook", "request", "batching", "warm_requests", "failure", "prepare", "read_options",
                    "after_read", "execute"})
 CONTEXTS = frozenset({"around_forward", "around_serve"})
 

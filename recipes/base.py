@@ -24,8 +24,11 @@ class Context:
     cpu_bf16: bool  # the CPU has native bfloat16 arithmetic
     bottlenecks: tuple[str, ...] = ()  # diagnosed, most severe first
     batch_stat_layers: int = 0  # BatchNorm layers: their statistics depend on the batch size
-    kind: str = "train"  # the recipes' family of the workload kind: train or pipeline
+    kind: str = "train"  # the recipes' family of the workload kind: train, distributed, infer or pipeline
     step: str = ""  # the name of the user's own step function; empty when advisor runs the step
+    # Data-parallel training only, from the config:
+    find_unused_parameters: bool = False  # the user's DistributedDataParallel settings
+    bucket_cap_mb: float = 25.0
     # Pipelines only, from the baseline's profile run:
     source_format: str = ""  # csv, parquet or jsonl
     partition_safe: bool = False

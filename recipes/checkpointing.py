@@ -104,6 +104,7 @@ RECIPE = Recipe(
     summary="recompute activations of a share of the blocks instead of storing them",
     targets=("memory",),
     risk="exact",
+    kinds=("train", "distributed"),
     keys=("checkpointing.share",),
     why_not=why_not,
     space=space,

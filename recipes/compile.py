@@ -68,7 +68,7 @@ RECIPE = Recipe(
     why_not=why_not,
     space=space,
     snippet=snippet,
-    kinds=("train", "infer"),
+    kinds=("train", "distributed", "infer"),
     textbook=lambda context: {"compile.mode": "default"},
     one_off_cost=compile_cost,
     # its cost lands unevenly in its first timed steps (recompiles, compile workers still busy), so

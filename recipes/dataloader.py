@@ -80,6 +80,7 @@ RECIPE = Recipe(
     summary="load batches in parallel worker processes, ahead of the step",
     targets=("input-fetch", "input-prep", "transfer"),
     risk="exact",
+    kinds=("train", "distributed"),
     keys=(
         "dataloader.num_workers",
         "dataloader.prefetch_factor",

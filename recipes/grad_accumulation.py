@@ -46,6 +46,7 @@ RECIPE = Recipe(
     summary="run each batch as micro-batches and accumulate their gradients: the same step, less memory",
     targets=("memory",),
     risk="exact",
+    kinds=("train", "distributed"),
     keys=("grad_accumulation.micro_batches",),
     why_not=why_not,
     space=space,

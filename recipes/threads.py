@@ -58,7 +58,7 @@ RECIPE = Recipe(
     why_not=why_not,
     space=space,
     snippet=snippet,
-    kinds=("train", "infer"),
+    kinds=("train", "distributed", "infer"),
     textbook=lambda context: {"threads.intra_op": context.cores},
     hooks={"process": apply},
 )

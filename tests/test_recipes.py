@@ -16,7 +16,7 @@ from recipes import RECIPES, Context, IntRange, by_name
 from recipes.base import RISKS
 
 BOTTLENECKS = {"input-fetch", "input-prep", "transfer", "compute", "overhead", "memory", "parse", "io", "python",
-               "cold-start", "tail", "under-batched"}  # services: see diagnose.SERVING_RULES
+               "cold-start", "tail", "under-batched", "network"}  # services: see diagnose.SERVING_RULES; network: DISTRIBUTED_RULES
 TRAIN_RECIPES = [r for r in RECIPES if "train" in r.kinds]
 PIPELINE_RECIPES = [r for r in RECIPES if "pipeline" in r.kinds]
 
@@ -73,7 +73,9 @@ def test_recipe_contract(recipe):
                     "grad_accumulation.micro_batches": 1,
                     "pipeline.parquet_cache": False, "pipeline.format": context.source_format or None,
                     "inference_mode.enabled": False, "warmup.requests": 0, "dynamic_batching.max_batch": 1,
-                    "dynamic_batching.max_wait_ms": 0.0, "channels_last.enabled": False}
+                    "dynamic_batching.max_wait_ms": 0.0, "channels_last.enabled": False,
+                    "ddp.bucket_cap_mb": context.bucket_cap_mb, "ddp.gradient_as_bucket_view": False,
+                    "ddp.static_graph": False, "ddp.find_unused_parameters": context.find_unused_parameters}
         off = {key: baseline[key] for key in space}
         assert all(in_space(value, space[key]) for key, value in off.items()), "the search can turn it off"
         plan = {**baseline, **textbook}
@@ -85,7 +87,7 @@ def test_recipe_contract(recipe):
 # options are built from the user's own settings, which are never off).
 FOLD_VALUES = {"process": None, "grad_scaler": None, "micro_batches": 1, "queued_batches": 0, "non_blocking": False,
                "request": object(), "batching": (1, 0.0), "warm_requests": 0, "failure": "", "read_options": {},
-               "after_read": object(), "execute": object()}
+               "after_read": object(), "execute": object(), "ddp": {"bucket_cap_mb": 25.0}, "comm_hook": None}
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.name)

@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from advisor.errors import UserError
+from advisor.errors import UserError, WorkloadInvalid
 from advisor.failures import PRUNED
 from advisor.harness import cgroups, launch, lifetime
 from advisor.measure import Measurement, ResourceSampler, TreeMemory, default_memory_limit_mb, kill_tree
@@ -17,10 +17,6 @@ from advisor.measure import Measurement, ResourceSampler, TreeMemory, default_me
 STDERR_TAIL_CHARS = 4000
 WATCH_EVERY_S = 0.05  # how often a watched run's progress is read
 THREAD_START_FAILED = "can't start new thread"  # Python's words when pthread_create fails
-
-
-class WorkloadInvalid(UserError):
-    """The user's workload breaks its contract (reported by the child); exit status 2."""
 
 
 def run_measurement(
@@ -44,6 +40,10 @@ def run_measurement(
     Raises:
         WorkloadInvalid: the workload does not satisfy the contract (bad callable, wrong dataset).
     """
+    if getattr(getattr(config, "workload", None), "distributed", None) is not None:  # its ranks, on every node
+        from advisor.harness.ranks import run_ranks
+
+        return run_ranks(config, plan, mode, steps, timeout_s, memory_limit_mb)
     with lifetime.measurement_slot(), tempfile.TemporaryDirectory(prefix=lifetime.run_folder_prefix()) as folder:
         spec_path, result_path, log_path, progress_path = (
             Path(folder) / name for name in ("spec.json", "result.json", "child.log", "progress.json"))

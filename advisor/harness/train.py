@@ -19,7 +19,7 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional
+from typing import Any, Callable, Iterator, Optional, Protocol
 
 import psutil
 import torch
@@ -43,9 +43,10 @@ PROFILE_WARMUP_STEPS = 2
 
 
 def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, mode: str, steps: int,
-        progress: Optional[str] = None) -> dict:
+        progress: Optional[str] = None, parallel: Optional["Parallel"] = None) -> dict:
     """Runs the loop and returns the measurement fields the child can see from inside; with
-    `progress`, a file where the timed steps report their running rate (the parent may prune)."""
+    `progress`, a file where the timed steps report their running rate (the parent may prune);
+    with `parallel`, as one rank of a data-parallel job (`advisor.harness.rank`)."""
     device, default_threads = prepare_process(config, plan)
     setup_start = time.perf_counter()
     job = build_job()
@@ -57,6 +58,8 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     environment = describe_environment(model, device, default_threads, job.dataset[0])
     environment["loader"] = {key: plan[key] for key in LOADER_KEYS}
     model = applied("model", model.to(device), plan)
+    if parallel is not None:
+        model = parallel.wrap(model, device, plan, mode)
     optimizer, after_step = job.make_optimizer(model)
     model = applied("compiled", model, plan, in_place=job.compile_in_place)
     step = job_step(job, model, optimizer, after_step, device, plan)
@@ -67,7 +70,7 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     elif mode == "cached":
         batches, probe = cached_batches(job, plan["batch_size"])
     else:
-        batches = cycle(make_loader(job, plan))
+        batches = cycle(make_loader(job, plan, parallel.sampler(job.dataset) if parallel is not None else None))
 
     warmup = PROFILE_WARMUP_STEPS if mode == "profile" else config.measure.warmup_steps
     warmup_ms = []
@@ -81,7 +84,7 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     if mode == "profile":
         return {**common, "operators": profile_steps(step, batches, device, plan, steps)}
 
-    as_trained = mode in ("full", "nudged")
+    as_trained = mode in ("full", "nudged")  # a rank's "local" run, without communication, is not
     before = parameter_checksums(model) if as_trained else None
     fields = timed_steps(step, batches, device, plan, steady_steps(steps, plan) if as_trained else steps,
                          checksum=(steps, model), progress=progress)
@@ -112,6 +115,14 @@ def prepare_process(config: AdvisorConfig, plan: dict) -> tuple[torch.device, in
     default_threads = torch.get_num_threads()
     applied("process", None, plan)
     return pick_device(config.workload.device), default_threads
+
+
+class Parallel(Protocol):
+    """How one rank of a data-parallel job differs from a lone process (`advisor.harness.rank`)."""
+
+    def wrap(self, model: torch.nn.Module, device: torch.device, plan: dict, mode: str) -> torch.nn.Module: ...
+
+    def sampler(self, dataset: Any) -> Any: ...
 
 
 LOADER_KEYS = ("batch_size", *dataloader.RECIPE.keys)  # what a user's own loader sets: the baseline's settings
@@ -407,13 +418,15 @@ def describe_sample(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
-def make_loader(job: TrainJob, plan: dict) -> DataLoader:
-    """The user's loader rebuilt under the plan: the same dataset, collate function and sampler;
-    only what the plan changes differs."""
+def make_loader(job: TrainJob, plan: dict, sampler: Any = None) -> DataLoader:
+    """The user's loader rebuilt under the plan: the same dataset, collate function and sampler
+    (`sampler`: a rank's shard instead); only what the plan changes differs."""
     options: dict = applied("loader", {}, plan, cuda=torch.cuda.is_available())
     if options["num_workers"] > 0:
         options["worker_init_fn"] = die_with_parent  # a worker never outlives the run, even after SIGKILL
-    if job.sampler is not None:
+    if sampler is not None:
+        options["sampler"] = sampler
+    elif job.sampler is not None:
         options["sampler"] = job.sampler
     elif job.shuffle:
         # The order's own generator: the loader draws its workers' seed from `generator` once per

@@ -18,11 +18,11 @@ if TYPE_CHECKING:
 
 
 def kind_of(name: str) -> Kind:
-    """The kind named by a config's `workload.kind` (validated by the config), registered once,
-    on its config section (`config.WORKLOAD_KINDS`); its module is imported on first use."""
-    from advisor.config import WORKLOAD_KINDS
+    """The kind named by a config's `kind` (validated by the config), registered once
+    (`config.KIND_MODULES`); its module is imported on first use."""
+    from advisor.config import KIND_MODULES
 
-    return importlib.import_module(WORKLOAD_KINDS[name].KIND_MODULE).KIND
+    return importlib.import_module(KIND_MODULES[name]).KIND
 
 
 def baseline_plan(config: "AdvisorConfig", seen: Optional[dict] = None) -> dict:

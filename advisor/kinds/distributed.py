@@ -1,0 +1,79 @@
+"""`kind: train` with `distributed:`: data-parallel training, its ranks started by torchrun on
+every node (`advisor.harness.ranks`), the model in DistributedDataParallel.
+
+Evidence: the full run, the same steps with communication removed (`local`: each rank keeps
+its own gradient; the compute-alone ideal) and an operator profile; from them the share of the
+step spent waiting on the network, the bytes all-reduced per step and the bandwidth one
+all-reduce of that size achieves. Numerics: rank 0's losses, and every rank's parameters equal.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from advisor.config import AdvisorConfig
+from advisor.evidence import Evidence
+from advisor.kinds.train import TrainKind
+
+
+class DistributedKind(TrainKind):
+    name = "distributed"
+    recipe_family = "distributed"
+    evidence_runs = (
+        ("full", "timing the ranks as they run"),
+        ("local", "timing the same steps without communication"),
+        ("profile", "profiling operators (a separate, untimed run)"),
+    )
+    prunable = False  # the ranks report no running rate to the parent
+
+    def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
+        distributed = config.workload.distributed
+        return {
+            **super().baseline_plan(config, seen),
+            "ddp.bucket_cap_mb": distributed.bucket_cap_mb,
+            "ddp.gradient_as_bucket_view": False,
+            "ddp.static_graph": False,
+            "ddp.find_unused_parameters": distributed.find_unused_parameters,
+            "ddp.comm_hook": None,
+        }
+
+    def derive(self, evidence: Evidence) -> dict:
+        return derive_communication(evidence.full, evidence.local)
+
+    def rules(self) -> tuple:
+        from advisor.diagnosis import DISTRIBUTED_RULES
+
+        return DISTRIBUTED_RULES
+
+    def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
+        context = super().context(evidence, bottlenecks, config)
+        distributed = config.workload.distributed
+        return dataclasses.replace(context, find_unused_parameters=distributed.find_unused_parameters,
+                                   bucket_cap_mb=distributed.bucket_cap_mb)
+
+    def describe(self, evidence: Evidence, diagnoses: list) -> list[str]:
+        from advisor.report import distributed_body
+
+        return distributed_body(evidence, diagnoses)
+
+
+def derive_communication(full, local) -> dict:
+    """The differential: the full run's step against the same steps without communication; the
+    bytes every step all-reduces and the bandwidth the link gave one all-reduce of that size."""
+    if not (full.ok and local is not None and local.ok and full.step_ms_mean > 0):
+        return {}
+    measured = {**full.communication, **{k: v for k, v in local.communication.items() if k.startswith(("probe", "band"))}}
+    return {
+        "communication_share": max(0.0, 1 - local.step_ms_mean / full.step_ms_mean),
+        "compute_alone_samples_per_s": local.samples_per_s,
+        "actual_samples_per_s": full.samples_per_s,
+        "ideal_over_actual": local.samples_per_s / full.samples_per_s if full.samples_per_s else 0.0,
+        "world_size": measured.get("world_size", 1),
+        "rank_samples_per_s": measured.get("rank_samples_per_s", []),
+        "bytes_per_step": measured.get("bytes_per_step", 0),
+        "bandwidth_mbit_s": measured.get("bandwidth_mbit_s"),
+    }
+
+
+KIND = DistributedKind()

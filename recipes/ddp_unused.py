@@ -1,0 +1,37 @@
+"""DistributedDataParallel's `find_unused_parameters`, turned off where the user turned it on.
+
+With it on, DDP walks the autograd graph after every forward to find parameters that got no
+gradient, and may not start a bucket's all-reduce until backward ends. Where every parameter
+is used, the walk finds nothing and costs time: off, the gradients are the same (exact). Where
+some parameter is unused, DDP raises with it off, and the trial counts as failed.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from recipes.base import Choice, Context, Recipe
+
+
+def why_not(context: Context) -> Optional[str]:
+    return None if context.find_unused_parameters else "find_unused_parameters is already off"
+
+
+def apply(options: dict, plan: dict, **facts) -> dict:
+    value = plan.get("ddp.find_unused_parameters")
+    return {**options, "find_unused_parameters": value} if value is not None else options
+
+
+RECIPE = Recipe(
+    name="ddp_unused",
+    summary="turn off find_unused_parameters where every parameter gets a gradient: no graph walk per step",
+    targets=("network", "overhead"),
+    risk="exact",
+    keys=("ddp.find_unused_parameters",),
+    why_not=why_not,
+    space=lambda context: {"ddp.find_unused_parameters": Choice((True, False))},
+    snippet=lambda plan: "model = DistributedDataParallel(model, find_unused_parameters=False)",
+    textbook=lambda context: {"ddp.find_unused_parameters": False},
+    kinds=("distributed",),
+    hooks={"ddp": apply},
+)
