@@ -26,6 +26,7 @@ from advisor.harness.rank import FAILED_MARK, INVALID_MARK, RESULT_MARK, encode
 from advisor.measure import Measurement, ResourceSampler, default_memory_limit_mb, kill_tree
 
 POLL_S = 0.05
+FAILURE_GRACE_S = 3.0  # after one node fails, how long the others may take to end on their own
 LOG_TAIL_CHARS = 4000
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
@@ -59,7 +60,7 @@ def run_ranks(config, plan: dict, mode: str, steps: int, timeout_s: float,
     if invalid:
         raise WorkloadInvalid(invalid)
     result = marked(outputs[:1], RESULT_MARK)
-    if result and not timed_out and all(p.returncode == 0 for p in nodes):
+    if result:  # printed once every rank's readings were gathered: how the nodes ended after it is no matter
         return measurement(result, mode, plan, common)
     reason = (f"hung: no result within the {timeout_s:.0f} s time limit" if timed_out
               else sampler.killed_reason or failure_of(nodes, logs, distributed.launch))
@@ -129,12 +130,18 @@ def package_root() -> Path:
 
 
 def wait_for_nodes(nodes: list[subprocess.Popen], timeout_s: float) -> bool:
-    """Waits until every node is done, or one failed (the others are then stopped by the caller),
-    or the time limit passed (True)."""
+    """Waits until every node is done, or one failed (the others then get FAILURE_GRACE_S to
+    end on their own, printing what they have, before the caller stops them); True when the
+    time limit passed instead."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         codes = [process.poll() for process in nodes]
-        if all(code is not None for code in codes) or any(code not in (None, 0) for code in codes):
+        if all(code is not None for code in codes):
+            return False
+        if any(code not in (None, 0) for code in codes):
+            grace = time.monotonic() + FAILURE_GRACE_S
+            while time.monotonic() < grace and any(process.poll() is None for process in nodes):
+                time.sleep(POLL_S)
             return False
         time.sleep(POLL_S)
     return True
@@ -149,6 +156,19 @@ def marked(texts: list[str], mark: str) -> str:
     return ""
 
 
+TELLING = ("what():", "Error:", "Error ", "exitcode")  # a C++ abort's reason first, then Python's, then torchrun's
+
+
+def last_words(log: str) -> str:
+    """The line of a node's log that says most about why it stopped."""
+    lines = [line.strip() for line in log.splitlines() if line.strip().strip("=*")]
+    for word in TELLING:
+        telling = [line for line in lines if word in line and "error_file" not in line]
+        if telling:
+            return telling[0 if word == "what():" else -1][:300]
+    return lines[-1][:300] if lines else "no output"
+
+
 def failure_of(nodes: list[subprocess.Popen], logs: list[str], launch: Optional[str]) -> str:
     """Why a distributed run gave no result, in one line: a rank's own reason, else the first
     node that failed and its last words (its launch prefix's, where the ranks never started)."""
@@ -157,9 +177,7 @@ def failure_of(nodes: list[subprocess.Popen], logs: list[str], launch: Optional[
         return reason
     for node, (process, log) in enumerate(zip(nodes, logs)):
         if process.returncode not in (0, None, -9):
-            lines = [line.strip() for line in log[-LOG_TAIL_CHARS:].splitlines() if line.strip().strip("=*")]
-            telling = [line for line in lines if "rror" in line or "exitcode" in line] or lines
-            words = telling[-1][:300] if telling else "no output"
+            words = last_words(log)
             started = "torch.distributed" in log or "torchrun" in log.lower()
             where = f"node {node}'s launch ({launch})" if launch and not started else f"node {node}"
             return f"crashed: {where} exited with status {process.returncode}: {words}"

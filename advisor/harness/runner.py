@@ -9,7 +9,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from advisor.errors import UserError, WorkloadInvalid
+from advisor.errors import WorkloadInvalid
 from advisor.failures import PRUNED
 from advisor.harness import cgroups, launch, lifetime
 from advisor.measure import Measurement, ResourceSampler, TreeMemory, default_memory_limit_mb, kill_tree
