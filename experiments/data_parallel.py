@@ -23,8 +23,8 @@ sys.path.insert(0, str(ROOT / "tests" / "fixtures"))
 
 WIDE = {"model_args": {"features": 512, "hidden": 2048, "depth": 3}, "dataset_args": {"n": 2048, "features": 512},
         "batch_size": 16}
-CONTROL = {"model_args": {"features": 64, "hidden": 256, "depth": 6}, "dataset_args": {"n": 16384, "features": 64},
-           "batch_size": 1024}
+CONTROL = {"model_args": {"features": 64, "hidden": 256, "depth": 6}, "dataset_args": {"n": 65536, "features": 64},
+           "batch_size": 4096}
 
 
 def config_for(link, shape: dict, name: str, port: int) -> dict:

@@ -89,5 +89,7 @@ RECIPE = Recipe(
     snippet=snippet,
     textbook=lambda context: {"ddp.comm_hook": "bf16_compress" if context.cpu_bf16 or context.device == "cuda" else "fp16_compress"},
     kinds=("distributed",),
+    # PowerSGD's own all-reduces replace the buckets' (and on gloo it runs in one bucket)
+    idle=lambda plan: frozenset({"ddp.bucket_cap_mb"}) if powersgd_rank(plan.get("ddp.comm_hook")) else frozenset(),
     hooks={"comm_hook": lambda hook, plan: hook_of(plan.get("ddp.comm_hook")) or hook, "ddp": one_bucket_for_powersgd},
 )
