@@ -241,6 +241,23 @@ def latency_text(latency: dict) -> str:
             f"cold start {latency['cold_start_ms']:.0f} ms")
 
 
+def bucket_lines(payload: dict) -> list[str]:
+    """Each DistributedDataParallel bucket size tried on its own, its trial's rate over the
+    baseline's: reported whatever it came to, noise included (one trial each, not verified)."""
+    base = payload["baseline"]
+    others = {key: value for key, value in base.get("plan", {}).items() if key != "ddp.bucket_cap_mb"}
+    tried = sorted((t["plan"]["ddp.bucket_cap_mb"], t["measurement"]["samples_per_s"] / base["samples_per_s"])
+                   for t in payload.get("trials", [])
+                   if t["feasible"] and "ddp.bucket_cap_mb" in t["plan"] and base.get("samples_per_s")
+                   and all(t["plan"].get(key) == value for key, value in others.items()))
+    if len(tried) < 2:
+        return []
+    sizes = ", ".join(f"{size:g} MB {ratio:.2f}x" for size, ratio in tried)
+    spread = max(r for _, r in tried) / min(r for _, r in tried) - 1
+    verdict = "within trial noise" if spread < 0.10 else "see the ranking for what verified"
+    return [f"bucket sizes, alone (one trial each, over the baseline): {sizes}; {spread:.0%} apart, {verdict}", ""]
+
+
 def render_recommendations(payload: dict) -> str:
     """The ranked table the terminal shows, and `advisor report` prints from MLflow."""
     base = payload["baseline"]
@@ -265,6 +282,7 @@ def render_recommendations(payload: dict) -> str:
         lines[-1:-1] = [f"{len(payload['pruned'])} of {len(payload['pruned']) + len(payload.get('trials', []))} trials "
                         f"pruned midway, clearly losing (trial {', '.join('#' + str(p['number']) for p in payload['pruned'])})"
                         + (f": about {unrun:,.1f} s of their timed windows left unrun, at their pace so far" if unrun else "")]
+    lines[-1:-1] = bucket_lines(payload)[:1]
     recs = payload["recommendations"]
     if payload.get("baseline_failure") and not payload.get("memory_fix"):
         lines.append(f"the baseline itself failed ({payload['baseline_failure']}): there is nothing to compare a fix with")

@@ -21,7 +21,7 @@ ONE_BUCKET_MB = 1e6
 
 
 def powersgd_rank(name: Optional[str]) -> int:
-    return int(name.rsplit("_", 1)[1]) if name and name.startswith("powersgd_") else 0
+    return int(name.rsplit("_", 1)[1]) if isinstance(name, str) and name.startswith("powersgd_") else 0
 
 
 def hook_of(name: Optional[str]) -> Optional[tuple[Any, Any]]:

@@ -153,9 +153,9 @@ def test_a_rank_that_raises_fails_the_run_with_its_reason_and_stops_the_others(t
 @pytest.mark.integration
 def test_a_rank_that_hangs_is_killed_at_the_time_limit_with_the_others(tmp_path):
     started = time.monotonic()
-    run = measure(config_with(tmp_path, dataset="ranks:dataset_hanging_on_rank_1"), timeout_s=15)
-    assert not run.ok and run.reason.startswith("hung: no result within the 15 s")
-    assert time.monotonic() - started < 40
+    run = measure(config_with(tmp_path, dataset="ranks:dataset_hanging_on_rank_1"), timeout_s=10)
+    assert not run.ok and run.reason.startswith("hung: no result within the 10 s")
+    assert time.monotonic() - started < 30
     assert_no_rank_left()
 
 
@@ -235,3 +235,19 @@ def test_kill_9_of_advisor_mid_run_leaves_no_process_in_either_namespace(tmp_pat
         time.sleep(0.2)
     assert [processes_in(ns) for ns in link.namespaces] == [[], []]
     assert_no_rank_left()
+
+
+def test_bucket_sizes_tried_alone_are_reported_even_as_noise():
+    from advisor.report import bucket_lines
+
+    base_plan = {"ddp.bucket_cap_mb": 25.0, "ddp.comm_hook": None}
+
+    def trial(size, rate, hook=None):
+        return {"feasible": True, "plan": {**base_plan, "ddp.bucket_cap_mb": size, "ddp.comm_hook": hook},
+                "measurement": {"samples_per_s": rate}}
+
+    payload = {"baseline": {"plan": base_plan, "samples_per_s": 100.0},
+               "trials": [trial(25.0, 100.0), trial(100.0, 103.0), trial(5.0, 99.0), trial(1.0, 300.0, "powersgd_1")]}
+    (line, _) = bucket_lines(payload)
+    assert "5 MB 0.99x, 25 MB 1.00x, 100 MB 1.03x" in line and "within trial noise" in line
+    assert bucket_lines({**payload, "trials": payload["trials"][:1]}) == []

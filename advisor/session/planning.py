@@ -131,7 +131,8 @@ def select_recipes(setting, context: Context, strict: bool = False) -> tuple[lis
                 close = difflib.get_close_matches(str(name), known, n=1)
                 other = next((r for r in RECIPES if r.name == name), None)
                 if other is not None:
-                    raise UserError(f"search.recipes: {name} applies to {' and '.join(other.kinds)} workloads, "
+                    kinds = ", ".join(other.kinds[:-1]) + " and " * (len(other.kinds) > 1) + other.kinds[-1]
+                    raise UserError(f"search.recipes: {name} applies to {kinds} workloads, "
                                     f"not {context.kind}; remove it")
                 hint = f"; did you mean '{close[0]}'?" if close else f"; known: {', '.join(known)}"
                 raise UserError(f"search.recipes: unknown recipe {name!r}{hint}")
