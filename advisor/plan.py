@@ -26,10 +26,15 @@ PLAN_KEYS: tuple[str, ...] = tuple(dict.fromkeys(("batch_size", "pipeline.format
                                                   *(key for recipe in RECIPES for key in recipe.keys))))
 
 
+def idle_keys(plan: Plan) -> frozenset:
+    """The plan's keys that do nothing under it, as each recipe declares them (prefetch without
+    workers, a batcher's wait without batches, the parser under a Parquet cache, buckets under PowerSGD)."""
+    return frozenset().union(*(recipe.idle(plan) for recipe in RECIPES))
+
+
 def effective(plan: Plan) -> Plan:
-    """The plan with the keys that do nothing removed, as each recipe declares them (prefetch
-    without workers, a batcher's wait without batches, the parser under a Parquet cache)."""
-    idle = frozenset().union(*(recipe.idle(plan) for recipe in RECIPES))
+    """The plan with the keys that do nothing removed."""
+    idle = idle_keys(plan)
     return {key: value for key, value in plan.items() if key not in idle}
 
 
@@ -56,8 +61,11 @@ def changes_of(plan: Plan, baseline: Plan) -> Plan:
 
 
 def active_recipes(plan: Plan, baseline: Plan) -> tuple[Recipe, ...]:
-    """The recipes whose keys the plan changes, in effect, from the baseline."""
-    return tuple(r for r in RECIPES if r.active(effective(plan), effective(baseline)))
+    """The recipes whose keys the plan changes, in effect, from the baseline (a key idle under
+    the plan is as the baseline has it)."""
+    base = effective(baseline)
+    as_run = {**effective(plan), **{key: value for key, value in base.items() if key in idle_keys(plan)}}
+    return tuple(r for r in RECIPES if r.active(as_run, base))
 
 
 def names(recipes: tuple[Recipe, ...]) -> tuple[str, ...]:

@@ -144,6 +144,14 @@ def test_two_ranks_train_one_model_and_a_compression_hook_keeps_it_one(tmp_path)
 
 
 @pytest.mark.integration
+def test_a_users_own_step_runs_on_every_rank_with_the_model_wrapped(tmp_path):
+    run = measure(config_with(tmp_path, step="ranks:train_step"))
+    assert run.ok, run.reason
+    assert run.communication["world_size"] == 2 and run.communication["parameters_identical"] is True
+    assert run.environment["parameters_changed"] is True
+
+
+@pytest.mark.integration
 def test_a_rank_that_raises_fails_the_run_with_its_reason_and_stops_the_others(tmp_path):
     run = measure(config_with(tmp_path, model="ranks:model_raising_on_rank_1"))
     assert not run.ok and "rank 1" in run.reason and "cannot build its model" in run.reason
