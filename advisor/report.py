@@ -245,10 +245,12 @@ def bucket_lines(payload: dict) -> list[str]:
     """Each DistributedDataParallel bucket size tried on its own, its trial's rate over the
     baseline's: reported whatever it came to, noise included (one trial each, not verified)."""
     base = payload["baseline"]
-    others = {key: value for key, value in base.get("plan", {}).items() if key != "ddp.bucket_cap_mb"}
+    if "ddp.bucket_cap_mb" not in base.get("plan", {}) or not base.get("samples_per_s"):
+        return []  # not a data-parallel job's
+    others = {key: value for key, value in base["plan"].items() if key != "ddp.bucket_cap_mb"}
     tried = sorted((t["plan"]["ddp.bucket_cap_mb"], t["measurement"]["samples_per_s"] / base["samples_per_s"])
                    for t in payload.get("trials", [])
-                   if t["feasible"] and "ddp.bucket_cap_mb" in t["plan"] and base.get("samples_per_s")
+                   if t.get("feasible") and "ddp.bucket_cap_mb" in t.get("plan", {})
                    and all(t["plan"].get(key) == value for key, value in others.items()))
     if len(tried) < 2:
         return []
