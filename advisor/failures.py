@@ -11,6 +11,11 @@ SLO_FAILURE = "over the p95 SLO"  # a service's run whose p95 broke `constraints
 MEMORY_FAILURES = ("over the memory budget", "out of memory", "killed by SIGKILL")
 
 
+def hung(timeout_s: float) -> str:
+    """A run that gave no result within its time limit, and was killed there."""
+    return f"hung: no result within the {timeout_s:.0f} s time limit"
+
+
 def pruned(run) -> bool:
     """Whether a run was stopped midway, clearly losing."""
     return not run.ok and run.reason.startswith(PRUNED)

@@ -63,8 +63,8 @@ def changes_of(plan: Plan, baseline: Plan) -> Plan:
 def active_recipes(plan: Plan, baseline: Plan) -> tuple[Recipe, ...]:
     """The recipes whose keys the plan changes, in effect, from the baseline (a key idle under
     the plan is as the baseline has it)."""
-    base = effective(baseline)
-    as_run = {**effective(plan), **{key: value for key, value in base.items() if key in idle_keys(plan)}}
+    idle, base = idle_keys(plan), effective(baseline)
+    as_run = {key: base.get(key) if key in idle else value for key, value in plan.items()}
     return tuple(r for r in RECIPES if r.active(as_run, base))
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from advisor.diagnosis import Diagnosis, Finding
+from advisor.diagnosis import THRESHOLDS, Diagnosis, Finding
 from advisor.evidence import Evidence
 from advisor.measure import BUSY_SHARE
 from advisor.verify import BUSY_REASON
@@ -107,7 +107,7 @@ def distributed_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str
         f"{derived['compute_alone_samples_per_s']:,.0f} samples/s, {derived['communication_share']:.0%} of the step is "
         "waiting on it",
     ]
-    if derived["communication_share"] >= 0.2:
+    if derived["communication_share"] >= THRESHOLDS.network_moderate:
         k = ACCUMULATED_STEPS
         kept = 1 - derived["communication_share"]
         extra.append(f"not tried  (they change what is trained): accumulating {k} steps under no_sync() all-reduces "
@@ -257,7 +257,7 @@ def bucket_lines(payload: dict) -> list[str]:
     sizes = ", ".join(f"{size:g} MB {ratio:.2f}x" for size, ratio in tried)
     spread = max(r for _, r in tried) / min(r for _, r in tried) - 1
     verdict = "within trial noise" if spread < 0.10 else "see the ranking for what verified"
-    return [f"bucket sizes, alone (one trial each, over the baseline): {sizes}; {spread:.0%} apart, {verdict}", ""]
+    return [f"bucket sizes, alone (one trial each, over the baseline): {sizes}; {spread:.0%} apart, {verdict}"]
 
 
 def render_recommendations(payload: dict) -> str:
@@ -284,7 +284,7 @@ def render_recommendations(payload: dict) -> str:
         lines[-1:-1] = [f"{len(payload['pruned'])} of {len(payload['pruned']) + len(payload.get('trials', []))} trials "
                         f"pruned midway, clearly losing (trial {', '.join('#' + str(p['number']) for p in payload['pruned'])})"
                         + (f": about {unrun:,.1f} s of their timed windows left unrun, at their pace so far" if unrun else "")]
-    lines[-1:-1] = bucket_lines(payload)[:1]
+    lines[-1:-1] = bucket_lines(payload)
     recs = payload["recommendations"]
     if payload.get("baseline_failure") and not payload.get("memory_fix"):
         lines.append(f"the baseline itself failed ({payload['baseline_failure']}): there is nothing to compare a fix with")

@@ -100,6 +100,17 @@ class Recipe:
         return any(plan.get(key) != baseline.get(key) for key in self.keys)
 
 
+def keyword_option(plan_key: str, keyword: str, off: Any = None) -> Callable[..., dict]:
+    """A fold over a call's keyword options that sets `keyword` to the plan's `plan_key`, unless
+    the plan leaves it unset or at `off` (DistributedDataParallel's settings, one recipe each)."""
+
+    def fold(options: dict, plan: dict, **facts: Any) -> dict:
+        value = plan.get(plan_key)
+        return options if value is None or value == off else {**options, keyword: value}
+
+    return fold
+
+
 def serves(plan: dict) -> bool:
     """Whether a plan is a served model's (its snippets speak of requests, not training steps)."""
     return "inference_mode.enabled" in plan

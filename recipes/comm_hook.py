@@ -65,12 +65,12 @@ def one_bucket_for_powersgd(options: dict, plan: dict, backend: str = "gloo") ->
 
 def snippet(plan: dict) -> str:
     name = plan["ddp.comm_hook"]
-    if name == "fp16_compress" or name == "bf16_compress" and plan.get("device") == "cuda":
+    if name == "fp16_compress":
         return ("from torch.distributed.algorithms.ddp_comm_hooks import default_hooks\n"
-                f"model.register_comm_hook(None, default_hooks.{name}_hook)  # after DistributedDataParallel(model)")
+                "model.register_comm_hook(None, default_hooks.fp16_compress_hook)  # after DistributedDataParallel(model)")
     if name == "bf16_compress":
         return ("from recipes.comm_hook import bf16_compress  # or copy it: a cast, an all-reduce, a cast back\n"
-                "model.register_comm_hook(None, bf16_compress)  # torch's own bf16 hook needs NCCL")
+                "model.register_comm_hook(None, bf16_compress)  # on NCCL, default_hooks.bf16_compress_hook does the same")
     return ("from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook\n"
             f"state = powerSGD_hook.PowerSGDState(process_group=None, matrix_approximation_rank={powersgd_rank(name)},\n"
             f"                                    start_powerSGD_iter={POWERSGD_START_ITER}, use_error_feedback=True, warm_start=True)\n"

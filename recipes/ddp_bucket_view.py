@@ -5,11 +5,7 @@ held instead of two. The values are the same: exact.
 
 from __future__ import annotations
 
-from recipes.base import Choice, Recipe
-
-
-def apply(options: dict, plan: dict, **facts) -> dict:
-    return {**options, "gradient_as_bucket_view": True} if plan.get("ddp.gradient_as_bucket_view") else options
+from recipes.base import Choice, Recipe, keyword_option
 
 
 RECIPE = Recipe(
@@ -23,6 +19,6 @@ RECIPE = Recipe(
     snippet=lambda plan: "model = DistributedDataParallel(model, gradient_as_bucket_view=True)",
     textbook=lambda context: {"ddp.gradient_as_bucket_view": True},
     kinds=("distributed",),
-    hooks={"ddp": apply},
+    hooks={"ddp": keyword_option("ddp.gradient_as_bucket_view", "gradient_as_bucket_view", off=False)},
     off={"ddp.gradient_as_bucket_view": False},
 )

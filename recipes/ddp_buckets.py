@@ -8,18 +8,13 @@ receives is the same whatever the grouping: exact.
 
 from __future__ import annotations
 
-from recipes.base import Choice, Recipe
+from recipes.base import Choice, Recipe, keyword_option
 
 SIZES_MB = (1.0, 5.0, 25.0, 100.0)
 
 
 def snippet(plan: dict) -> str:
     return f"model = DistributedDataParallel(model, bucket_cap_mb={plan['ddp.bucket_cap_mb']:g})"
-
-
-def apply(options: dict, plan: dict, **facts) -> dict:
-    size = plan.get("ddp.bucket_cap_mb")
-    return {**options, "bucket_cap_mb": size} if size is not None else options
 
 
 RECIPE = Recipe(
@@ -33,5 +28,5 @@ RECIPE = Recipe(
     snippet=snippet,
     textbook=lambda context: {"ddp.bucket_cap_mb": 100.0},
     kinds=("distributed",),
-    hooks={"ddp": apply},
+    hooks={"ddp": keyword_option("ddp.bucket_cap_mb", "bucket_cap_mb")},
 )

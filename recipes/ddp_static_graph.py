@@ -6,11 +6,7 @@ trial, which then counts as failed.
 
 from __future__ import annotations
 
-from recipes.base import Choice, Recipe
-
-
-def apply(options: dict, plan: dict, **facts) -> dict:
-    return {**options, "static_graph": True} if plan.get("ddp.static_graph") else options
+from recipes.base import Choice, Recipe, keyword_option
 
 
 RECIPE = Recipe(
@@ -24,6 +20,6 @@ RECIPE = Recipe(
     snippet=lambda plan: "model = DistributedDataParallel(model, static_graph=True)",
     textbook=lambda context: {"ddp.static_graph": True},
     kinds=("distributed",),
-    hooks={"ddp": apply},
+    hooks={"ddp": keyword_option("ddp.static_graph", "static_graph", off=False)},
     off={"ddp.static_graph": False},
 )

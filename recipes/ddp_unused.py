@@ -10,16 +10,11 @@ from __future__ import annotations
 
 from typing import Optional
 
-from recipes.base import Choice, Context, Recipe
+from recipes.base import Choice, Context, Recipe, keyword_option
 
 
 def why_not(context: Context) -> Optional[str]:
     return None if context.find_unused_parameters else "find_unused_parameters is already off"
-
-
-def apply(options: dict, plan: dict, **facts) -> dict:
-    value = plan.get("ddp.find_unused_parameters")
-    return {**options, "find_unused_parameters": value} if value is not None else options
 
 
 RECIPE = Recipe(
@@ -33,5 +28,5 @@ RECIPE = Recipe(
     snippet=lambda plan: "model = DistributedDataParallel(model, find_unused_parameters=False)",
     textbook=lambda context: {"ddp.find_unused_parameters": False},
     kinds=("distributed",),
-    hooks={"ddp": apply},
+    hooks={"ddp": keyword_option("ddp.find_unused_parameters", "find_unused_parameters")},
 )

@@ -256,6 +256,6 @@ def test_bucket_sizes_tried_alone_are_reported_even_as_noise():
 
     payload = {"baseline": {"plan": base_plan, "samples_per_s": 100.0},
                "trials": [trial(25.0, 100.0), trial(100.0, 103.0), trial(5.0, 99.0), trial(1.0, 300.0, "powersgd_1")]}
-    (line, _) = bucket_lines(payload)
+    (line,) = bucket_lines(payload)
     assert "5 MB 0.99x, 25 MB 1.00x, 100 MB 1.03x" in line and "within trial noise" in line
     assert bucket_lines({**payload, "trials": payload["trials"][:1]}) == []

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 from advisor.errors import UserError, WorkloadInvalid
+from advisor.failures import hung
 from advisor.harness import lifetime
 from advisor.harness.rank import FAILED_MARK, INVALID_MARK, RESULT_MARK, encode
 from advisor.measure import Measurement, ResourceSampler, default_memory_limit_mb, kill_tree
@@ -28,7 +29,6 @@ from advisor.measure import Measurement, ResourceSampler, default_memory_limit_m
 POLL_S = 0.05
 FAILURE_GRACE_S = 3.0  # after one node fails, how long the others may take to end on their own
 LOG_TAIL_CHARS = 4000
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def run_ranks(config, plan: dict, mode: str, steps: int, timeout_s: float,
@@ -62,7 +62,7 @@ def run_ranks(config, plan: dict, mode: str, steps: int, timeout_s: float,
     result = marked(outputs[:1], RESULT_MARK)
     if result:  # printed once every rank's readings were gathered: how the nodes ended after it is no matter
         return measurement(result, mode, plan, common)
-    reason = (f"hung: no result within the {timeout_s:.0f} s time limit" if timed_out
+    reason = (hung(timeout_s) if timed_out
               else sampler.killed_reason or failure_of(nodes, logs, distributed.launch))
     return Measurement.failed(mode, plan, reason, **common)
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from advisor.errors import WorkloadInvalid
-from advisor.failures import PRUNED
+from advisor.failures import PRUNED, hung
 from advisor.harness import cgroups, launch, lifetime
 from advisor.measure import Measurement, ResourceSampler, TreeMemory, default_memory_limit_mb, kill_tree
 
@@ -79,7 +79,7 @@ def run_measurement(
         memory.update(peak_mb=cgroup_peak, method=cgroups.METHOD)
     common = {"wall_s": wall_s, "peak_memory_mb": memory["peak_mb"], "memory_source": memory["method"], "memory": memory}
     if timed_out:
-        return Measurement.failed(mode, plan, f"hung: no result within the {timeout_s:.0f} s time limit", **common)
+        return Measurement.failed(mode, plan, hung(timeout_s), **common)
     if pruned:
         return Measurement.failed(mode, plan, f"{PRUNED}: {pruned}", **common)
     if sampler.killed_reason:
