@@ -342,7 +342,8 @@ def create_study(
 ) -> optuna.Study:
     """Creates the workload's study: the session's facts stored in it, the baseline enqueued first
     and the `first` plans (earlier best plans, textbook settings) right after it; no plan is
-    queued twice (plans are compared by `plan_key`: what they do).
+    queued twice (plans are compared by `plan_key`: what they do). A space whose every plan fits
+    the budget is not sampled: `run_trials` queues its plans one at a time (`next_grid_plan`).
 
     Creation is atomic in every Optuna storage, so of several processes starting at once exactly
     one creates the study and enqueues the baseline; the others load it.
@@ -355,8 +356,6 @@ def create_study(
     except optuna.exceptions.DuplicatedStudyError:
         return find_study(config)
     queue = [baseline_params] + [{**baseline_params, **{k: v for k, v in p.items() if k in space}} for p in first]
-    if distinct_plans(space) <= config.search.trials:  # every distinct plan fits: no sampling
-        queue += every_plan(space)
     for params in unique(queue):
         study.enqueue_trial(params)
     # The facts last, the space last of all: a process that joins (it waits for the space) finds
@@ -419,6 +418,19 @@ def distinct_plans(space: dict[str, Param]) -> int:
     enumerate are counted by their size."""
     size = space_size(space)
     return len(unique(every_plan(space))) if size <= ENUMERABLE else size
+
+
+def next_grid_plan(study: optuna.Study, space: dict[str, Param], baseline: dict) -> Optional[dict]:
+    """The first plan of the whole space, in `every_plan`'s order, that no trial has measured, is
+    measuring or has queued; None when every one has. Queued one at a time, when the queue is
+    empty, so the plans a policy queues (the helpful singles stacked, a plateau's neighbours) run
+    before the rest of the grid, not after it."""
+    done = taken_plans(study, baseline)
+    return next((params for params in every_plan(space) if plan_key({**baseline, **params}) not in done), None)
+
+
+def has_waiting(study: optuna.Study) -> bool:
+    return bool(study.get_trials(deepcopy=False, states=(TrialState.WAITING,)))
 
 
 def trial_budget(config: AdvisorConfig, space: dict[str, Param]) -> int:
@@ -577,6 +589,7 @@ def run_trials(
     ran = repeats = 0
     trial_seconds = 0.0  # time spent in trials (not in a verification `on_trial` ran between them)
     study.pruner = BehindTheBest()
+    whole_space = distinct_plans(space) <= budget_trials  # every distinct plan fits: no sampling
     while time.time() < deadline:
         recover_stale_trials(study)
         if counted_trials(study) >= budget_trials:
@@ -584,6 +597,8 @@ def run_trials(
                 break
             wait_for_trials_under_way(study, deadline, progress)  # one may die and be queued again
             continue
+        if whole_space and not has_waiting(study) and (params := next_grid_plan(study, space, baseline)):
+            study.enqueue_trial(params)
         trial = None
         try:  # from the moment it exists: a trial left RUNNING by an interrupt would hold a place in the budget
             with quiet_heartbeat(), interrupts_held():  # created and named as ours in one step

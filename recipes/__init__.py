@@ -6,7 +6,7 @@ for every recipe that has it, in this registry's order, with the whole plan: a r
 are at the baseline's settings (or absent, in another kind's plan) leaves the run as it is.
 
 Folds, `applied(hook, value, plan, **facts)`, each recipe's `(value, plan, **facts) -> value`:
-  process         None; in the child before anything is built (threads)
+  process         None; in the child before anything is built (threads, allocator)
   model           the model, on its device, before its optimizer sees it (checkpointing,
                   dynamic quantization, channels_last)
   compiled        the model once its optimizer exists; fact `in_place` (compile)
@@ -37,7 +37,7 @@ import contextlib
 from typing import Any, Callable, ContextManager
 
 from recipes import (
-    amp, arrow_engine, channels_last, checkpointing, chunked, columns, comm_hook, compile, dask, dataloader,
+    allocator, amp, arrow_engine, channels_last, checkpointing, chunked, columns, comm_hook, compile, dask, dataloader,
     ddp_bucket_view, ddp_buckets, ddp_static_graph, ddp_unused, dtypes, dynamic_batching, grad_accumulation,
     inference_mode, parquet_cache, quantize_dynamic, threads, vectorise, warmup,
 )
@@ -46,6 +46,7 @@ from recipes.base import Choice, Context, IntRange, Param, Recipe
 RECIPES: tuple[Recipe, ...] = (
     dataloader.RECIPE,
     threads.RECIPE,
+    allocator.RECIPE,
     amp.RECIPE,
     checkpointing.RECIPE,
     grad_accumulation.RECIPE,

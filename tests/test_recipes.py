@@ -69,7 +69,7 @@ def test_recipe_contract(recipe):
         baseline = {**{key: None for key in PLAN_KEYS}, "dataloader.num_workers": 0, "dataloader.prefetch_factor": 2,
                     "dataloader.persistent_workers": False, "dataloader.pin_memory": False,
                     "threads.intra_op": context.default_threads, "threads.inter_op": context.default_threads,
-                    "checkpointing.share": 0.0,
+                    "checkpointing.share": 0.0, "allocator.keep_mb": 0,
                     "grad_accumulation.micro_batches": 1,
                     "pipeline.parquet_cache": False, "pipeline.format": context.source_format or None,
                     "inference_mode.enabled": False, "warmup.requests": 0, "dynamic_batching.max_batch": 1,

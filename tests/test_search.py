@@ -264,6 +264,31 @@ def test_a_sampler_circling_a_measured_plan_is_given_an_unmeasured_one(tmp_path)
     assert not any("the search stops here" in line for line in lines)
 
 
+def test_a_space_measured_whole_runs_a_plan_a_policy_queues_before_the_rest_of_the_grid(tmp_path):
+    """Every plan fits the budget, so none is sampled; but the grid is queued one plan at a time,
+    so a plan queued after a trial (the helpful singles stacked) runs next, not last."""
+    from advisor.plan import plan_key
+    from recipes import Choice
+
+    config = load_config(quick_config(tmp_path, 8))
+    space = {"a": Choice((0, 1)), "b": Choice((0, 1)), "c": Choice((0, 1))}
+    baseline = {"a": 0, "b": 0, "c": 0}
+    stack = {"a": 1, "b": 1, "c": 1}  # the grid's last plan
+
+    def measure(plan):
+        return Measurement(mode="full", plan=plan, status="ok", samples_per_s=100.0 + sum(plan.values()))
+
+    def on_trial(number, *rest):
+        if number == 1:
+            study.enqueue_trial(stack, skip_if_exists=True)
+
+    study = search.create_study(config, space, baseline, {})
+    search.run_trials(study, space, baseline, measure, 8, time.time() + 120, None, on_trial=on_trial)
+    trials = sorted(search.finished_trials(study), key=lambda t: t.number)
+    assert trials[2].plan == stack, [t.plan for t in trials]
+    assert len({plan_key(t.plan) for t in trials}) == len(trials) == 8, "each plan of the space once"
+
+
 def test_a_dead_machines_trial_is_failed_by_optunas_heartbeat_and_retried(tmp_path, monkeypatch):
     """A database study beats Optuna's heartbeat: a running trial of a process on another
     machine that went silent is failed after the grace period and enqueued again by Optuna's

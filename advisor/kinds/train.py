@@ -124,6 +124,7 @@ class TrainKind:
 
 
 FIXES_OFF = {
+    "allocator.keep_mb": 0,
     "amp.dtype": None,
     "compile.mode": None,
     "checkpointing.share": 0.0,
