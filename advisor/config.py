@@ -124,6 +124,22 @@ class LightningWorkload:
 
 
 @dataclass(frozen=True)
+class ScriptWorkload:
+    """An unmodified training script, run as `python SCRIPT ARGS` would run it: advisor finds its
+    steps (each backward of a scalar loss), times them, and applies plans from outside its code."""
+
+    script: str = _check((lambda v: v.endswith(".py"), "the path of a Python file (train.py)"))
+    args: Any = _check((lambda v: isinstance(v, list) and all(isinstance(a, (str, int, float)) for a in v),
+                        "a list of the script's command-line arguments ([--epochs, '1'])"), default_factory=list)
+    kind: Literal["script"] = "script"
+    KIND_MODULE: ClassVar[str] = "advisor.kinds.script"
+    CHILD_RUN: ClassVar[str] = "advisor.workload:run_script"
+    SERVED: ClassVar[bool] = False
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    threads: Optional[int] = _check(_positive, default=None)
+
+
+@dataclass(frozen=True)
 class InferWorkload:
     """A model served request by request: the latency a client sees, under a load pattern."""
 
@@ -186,6 +202,7 @@ def source_format_of(source: "SourceConfig") -> str:
 # job loaded and run in a measurement child). None marks a kind this version cannot run yet.
 WORKLOAD_KINDS: dict[str, Optional[type]] = {
     "train": TrainWorkload, "lightning": LightningWorkload, "infer": InferWorkload, "pipeline": PipelineWorkload,
+    "script": ScriptWorkload,
 }
 # Each kind's parent side by name (`AdvisorConfig.kind`): the sections' own, and the kinds a
 # section's settings choose (a training job with `distributed` runs as ranks).
@@ -268,7 +285,7 @@ _plain_name = (lambda v: bool(NAME_PATTERN.match(v)) and ".." not in v,
 @dataclass(frozen=True)
 class AdvisorConfig:
     name: str = _check(_plain_name)
-    workload: TrainWorkload | LightningWorkload | InferWorkload | PipelineWorkload = field(
+    workload: TrainWorkload | LightningWorkload | InferWorkload | PipelineWorkload | ScriptWorkload = field(
         metadata={"internal": True})  # validated by its kind
     load: LoadConfig = field(default_factory=LoadConfig)
     measure: MeasureConfig = field(default_factory=MeasureConfig)
@@ -350,6 +367,9 @@ def parse_config(raw: Any, path: Path) -> AdvisorConfig:
         workload = _build(WORKLOAD_KINDS[kind], raw["workload"], "workload")
         if kind == "pipeline":
             _check_sink(workload, path.parent)
+        if kind == "script" and not (path.parent / workload.script).is_file():
+            raise _Invalid("workload.script", f"{workload.script} not found (relative to the config's folder "
+                                              f"{path.parent}); name the training script to run")
         rest = {key: value for key, value in raw.items() if key != "workload"}
         return _build(AdvisorConfig, rest, "", extra={"path": path, "workload": workload})
     except _Invalid as exc:

@@ -367,3 +367,9 @@ def run_pipeline(config: AdvisorConfig, spec: dict) -> dict:
 
     return pipeline.run(config, load_pipeline(config), spec["plan"], spec["mode"], spec.get("output"),
                         spec.get("scratch"))
+
+
+def run_script(config: AdvisorConfig, spec: dict) -> dict:
+    from advisor.harness import script
+
+    return script.run(config, spec["plan"], spec["mode"], spec["steps"], spec["scratch"])

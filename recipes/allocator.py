@@ -76,7 +76,7 @@ RECIPE = Recipe(
     space=lambda context: {"allocator.keep_mb": Choice((0, 256, 1024))},
     snippet=snippet,
     textbook=lambda context: {"allocator.keep_mb": 1024},
-    kinds=("train", "distributed"),
+    kinds=("train", "distributed", "script"),
     hooks={"process": apply},
     off={"allocator.keep_mb": 0},
 )

@@ -58,7 +58,7 @@ RECIPE = Recipe(
     why_not=why_not,
     space=space,
     snippet=snippet,
-    kinds=("train", "distributed", "infer"),
+    kinds=("train", "distributed", "infer", "script"),
     textbook=lambda context: {"threads.intra_op": context.cores},
     hooks={"process": apply},
 )

@@ -19,7 +19,7 @@ import random
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Optional, Protocol
+from typing import Any, Callable, Iterable, Iterator, Optional, Protocol
 
 import psutil
 import torch
@@ -240,8 +240,12 @@ def report_progress(path: str, done: int, steps: int, samples: int, seconds: flo
 def parameter_checksums(model: torch.nn.Module) -> list[list[float]]:
     """Per parameter tensor, its sum of squares and of absolute values: two positive numbers
     that any change in the tensor moves, compared within a relative tolerance."""
+    return checksums_of(model.parameters())
+
+
+def checksums_of(tensors: Iterable[torch.Tensor]) -> list[list[float]]:
     with torch.no_grad():
-        return [[float(p.double().square().sum()), float(p.double().abs().sum())] for p in model.parameters()]
+        return [[float(p.double().square().sum()), float(p.double().abs().sum())] for p in tensors]
 
 
 def cpu_seconds() -> float:

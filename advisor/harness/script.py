@@ -1,0 +1,358 @@
+"""What a script workload's measurement child runs: the user's training script, unmodified, as
+`python SCRIPT ARGS` runs it, under hooks that find and time its steps and apply the plan.
+
+- A step is one backward pass of a scalar (`torch.autograd.backward`, which `Tensor.backward`
+  calls): its loss is the step's loss, and the time from one backward's end to the next is the
+  step's time. After the warm-up and the timed window the script is unwound (`WindowDone`, a
+  BaseException its own `except Exception` does not catch); its remaining epochs never run.
+- Where batches come from a DataLoader, the wait for each is timed: the input's share of a step.
+- The plan applies from outside the code: the process's settings (threads, the allocator), and
+  autocast around every outermost module call (amp).
+- The script's folder is the user's: every write under it (open, os.open, makedirs, remove,
+  rename, torch.save) lands in the run's scratch folder instead, where later reads of the same
+  run (open, torch.load) find it. Writes from C code other than torch's are not seen.
+"""
+
+from __future__ import annotations
+
+import builtins
+import io
+import os
+import runpy
+import sys
+import threading
+import time
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterator, Optional
+
+import torch
+
+from advisor.config import AdvisorConfig
+from advisor.errors import UserError
+from advisor.harness.operators import STEP_LABEL, summarize_profile
+from advisor.harness.train import PROFILE_WARMUP_STEPS, checksums_of, cpu_seconds, prepare_process
+from advisor.measure import step_statistics
+from recipes import around
+
+
+class WindowDone(BaseException):
+    """The timed window is measured: unwinds the script from inside its backward."""
+
+
+@dataclass
+class Steps:
+    """The script's steps as the backward hook sees them: the end of each, its loss, and the
+    DataLoader waits within it. `window_done` is called once `warmup + steps` have ended after
+    the first."""
+
+    warmup: int
+    steps: int
+    ends: list[float] = field(default_factory=list)
+    losses: list[float] = field(default_factory=list)
+    waits: list[float] = field(default_factory=list)
+    waiting: float = 0.0  # DataLoader waits since the last step ended
+    parameters: Optional[list] = None  # the tensors the loss's gradients reach, found at the first step
+    checksums: list = field(default_factory=list)  # theirs at the window's end
+    on_window: Callable[[str], None] = lambda moment: None  # the timed window's "start", each "step", its "end"
+
+    def ended(self, loss: float) -> None:
+        self.ends.append(time.perf_counter())
+        if len(self.ends) > self.warmup + 1:  # a timed step: from the last end to this one
+            self.losses.append(loss)
+            self.waits.append(self.waiting)
+        self.waiting = 0.0
+        if len(self.ends) == self.warmup + 1:
+            self.on_window("start")
+        elif len(self.ends) == self.warmup + self.steps + 1:
+            self.on_window("end")
+            self.checksums = checksums_of(self.parameters or [])
+            raise WindowDone
+        elif len(self.ends) > self.warmup + 1:
+            self.on_window("step")
+
+    def step_seconds(self) -> list[float]:
+        timed = self.ends[self.warmup:]
+        return [later - earlier for earlier, later in zip(timed, timed[1:])]
+
+
+def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str) -> dict:
+    """Runs the script until its timed window is measured; returns the measurement fields."""
+    workload = config.workload
+    script = (config.root / workload.script).resolve()
+    device, default_threads = prepare_process(config, plan)
+    warmup = PROFILE_WARMUP_STEPS if mode == "profile" else config.measure.warmup_steps
+    record = Steps(warmup, steps)
+    profiler = Profiled() if mode == "profile" else None
+    if profiler is not None:
+        record.on_window = profiler.on_window
+    writes: list[str] = []
+    printed = LastLine(sys.stdout)
+    started = time.perf_counter()
+    cpu_start = cpu_seconds()
+    with ExitStack() as stack:
+        stack.enter_context(steps_found(record, profiler))
+        stack.enter_context(waits_timed(record))
+        stack.enter_context(forward_wrapped(around("around_forward", plan, device_type=device.type)))
+        stack.enter_context(writes_kept_in(config.root, Path(scratch) / "writes", writes))
+        stack.enter_context(as_main(script, [str(arg) for arg in workload.args], config.root, printed))
+        outcome = run_script(script)
+    if outcome is not None or len(record.ends) < warmup + steps + 1:
+        raise UserError(ended_early(workload.script, outcome, len(record.ends), warmup + steps + 1, printed.last))
+    step_s = record.step_seconds()
+    wall = sum(step_s)
+    fields = step_statistics(step_s, record.waits, [0.0] * len(step_s), len(step_s))
+    environment = {"device": device.type, "default_threads": default_threads, "torch": torch.__version__,
+                   "writes": sorted(set(writes))}
+    fields.update(losses=record.losses, parameters=record.checksums, environment=environment, setup_s=record.ends[0] - started,
+                  cpu_util=min(1.0, (cpu_seconds() - cpu_start) / max(time.perf_counter() - started, 1e-9) / (os.cpu_count() or 1)),
+                  device=device.type, window=(time.time() - wall, time.time()))
+    if profiler is not None:
+        fields["operators"] = profiler.summary(steps, wall)
+    return fields
+
+
+def run_script(script: Path) -> Optional[str]:
+    """Runs the script as __main__; None when the window ended it, else how it ended."""
+    try:
+        runpy.run_path(str(script), run_name="__main__")
+    except WindowDone:
+        return None
+    except SystemExit as exc:
+        return f"exited with status {exc.code if exc.code is not None else 0}"
+    except EOFError:
+        raise UserError(f"{script.name} reads standard input (input() or sys.stdin), which advisor's runs do not "
+                        "have; pass what it asks for as command-line arguments (workload.args)") from None
+    return "ended on its own"
+
+
+def ended_early(script: str, outcome: Optional[str], ended: int, needed: int, last_line: str) -> str:
+    said = f"; its last line: {last_line[:200]!r}" if last_line else "; it printed nothing"
+    found = "no training step (no backward of a scalar loss)" if ended == 0 else f"{max(ended - 1, 0)} timed step(s)"
+    return (f"workload.script: {script} {outcome or 'ended'} after {found}, before the {needed - 1} advisor "
+            f"measures (measure.warmup_steps + measure.steps){said}; give it arguments that train longer, "
+            "or lower measure.steps")
+
+
+@contextmanager
+def steps_found(record: Steps, profiler: Optional["Profiled"]) -> Iterator[None]:
+    """Every backward of one scalar ends a step (`Steps.ended`)."""
+    original = torch.autograd.backward
+
+    def backward(tensors, *args, **kwargs):
+        scalar = isinstance(tensors, torch.Tensor) and tensors.numel() == 1
+        if scalar and record.parameters is None:
+            record.parameters = leaves(tensors)
+        result = original(tensors, *args, **kwargs)
+        if scalar:
+            record.ended(float(tensors.detach()))
+        return result
+
+    torch.autograd.backward = backward
+    try:
+        yield
+    finally:
+        torch.autograd.backward = original
+
+
+def leaves(loss: torch.Tensor) -> list[torch.Tensor]:
+    """The tensors whose gradients the loss's backward accumulates (the trained parameters,
+    whatever updates them: an optimizer, or the script's own `p.data.add_`), in graph order."""
+    found, seen, stack = [], set(), [loss.grad_fn]
+    while stack:
+        node = stack.pop()
+        if node is None or id(node) in seen:
+            continue
+        seen.add(id(node))
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            found.append(variable)
+        stack.extend(next_node for next_node, _ in node.next_functions)
+    return found
+
+
+@contextmanager
+def waits_timed(record: Steps) -> Iterator[None]:
+    """Each batch a DataLoader hands over, its wait added to the step's."""
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    original = _BaseDataLoaderIter.__next__
+
+    def timed_next(self):
+        t0 = time.perf_counter()
+        try:
+            return original(self)
+        finally:
+            record.waiting += time.perf_counter() - t0
+
+    _BaseDataLoaderIter.__next__ = timed_next
+    try:
+        yield
+    finally:
+        _BaseDataLoaderIter.__next__ = original
+
+
+@contextmanager
+def forward_wrapped(context: Callable[[], Any]) -> Iterator[None]:
+    """The plan's context (autocast) around every outermost module call; nested calls run inside it."""
+    original = torch.nn.Module.__call__
+    depth = threading.local()
+
+    def call(self, *args, **kwargs):
+        if getattr(depth, "inside", False):
+            return original(self, *args, **kwargs)
+        depth.inside = True
+        try:
+            with context():
+                return original(self, *args, **kwargs)
+        finally:
+            depth.inside = False
+
+    torch.nn.Module.__call__ = call
+    try:
+        yield
+    finally:
+        torch.nn.Module.__call__ = original
+
+
+@contextmanager
+def writes_kept_in(folder: Path, scratch: Path, writes: list[str]) -> Iterator[None]:
+    """Every write under `folder` goes to the same relative path under `scratch` (named in
+    `writes`); a read finds the run's own copy first, else the user's file."""
+    folder = folder.resolve()
+
+    def redirected(path: Any) -> Optional[Path]:
+        if isinstance(path, int):
+            return None
+        absolute = Path(os.path.abspath(os.fsdecode(path)))
+        if absolute != folder and folder not in absolute.parents:
+            return None
+        return scratch / absolute.relative_to(folder)
+
+    original_open, original_io_open = builtins.open, io.open
+    originals = {name: getattr(os, name) for name in ("makedirs", "mkdir", "remove", "unlink", "replace", "rename")}
+    original_os_open = os.open
+    writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+    def guarded_os_open(path, flags, *args, **kwargs):
+        copy = redirected(path)
+        if copy is None or not flags & writing_flags:
+            return original_os_open(copy if copy is not None and copy.exists() else path, flags, *args, **kwargs)
+        writes.append(str(copy.relative_to(scratch)))
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        return original_os_open(copy, flags, *args, **kwargs)
+
+    def guarded_open(file, mode="r", *args, **kwargs):
+        copy = redirected(file)
+        if copy is None:
+            return original_open(file, mode, *args, **kwargs)
+        if any(flag in mode for flag in "wax+"):
+            writes.append(str(copy.relative_to(scratch)))
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            if ("a" in mode or "+" in mode) and not copy.exists() and Path(file).exists():
+                copy.write_bytes(Path(file).read_bytes())  # an append or update starts from the user's file
+            return original_open(copy, mode, *args, **kwargs)
+        return original_open(copy if copy.exists() else file, mode, *args, **kwargs)
+
+    def guarded(name: str) -> Callable:
+        def call(path, *args, **kwargs):
+            copy = redirected(path)
+            if copy is None:
+                return originals[name](path, *args, **kwargs)
+            writes.append(str(copy.relative_to(scratch)))
+            copy.parent.mkdir(parents=True, exist_ok=True)
+            if name in ("makedirs", "mkdir"):
+                return originals["makedirs"](copy, exist_ok=True)
+            if name in ("replace", "rename"):
+                target = redirected(args[0]) if args else None
+                return originals[name](copy if copy.exists() else path, target or args[0])
+            return originals[name](copy) if copy.exists() else None  # the user's own file stays
+
+        return call
+
+    original_save, original_load = torch.save, torch.load
+
+    def guarded_save(obj, f, *args, **kwargs):  # a path is written by torch's C++ writer, past `open`
+        copy = redirected(f) if isinstance(f, (str, os.PathLike)) else None
+        if copy is not None:
+            writes.append(str(copy.relative_to(scratch)))
+            copy.parent.mkdir(parents=True, exist_ok=True)
+        return original_save(obj, copy or f, *args, **kwargs)
+
+    def guarded_load(f, *args, **kwargs):
+        copy = redirected(f) if isinstance(f, (str, os.PathLike)) else None
+        return original_load(copy if copy is not None and copy.exists() else f, *args, **kwargs)
+
+    builtins.open = io.open = guarded_open
+    os.open = guarded_os_open
+    torch.save, torch.load = guarded_save, guarded_load
+    for name in originals:
+        setattr(os, name, guarded(name))
+    try:
+        yield
+    finally:
+        builtins.open, io.open, os.open = original_open, original_io_open, original_os_open
+        torch.save, torch.load = original_save, original_load
+        for name, function in originals.items():
+            setattr(os, name, function)
+
+
+@contextmanager
+def as_main(script: Path, args: list[str], cwd: Path, printed: "LastLine") -> Iterator[None]:
+    """The process as `python SCRIPT ARGS` in `cwd` would see it: argv, the script's folder
+    first on sys.path, no standard input; what it prints is followed for its last line."""
+    saved = (sys.argv, list(sys.path), os.getcwd(), sys.stdin, sys.stdout)
+    sys.argv = [str(script), *args]
+    sys.path.insert(0, str(script.parent))
+    os.chdir(cwd)
+    sys.stdin = open(os.devnull)
+    sys.stdout = printed
+    try:
+        yield
+    finally:
+        sys.stdin.close()
+        sys.argv, sys.path[:], _, sys.stdin, sys.stdout = saved[0], saved[1], os.chdir(saved[2]), saved[3], saved[4]
+
+
+class LastLine(io.TextIOBase):
+    """A stdout that passes everything on and keeps the last non-empty line."""
+
+    def __init__(self, stream: Any) -> None:
+        self.stream, self.last = stream, ""
+
+    def write(self, text: str) -> int:
+        lines = [line for line in text.splitlines() if line.strip()]
+        if lines:
+            self.last = lines[-1].strip()
+        return self.stream.write(text)
+
+    def flush(self) -> None:
+        self.stream.flush()
+
+
+class Profiled:
+    """The torch profiler over the timed window, each step marked (`STEP_LABEL`)."""
+
+    def __init__(self) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        self.profile = profile(activities=[ProfilerActivity.CPU])
+        self.step: Any = None
+
+    def on_window(self, moment: str) -> None:
+        from torch.profiler import record_function
+
+        if moment == "start":
+            self.profile.__enter__()
+        elif self.step is not None:
+            self.step.__exit__(None, None, None)
+        if moment == "end":
+            self.step = None
+            self.profile.__exit__(None, None, None)
+            return
+        self.step = record_function(STEP_LABEL)
+        self.step.__enter__()
+
+    def summary(self, steps: int, compute_s: float) -> dict:
+        return summarize_profile(self.profile.events(), steps, compute_s, on_cuda=False)

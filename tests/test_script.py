@@ -1,0 +1,85 @@
+"""`kind: script`: an unmodified training script, its steps found from outside, its folder untouched."""
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import run_cli, write_config
+
+pytestmark = pytest.mark.integration
+
+# Written as people write scripts: argparse, tensors batched by hand, manual SGD (no optimizer
+# object), a folder made and a checkpoint and a metrics file written as it goes.
+SCRIPT = '''
+import argparse, json, os
+import torch
+import torch.nn as nn
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--epochs", type=int, default=3)
+parser.add_argument("--ask", action="store_true")
+args = parser.parse_args()
+if args.ask:
+    input("learning rate? ")
+torch.manual_seed(1)
+data = torch.randn(256, 32)  # 4 steps an epoch: the window passes epoch ends, and their writes
+target = (data[:, :4].sum(1) > 0).long()
+model = nn.Sequential(nn.Linear(32, 64), nn.ReLU(), nn.Linear(64, 2))
+os.makedirs("checkpoints", exist_ok=True)
+for epoch in range(args.epochs):
+    for i in range(0, len(data), 64):
+        model.zero_grad()
+        loss = nn.functional.cross_entropy(model(data[i:i + 64]), target[i:i + 64])
+        loss.backward()
+        for p in model.parameters():
+            p.data.add_(p.grad, alpha=-0.1)
+    print(f"epoch {epoch} loss {loss.item():.4f}")
+    torch.save(model.state_dict(), "checkpoints/model.pt")
+    with open("metrics.json", "w") as f:
+        json.dump({"epoch": epoch, "loss": loss.item()}, f)
+'''
+
+
+def folder_digest(folder: Path) -> dict:
+    return {str(p.relative_to(folder)): hashlib.sha1(p.read_bytes()).hexdigest()
+            for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def script_config(tmp_path: Path, args: list) -> Path:
+    (tmp_path / "train.py").write_text(SCRIPT)
+    (tmp_path / "metrics.json").write_text(json.dumps({"the user's": "own"}))  # the script overwrites it each epoch
+    return write_config(tmp_path, {"name": "script", "workload": {"kind": "script", "script": "train.py", "args": args},
+                                   "measure": {"warmup_steps": 2, "steps": 8}}, name="advisor.yaml")
+
+
+def test_a_script_is_diagnosed_from_its_own_steps_and_its_folder_is_left_byte_identical(tmp_path):
+    config = script_config(tmp_path, ["--epochs", "100"])
+    before = folder_digest(tmp_path)
+    result = run_cli("diagnose", str(config), "--json")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["diagnoses"][0]["bottleneck"] == "compute", report["diagnoses"]
+    assert folder_digest(tmp_path) == before
+    assert not (tmp_path / "checkpoints").exists(), "the script's new folder went to advisor's scratch"
+
+
+@pytest.mark.parametrize("args, words", [
+    (["--epochs", "0"], "ended on its own after no training step"),
+    (["--epochs", "1", "--ask"], "reads standard input"),
+])
+def test_a_script_that_cannot_be_measured_is_one_line_and_exit_2(tmp_path, args, words):
+    config = script_config(tmp_path, args)
+    before = folder_digest(tmp_path)
+    result = run_cli("diagnose", str(config))
+    assert result.returncode == 2, result.stderr
+    assert words in result.stderr and "Traceback" not in result.stderr, result.stderr
+    assert [line for line in result.stderr.splitlines() if "error" in line] == [result.stderr.splitlines()[-1]]
+    assert folder_digest(tmp_path) == before
+
+
+def test_a_missing_script_is_named(tmp_path):
+    config = write_config(tmp_path, {"name": "script", "workload": {"kind": "script", "script": "nowhere.py"}})
+    result = run_cli("diagnose", str(config))
+    assert result.returncode == 2 and "workload.script: nowhere.py not found" in result.stderr, result.stderr
