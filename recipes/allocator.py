@@ -21,10 +21,10 @@ from typing import Mapping, Optional
 
 from recipes.base import Choice, Context, Recipe
 
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (malloc.h)
-# the variables glibc reads at start-up, and the other ways a job may already have tuned its allocator
-VARIABLES = ("MALLOC_TRIM_THRESHOLD_", "MALLOC_MMAP_THRESHOLD_")
-TUNED_BY = (*VARIABLES, "MALLOC_TOP_PAD_", "GLIBC_TUNABLES", "LD_PRELOAD")
+# each variable glibc reads at start-up, and mallopt's parameter for it (malloc.h)
+MALLOPT = {"MALLOC_TRIM_THRESHOLD_": ("M_TRIM_THRESHOLD", -1), "MALLOC_MMAP_THRESHOLD_": ("M_MMAP_THRESHOLD", -3)}
+# the other ways a job may already have tuned its allocator
+TUNED_BY = (*MALLOPT, "MALLOC_TOP_PAD_", "GLIBC_TUNABLES", "LD_PRELOAD")
 
 
 def why_not(context: Context, environ: Mapping[str, str] = os.environ) -> Optional[str]:
@@ -48,8 +48,7 @@ def snippet(plan: dict) -> str:
             "# or first thing in the script, before the model is built:\n"
             "import ctypes\n"
             "libc = ctypes.CDLL(None)\n"
-            f"libc.mallopt({M_TRIM_THRESHOLD}, {values['MALLOC_TRIM_THRESHOLD_']})  # M_TRIM_THRESHOLD\n"
-            f"libc.mallopt({M_MMAP_THRESHOLD}, {values['MALLOC_MMAP_THRESHOLD_']})  # M_MMAP_THRESHOLD")
+            + "\n".join(f"libc.mallopt({MALLOPT[name][1]}, {value})  # {MALLOPT[name][0]}" for name, value in values.items()))
 
 
 def apply(value: None, plan: dict) -> None:
@@ -60,8 +59,7 @@ def apply(value: None, plan: dict) -> None:
         return
     libc = ctypes.CDLL(None)
     for name, value in thresholds(keep_mb).items():
-        option = M_TRIM_THRESHOLD if name == "MALLOC_TRIM_THRESHOLD_" else M_MMAP_THRESHOLD
-        if not libc.mallopt(option, ctypes.c_int(value)):
+        if not libc.mallopt(MALLOPT[name][1], ctypes.c_int(value)):
             raise RuntimeError(f"glibc refused {name}={value}")
         os.environ[name] = str(value)
 

@@ -59,17 +59,18 @@ class Steps:
 
     def ended(self, loss: float) -> None:
         self.ends.append(time.perf_counter())
-        if len(self.ends) > self.warmup + 1:  # a timed step: from the last end to this one
+        timed = len(self.ends) - self.warmup - 1  # steps ended since the window opened
+        if timed > 0:  # a timed step: from the last end to this one
             self.losses.append(loss)
             self.waits.append(self.waiting)
         self.waiting = 0.0
-        if len(self.ends) == self.warmup + 1:
+        if timed == 0:
             self.on_window("start")
-        elif len(self.ends) == self.warmup + self.steps + 1:
+        elif timed == self.steps:
             self.on_window("end")
             self.checksums = checksums_of(self.parameters or [])
             raise WindowDone
-        elif len(self.ends) > self.warmup + 1:
+        elif timed > 0:
             self.on_window("step")
 
     def step_seconds(self) -> list[float]:
@@ -92,7 +93,7 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str) 
     started = time.perf_counter()
     cpu_start = cpu_seconds()
     with ExitStack() as stack:
-        stack.enter_context(steps_found(record, profiler))
+        stack.enter_context(steps_found(record))
         stack.enter_context(waits_timed(record))
         stack.enter_context(forward_wrapped(around("around_forward", plan, device_type=device.type)))
         stack.enter_context(writes_kept_in(config.root, Path(scratch) / "writes", writes))
@@ -136,7 +137,7 @@ def ended_early(script: str, outcome: Optional[str], ended: int, needed: int, la
 
 
 @contextmanager
-def steps_found(record: Steps, profiler: Optional["Profiled"]) -> Iterator[None]:
+def steps_found(record: Steps) -> Iterator[None]:
     """Every backward of one scalar ends a step (`Steps.ended`)."""
     original = torch.autograd.backward
 
@@ -223,12 +224,18 @@ def writes_kept_in(folder: Path, scratch: Path, writes: list[str]) -> Iterator[N
     folder = folder.resolve()
 
     def redirected(path: Any) -> Optional[Path]:
-        if isinstance(path, int):
+        if not isinstance(path, (str, bytes, os.PathLike)):  # a descriptor or a file object: already open
             return None
         absolute = Path(os.path.abspath(os.fsdecode(path)))
         if absolute != folder and folder not in absolute.parents:
             return None
         return scratch / absolute.relative_to(folder)
+
+    def kept(copy: Path) -> Path:
+        """A write's copy, named in `writes`, its folder made."""
+        writes.append(str(copy.relative_to(scratch)))
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        return copy
 
     original_open, original_io_open = builtins.open, io.open
     originals = {name: getattr(os, name) for name in ("makedirs", "mkdir", "remove", "unlink", "replace", "rename")}
@@ -239,17 +246,14 @@ def writes_kept_in(folder: Path, scratch: Path, writes: list[str]) -> Iterator[N
         copy = redirected(path)
         if copy is None or not flags & writing_flags:
             return original_os_open(copy if copy is not None and copy.exists() else path, flags, *args, **kwargs)
-        writes.append(str(copy.relative_to(scratch)))
-        copy.parent.mkdir(parents=True, exist_ok=True)
-        return original_os_open(copy, flags, *args, **kwargs)
+        return original_os_open(kept(copy), flags, *args, **kwargs)
 
     def guarded_open(file, mode="r", *args, **kwargs):
         copy = redirected(file)
         if copy is None:
             return original_open(file, mode, *args, **kwargs)
         if any(flag in mode for flag in "wax+"):
-            writes.append(str(copy.relative_to(scratch)))
-            copy.parent.mkdir(parents=True, exist_ok=True)
+            kept(copy)
             if ("a" in mode or "+" in mode) and not copy.exists() and Path(file).exists():
                 copy.write_bytes(Path(file).read_bytes())  # an append or update starts from the user's file
             return original_open(copy, mode, *args, **kwargs)
@@ -260,8 +264,7 @@ def writes_kept_in(folder: Path, scratch: Path, writes: list[str]) -> Iterator[N
             copy = redirected(path)
             if copy is None:
                 return originals[name](path, *args, **kwargs)
-            writes.append(str(copy.relative_to(scratch)))
-            copy.parent.mkdir(parents=True, exist_ok=True)
+            kept(copy)
             if name in ("makedirs", "mkdir"):
                 return originals["makedirs"](copy, exist_ok=True)
             if name in ("replace", "rename"):
@@ -274,14 +277,11 @@ def writes_kept_in(folder: Path, scratch: Path, writes: list[str]) -> Iterator[N
     original_save, original_load = torch.save, torch.load
 
     def guarded_save(obj, f, *args, **kwargs):  # a path is written by torch's C++ writer, past `open`
-        copy = redirected(f) if isinstance(f, (str, os.PathLike)) else None
-        if copy is not None:
-            writes.append(str(copy.relative_to(scratch)))
-            copy.parent.mkdir(parents=True, exist_ok=True)
-        return original_save(obj, copy or f, *args, **kwargs)
+        copy = redirected(f)
+        return original_save(obj, kept(copy) if copy is not None else f, *args, **kwargs)
 
     def guarded_load(f, *args, **kwargs):
-        copy = redirected(f) if isinstance(f, (str, os.PathLike)) else None
+        copy = redirected(f)
         return original_load(copy if copy is not None and copy.exists() else f, *args, **kwargs)
 
     builtins.open = io.open = guarded_open
@@ -312,7 +312,8 @@ def as_main(script: Path, args: list[str], cwd: Path, printed: "LastLine") -> It
         yield
     finally:
         sys.stdin.close()
-        sys.argv, sys.path[:], _, sys.stdin, sys.stdout = saved[0], saved[1], os.chdir(saved[2]), saved[3], saved[4]
+        sys.argv, sys.path[:], sys.stdin, sys.stdout = saved[0], saved[1], saved[3], saved[4]
+        os.chdir(saved[2])
 
 
 class LastLine(io.TextIOBase):
