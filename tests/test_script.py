@@ -37,6 +37,8 @@ for epoch in range(args.epochs):
             p.data.add_(p.grad, alpha=-0.1)
     print(f"epoch {epoch} loss {loss.item():.4f}")
     torch.save(model.state_dict(), "checkpoints/model.pt")
+    if os.path.exists("metrics.json"):
+        os.replace("metrics.json", "metrics.prev.json")  # the user's own file, rotated
     with open("metrics.json", "w") as f:
         json.dump({"epoch": epoch, "loss": loss.item()}, f)
 '''

@@ -268,8 +268,13 @@ def writes_kept_in(folder: Path, scratch: Path, writes: list[str]) -> Iterator[N
             if name in ("makedirs", "mkdir"):
                 return originals["makedirs"](copy, exist_ok=True)
             if name in ("replace", "rename"):
-                target = redirected(args[0]) if args else None
-                return originals[name](copy if copy.exists() else path, target or args[0])
+                target = redirected(args[0])
+                target = kept(target) if target is not None else args[0]
+                if copy.exists():
+                    return originals[name](copy, target)
+                with original_open(path, "rb") as source, original_open(target, "wb") as moved:
+                    moved.write(source.read())  # the user's file is copied where it would go; it stays
+                return None
             return originals[name](copy) if copy.exists() else None  # the user's own file stays
 
         return call
