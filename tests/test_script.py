@@ -85,3 +85,23 @@ def test_a_missing_script_is_named(tmp_path):
     config = write_config(tmp_path, {"name": "script", "workload": {"kind": "script", "script": "nowhere.py"}})
     result = run_cli("diagnose", str(config))
     assert result.returncode == 2 and "workload.script: nowhere.py not found" in result.stderr, result.stderr
+
+
+def test_a_scripts_window_sees_the_other_processes_on_the_machine(tmp_path):
+    """The busy-machine check reads each run's window: a script's run reports the CPU others took in it."""
+    import subprocess
+    import sys
+
+    config = script_config(tmp_path, ["--epochs", "1000"])
+    # a window past advisor's shortest readable one (0.5 s); one thread, so the step does not wait on a spinning peer
+    config.write_text(config.read_text().replace("steps: 8", "steps: 1500").replace("kind: script", "kind: script\n  threads: 1"))
+    burners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        result = run_cli("diagnose", str(config), "--json")
+    finally:
+        for burner in burners:
+            burner.kill()
+            burner.wait()
+    assert result.returncode == 0, result.stderr
+    full = json.loads(result.stdout)["evidence"]["runs"]["full"]
+    assert full["other_cpu_share"] > 0.25, full

@@ -33,7 +33,7 @@ from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.harness.operators import STEP_LABEL, summarize_profile
 from advisor.harness.train import PROFILE_WARMUP_STEPS, checksums_of, cpu_seconds, prepare_process
-from advisor.measure import step_statistics
+from advisor.measure import machine_busy_seconds, other_cpu_share, step_statistics
 from recipes import around
 
 
@@ -55,6 +55,7 @@ class Steps:
     waiting: float = 0.0  # DataLoader waits since the last step ended
     parameters: Optional[list] = None  # the tensors the loss's gradients reach, found at the first step
     checksums: list = field(default_factory=list)  # theirs at the window's end
+    marks: dict = field(default_factory=dict)  # the window's "start" and "end": (wall clock, own CPU s, machine's busy s)
     on_window: Callable[[str], None] = lambda moment: None  # the timed window's "start", each "step", its "end"
 
     def ended(self, loss: float) -> None:
@@ -65,8 +66,10 @@ class Steps:
             self.waits.append(self.waiting)
         self.waiting = 0.0
         if timed == 0:
+            self.marks["start"] = (time.time(), cpu_seconds(), machine_busy_seconds())
             self.on_window("start")
         elif timed == self.steps:
+            self.marks["end"] = (time.time(), cpu_seconds(), machine_busy_seconds())
             self.on_window("end")
             self.checksums = checksums_of(self.parameters or [])
             raise WindowDone
@@ -91,7 +94,6 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str) 
     writes: list[str] = []
     printed = LastLine(sys.stdout)
     started = time.perf_counter()
-    cpu_start = cpu_seconds()
     with ExitStack() as stack:
         stack.enter_context(steps_found(record))
         stack.enter_context(waits_timed(record))
@@ -103,12 +105,14 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str) 
         raise UserError(ended_early(workload.script, outcome, len(record.ends), warmup + steps + 1, printed.last))
     step_s = record.step_seconds()
     wall = sum(step_s)
+    (started_at, cpu_start, busy_start), (ended_at, cpu_end, busy_end) = record.marks["start"], record.marks["end"]
     fields = step_statistics(step_s, record.waits, [0.0] * len(step_s), len(step_s))
     environment = {"device": device.type, "default_threads": default_threads, "torch": torch.__version__,
                    "writes": sorted(set(writes))}
-    fields.update(losses=record.losses, parameters=record.checksums, environment=environment, setup_s=record.ends[0] - started,
-                  cpu_util=min(1.0, (cpu_seconds() - cpu_start) / max(time.perf_counter() - started, 1e-9) / (os.cpu_count() or 1)),
-                  device=device.type, window=(time.time() - wall, time.time()))
+    fields.update(losses=record.losses, parameters=record.checksums, environment=environment, device=device.type,
+                  setup_s=record.ends[0] - started, window=(started_at, ended_at),
+                  cpu_util=min(1.0, (cpu_end - cpu_start) / (wall * (os.cpu_count() or 1))),
+                  other_cpu_share=other_cpu_share(busy_end - busy_start, cpu_end - cpu_start, wall))
     if profiler is not None:
         fields["operators"] = profiler.summary(steps, wall)
     return fields
