@@ -97,7 +97,7 @@ def test_the_envelope_widens_only_where_rounding_grows():
 def test_a_nudge_moves_every_weight_by_one_unit_in_the_last_place():
     model = torch.nn.Linear(64, 32)
     before = [p.detach().clone() for p in model.parameters()]
-    nudge_by_one_ulp(model, seed=0)
+    nudge_by_one_ulp(model.parameters(), seed=0)
     for old, new in zip(before, model.parameters()):
         spacing = torch.nextafter(old.abs(), torch.tensor(math.inf)) - old.abs()
         assert torch.equal((new - old).abs(), spacing), "exactly one representable step each"

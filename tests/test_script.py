@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import run_cli, write_config
+from conftest import ROOT, run_cli, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -105,3 +105,61 @@ def test_a_scripts_window_sees_the_other_processes_on_the_machine(tmp_path):
     assert result.returncode == 0, result.stderr
     full = json.loads(result.stdout)["evidence"]["runs"]["full"]
     assert full["other_cpu_share"] > 0.25, full
+
+
+# word_language_model's main.py as a script: its model and corpus from a module beside it (the
+# project's word_lm reference), the stream batchified by hand, SGD at lr 20 by hand with clipping,
+# the hidden state carried over: a trajectory that amplifies rounding.
+CHAOTIC = '''
+import argparse
+import torch
+from word_lm import BPTT, MarkovCorpus, build_model
+
+parser = argparse.ArgumentParser()
+parser.add_argument("--lr", type=float, default=20.0)
+args = parser.parse_args()
+torch.manual_seed(0)
+batch = 20
+corpus = MarkovCorpus(40_000, 1000).corpus
+stream = corpus[: len(corpus) // batch * batch].view(batch, -1).t().contiguous()
+model = build_model()
+model.train()
+hidden = model.init_hidden(batch)
+for i in range(0, stream.size(0) - 1 - BPTT, BPTT):
+    data, target = stream[i:i + BPTT], stream[i + 1:i + 1 + BPTT].reshape(-1)
+    hidden = tuple(h.detach() for h in hidden)
+    model.zero_grad()
+    output, hidden = model(data, hidden)
+    loss = torch.nn.functional.cross_entropy(output, target)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 0.25)
+    for p in model.parameters():
+        p.data.add_(p.grad, alpha=-args.lr)
+'''
+
+
+def test_a_chaotic_script_is_judged_against_its_own_rounding_envelope(tmp_path):
+    """The nudged run moves the parameters the script's gradients reach by one unit in the last
+    place: rounding grows over the steps, so bf16 passes within that envelope; twice the
+    learning rate does not."""
+    from advisor.config import load_config
+    from advisor.harness import run_measurement
+    from advisor.kinds import baseline_plan, kind_of
+    from advisor.session.gate import compare_outputs
+
+    def config_with(lr: float):
+        (tmp_path / "lm.py").write_text(CHAOTIC)
+        (tmp_path / "word_lm.py").write_text((ROOT / "experiments" / "workloads" / "word_lm.py").read_text())
+        return load_config(write_config(tmp_path, {"name": "lm", "workload": {"kind": "script", "script": "lm.py",
+                                                   "args": ["--lr", str(lr)]},
+                                                   "measure": {"warmup_steps": 2, "steps": 40}}, name=f"lm{lr}.yaml"))
+
+    config = config_with(20.0)
+    base = baseline_plan(config)
+    run = lambda cfg, plan, mode="full": run_measurement(cfg, {**base, **plan}, mode, cfg.measure.steps, 300)  # noqa: E731
+    baseline, bf16, other_rate = run(config, {}), run(config, {"amp.dtype": "bfloat16"}), run(config_with(40.0), {})
+    assert baseline.ok and bf16.ok and other_rate.ok
+    envelope = kind_of("script").envelope(config, baseline)
+    assert envelope.amplifies, envelope.describe()
+    assert compare_outputs(bf16, baseline, "tolerance", config, envelope).passed
+    assert not compare_outputs(other_rate, baseline, "tolerance", config, envelope).passed

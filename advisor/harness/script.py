@@ -32,7 +32,7 @@ import torch
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.harness.operators import STEP_LABEL, summarize_profile
-from advisor.harness.train import PROFILE_WARMUP_STEPS, checksums_of, cpu_seconds, prepare_process
+from advisor.harness.train import PROFILE_WARMUP_STEPS, checksums_of, cpu_seconds, nudge_by_one_ulp, prepare_process
 from advisor.measure import machine_busy_seconds, other_cpu_share, step_statistics
 from recipes import around
 
@@ -95,7 +95,7 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str) 
     printed = LastLine(sys.stdout)
     started = time.perf_counter()
     with ExitStack() as stack:
-        stack.enter_context(steps_found(record))
+        stack.enter_context(steps_found(record, config.measure.seed if mode == "nudged" else None))
         stack.enter_context(waits_timed(record))
         stack.enter_context(forward_wrapped(around("around_forward", plan, device_type=device.type)))
         stack.enter_context(writes_kept_in(config.root, Path(scratch) / "writes", writes))
@@ -141,15 +141,20 @@ def ended_early(script: str, outcome: Optional[str], ended: int, needed: int, la
 
 
 @contextmanager
-def steps_found(record: Steps) -> Iterator[None]:
-    """Every backward of one scalar ends a step (`Steps.ended`)."""
+def steps_found(record: Steps, nudge_seed: Optional[int] = None) -> Iterator[None]:
+    """Every backward of one scalar ends a step (`Steps.ended`). With `nudge_seed`, the
+    parameters are moved by one unit in the last place once found, before the first update
+    (the `nudged` run: how far rounding alone moves this script's losses)."""
     original = torch.autograd.backward
 
     def backward(tensors, *args, **kwargs):
         scalar = isinstance(tensors, torch.Tensor) and tensors.numel() == 1
-        if scalar and record.parameters is None:
+        found = scalar and record.parameters is None
+        if found:
             record.parameters = leaves(tensors)
         result = original(tensors, *args, **kwargs)
+        if found and nudge_seed is not None:  # after the backward that saved them, before any update
+            nudge_by_one_ulp(record.parameters, nudge_seed)
         if scalar:
             record.ended(float(tensors.detach()))
         return result

@@ -54,7 +54,7 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     check_dataset(job, plan["batch_size"])
     model = job.model
     if mode == "nudged":
-        nudge_by_one_ulp(model, config.measure.seed)
+        nudge_by_one_ulp(model.parameters(), config.measure.seed)
     environment = describe_environment(model, device, default_threads, job.dataset[0])
     environment["loader"] = {key: plan[key] for key in LOADER_KEYS}
     model = applied("model", model.to(device), plan)
@@ -96,12 +96,12 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     return fields
 
 
-def nudge_by_one_ulp(model: torch.nn.Module, seed: int) -> None:
+def nudge_by_one_ulp(parameters: Iterable[torch.Tensor], seed: int) -> None:
     """Moves every floating-point weight one representable step up or down (a seeded coin per
     element, drawn apart from the job's own random numbers): a change the size of one rounding."""
     generator = torch.Generator().manual_seed(seed + 1)
     with torch.no_grad():
-        for parameter in model.parameters():
+        for parameter in parameters:
             if parameter.is_floating_point():
                 up = torch.rand(parameter.shape, generator=generator) < 0.5
                 toward = torch.where(up, torch.tensor(float("inf")), torch.tensor(float("-inf"))).to(parameter.dtype)
