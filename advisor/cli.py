@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 import time
-from typing import Optional
+from pathlib import Path
+from typing import Any, Optional
 
 from advisor.errors import UserError
 from advisor.secrets import shown
@@ -18,7 +19,13 @@ EXIT_BASELINE_FAILED = 4  # diagnose, optimize, report: the job crashed or hung 
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser()
+    argv, script_command = split_script_command(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    try:
+        args.config, args.shown = config_argument(args, script_command)
+    except UserError as exc:
+        print(f"advisor: error: {exc}", file=sys.stderr)
+        return 2
     if sys.platform != "linux":
         print(f"advisor: error: advisor runs on Linux only (it relies on the forkserver, process groups and /proc), "
               f"and this is {sys.platform}: run it on a Linux machine, a Linux container or WSL", file=sys.stderr)
@@ -52,6 +59,45 @@ def main(argv: Optional[list[str]] = None) -> int:
         return 130
 
 
+SCRIPT_COMMANDS = ("diagnose", "optimize", "report", "retune", "ui", "worker")  # those a script's command line can name
+
+
+def split_script_command(argv: list[str]) -> tuple[list[str], Optional[list[str]]]:
+    """`advisor optimize -- python train.py --epochs 1`: advisor's own arguments, and the
+    command line after `--` (None without one)."""
+    if "--" not in argv:
+        return argv, None
+    cut = argv.index("--")
+    return argv[:cut], argv[cut + 1:]
+
+
+def config_argument(args: argparse.Namespace, script_command: Optional[list[str]]) -> tuple[Any, str]:
+    """The config the command runs on, and how to name it in the lines it prints: the config
+    file's path as given, or, for `-- python SCRIPT ARGS`, a `kind: script` config rooted in the
+    working folder (no file is written: the measurement children get it pickled)."""
+    import shlex
+
+    if script_command is None:
+        if args.config is None:
+            raise UserError(f"{args.name}: pass the path of a YAML config, or the script's command line after --: "
+                            f"advisor {args.name} -- python train.py ARGS")
+        return args.config, args.config
+    if args.config is not None or args.name not in SCRIPT_COMMANDS:
+        raise UserError(f"{args.name}: takes a config or, after --, a script's command line, not both"
+                        if args.config is not None else
+                        f"{args.name}: needs a config file; write one with workload.kind: script")
+    from advisor.config import script_config
+
+    return script_config(script_command, Path.cwd()), shlex.join(["--", *script_command])
+
+
+def config_of(args: argparse.Namespace):
+    """The command's config, read and validated."""
+    from advisor.config import load_config
+
+    return load_config(args.config) if isinstance(args.config, str) else args.config
+
+
 def stop_on_signals() -> None:
     """SIGTERM and SIGHUP (a closed SSH session) stop advisor as Ctrl-C does: the running
     measurement is killed with its workers, finished trials are kept, the study can resume."""
@@ -69,13 +115,12 @@ def warm_up_for(args: argparse.Namespace) -> None:
     command's own start-up. Pipelines start fresh interpreters, and must not share the CPU with it."""
     if args.command not in (run_diagnose, run_optimize, run_worker, run_retune):
         return
-    from advisor.config import load_config
     from advisor.errors import UserError
     from advisor.harness import launch
     from advisor.kinds import kind_of
 
     try:
-        if not kind_of(load_config(args.config).kind).fresh_children:
+        if not kind_of(config_of(args).kind).fresh_children:
             launch.warm_up()
     except UserError:
         pass  # the command reports it
@@ -92,9 +137,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     def command(name: str, handler, help_text: str, config_help: str = "path of the YAML config"):
         sub = commands.add_parser(name, help=help_text)
-        sub.add_argument("config", help=config_help)
+        sub.add_argument("config", nargs="?", help=config_help + (
+            "; or, after --, the command line of a training script (-- python train.py ARGS)"
+            if name in SCRIPT_COMMANDS else ""))
         sub.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr (for CI logs)")
-        sub.set_defaults(command=handler)
+        sub.set_defaults(command=handler, name=name)
         return sub
 
     diagnose = command("diagnose", run_diagnose, "measure the job and name its bottleneck with evidence")
@@ -183,14 +230,13 @@ def run_diagnose(args: argparse.Namespace) -> int:
 
 def run_optimize(args: argparse.Namespace) -> int:
     from advisor.api import optimize
-    from advisor.config import load_config
     from advisor.failures import out_of_memory, over_slo
 
-    config = load_config(args.config)
+    config = config_of(args)
     evidence = load_evidence(args.evidence) if args.evidence else None
     done = optimize(config, progress_printer(args), results=args.results, fresh=args.fresh, evidence=evidence,
                     started=COMMAND_STARTED)
-    print_session(config, done.payload, done.folder, done.mlflow, args.config, as_json=args.json)
+    print_session(config, done.payload, done.folder, done.mlflow, args.shown, as_json=args.json)
     result = done.session
     base = next((t.measurement for t in result.trials if t.number == 0), result.evidence.full)
     if not base.ok and not out_of_memory(base) and not over_slo(base):
@@ -207,8 +253,6 @@ def baseline_failed(reason: str, command: str) -> int:
 
 def load_evidence(path: str):
     """The evidence inside the JSON that `advisor diagnose --json` printed."""
-    from pathlib import Path
-
     from advisor.errors import UserError
     from advisor.evidence import Evidence
 
@@ -269,10 +313,9 @@ def run_retune(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from advisor import tracking
-    from advisor.config import load_config
     from advisor.retune import retune
 
-    config = load_config(args.config)
+    config = config_of(args)
     previous_run, previous = tracking.latest_payload(config)
     result = retune(config, previous, progress_printer(args))
     print(f"retune {config.name}: {result.status}")
@@ -281,7 +324,7 @@ def run_retune(args: argparse.Namespace) -> int:
     print(f"  {result.detail}")
     if result.new_session is not None:
         tags = {"retune_of": previous_run, "retune_status": result.status, "changes": "; ".join(result.changes)[:4000]}
-        publish(config, result.new_session, None, args.config, tags, args)
+        publish(config, result.new_session, None, args.shown, tags, args)
     else:
         run_id = tracking.log_recheck(config, previous_run, result.status, result.detail, previous["fingerprint"],
                                       asdict(result.verdict) if result.verdict else None)
@@ -293,8 +336,6 @@ CRON_MARK = "# advisor retune"
 
 
 def cron_line(config_path: str, schedule: str) -> str:
-    from pathlib import Path
-
     from shlex import quote
 
     config = Path(config_path).resolve()
@@ -306,8 +347,6 @@ def cron_line(config_path: str, schedule: str) -> str:
 def run_schedule(args: argparse.Namespace) -> int:
     import shutil
     import subprocess
-    from pathlib import Path
-
     from advisor.config import load_config
     from advisor.errors import UserError
 
@@ -339,10 +378,9 @@ def run_schedule(args: argparse.Namespace) -> int:
 
 def run_worker(args: argparse.Namespace) -> int:
     from advisor import search
-    from advisor.config import load_config
     from advisor.session import join_study
 
-    config = load_config(args.config)
+    config = config_of(args)
     search.check_storage(config)
     ran = join_study(config, progress_printer(args), wait_s=args.wait_s)
     print(f"worker finished: ran {ran} trial(s) of study '{config.name}'")
@@ -350,10 +388,9 @@ def run_worker(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from advisor.config import load_config
     from advisor.tracking import latest_session
 
-    config = load_config(args.config)
+    config = config_of(args)
     session, recommendations = latest_session(config)
     if args.json:
         print(json.dumps({"workload": config.name, "session": session, "recommendations": recommendations}, indent=2, default=str))
@@ -377,10 +414,9 @@ def run_report(args: argparse.Namespace) -> int:
 def run_ui(args: argparse.Namespace) -> int:
     import os
 
-    from advisor.config import load_config
     from advisor.tracking import tracking_uri
 
-    config = load_config(args.config)
+    config = config_of(args)
     if tracking_uri(config).startswith(("http://", "https://")):  # a tracking server serves its own UI
         print(f"the tracking server serves the MLflow UI: open {shown(tracking_uri(config))}")
         return 0

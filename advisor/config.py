@@ -350,6 +350,23 @@ def load_config(path: str | Path) -> AdvisorConfig:
     return parse_config(raw, path.resolve())
 
 
+PYTHON_COMMAND = re.compile(r"^python[0-9.]*$")
+
+
+def script_config(command: list[str], folder: Path) -> AdvisorConfig:
+    """`python SCRIPT ARGS` (or `SCRIPT ARGS`), run from `folder`, as a `kind: script` config
+    rooted there: the study, the store and the results go where a config file there would put them."""
+    words = command[1:] if command and PYTHON_COMMAND.match(Path(command[0]).name) else list(command)
+    if not words or words[0].startswith("-") or not words[0].endswith(".py"):
+        raise ConfigError(f"after --: expected a script's command line, python SCRIPT.py [ARGS], got "
+                          f"{' '.join(command) or 'nothing'!r} (python's own options and -m are not supported)")
+    if not (folder / words[0]).is_file():
+        raise ConfigError(f"after --: {words[0]} not found in {folder}; run advisor from the folder you run the script from")
+    name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(words[0]).stem)
+    return parse_config({"name": name, "workload": {"kind": "script", "script": words[0], "args": words[1:]}},
+                        folder.resolve() / f"{name}.advisor.yaml")
+
+
 def parse_config(raw: Any, path: Path) -> AdvisorConfig:
     """Validates an already-parsed mapping as the config at `path`."""
     try:

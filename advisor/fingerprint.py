@@ -24,7 +24,9 @@ from advisor.config import CALLABLE_PATTERN, AdvisorConfig
 
 def source_of(ref: Any, root: Path) -> Optional[Path]:
     """The file a `module:callable` reference points at, found without importing it (for a
-    callable given through the Python API, the file that defines it)."""
+    callable given through the Python API, the file that defines it; a path is its own file)."""
+    if isinstance(ref, Path):
+        return (root / ref).resolve()
     if callable(ref):
         import inspect
 

@@ -163,3 +163,50 @@ def test_a_chaotic_script_is_judged_against_its_own_rounding_envelope(tmp_path):
     assert envelope.amplifies, envelope.describe()
     assert compare_outputs(bf16, baseline, "tolerance", config, envelope).passed
     assert not compare_outputs(other_rate, baseline, "tolerance", config, envelope).passed
+
+
+def test_the_fingerprint_covers_the_scripts_source(tmp_path):
+    """A study made for one script's code is not resumed after the code changed."""
+    from advisor.config import load_config
+    from advisor.fingerprint import fingerprint
+
+    config = load_config(script_config(tmp_path, []))
+    before = fingerprint(config)["components"]["sources"]
+    (tmp_path / "train.py").write_text(SCRIPT.replace("alpha=-0.1", "alpha=-0.2"))
+    after = fingerprint(config)["components"]["sources"]
+    assert before["script"]["file"] == "train.py" and before["script"]["sha256"] != after["script"]["sha256"]
+
+
+def advisor_in(folder: Path, *args: str):
+    """The `advisor` command run from `folder`, as a user in their script's folder runs it."""
+    import os
+    import subprocess
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "advisor.cli", *args], capture_output=True, text=True, timeout=300,
+                          cwd=folder, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def test_a_scripts_command_line_after_two_dashes_needs_no_config(tmp_path):
+    (tmp_path / "train.py").write_text(SCRIPT)
+    (tmp_path / "metrics.json").write_text("{}")
+    before = folder_digest(tmp_path)
+    result = advisor_in(tmp_path, "diagnose", "--json", "--", "python", "train.py", "--epochs", "100")
+    assert result.returncode == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert report["workload"] == "train" and report["diagnoses"][0]["bottleneck"] == "compute", report
+    assert folder_digest(tmp_path) == before
+
+
+@pytest.mark.parametrize("args, words", [
+    (["diagnose", "--", "python", "-m", "train"], "expected a script's command line, python SCRIPT.py"),
+    (["diagnose", "--", "python", "elsewhere.py"], "elsewhere.py not found in"),
+    (["diagnose"], "pass the path of a YAML config, or the script's command line after --"),
+    (["schedule", "--", "python", "train.py"], "needs a config file; write one with workload.kind: script"),
+    (["diagnose", "advisor.yaml", "--", "python", "train.py"], "not both"),
+])
+def test_a_bad_command_line_is_one_line_and_exit_2(tmp_path, args, words):
+    (tmp_path / "train.py").write_text(SCRIPT)
+    result = advisor_in(tmp_path, *args)
+    assert result.returncode == 2 and words in result.stderr, result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr

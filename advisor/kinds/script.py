@@ -8,6 +8,7 @@ rate is the script's steps per second, as it sets its own batch size.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any, Optional
 
 from advisor.config import AdvisorConfig
@@ -40,7 +41,7 @@ class ScriptKind(TrainKind):
         return evidence.full.environment or {}
 
     def sources(self, config: AdvisorConfig) -> dict[str, Any]:
-        return {"script": str((config.root / config.workload.script).resolve())}
+        return {"script": Path(config.workload.script)}
 
 
 def derive_script(full) -> dict:
