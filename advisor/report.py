@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Optional
 
 from advisor.diagnosis import THRESHOLDS, Diagnosis, Finding
 from advisor.evidence import Evidence
@@ -383,6 +384,15 @@ def rewrites_section(row_functions: list[dict]) -> list[str]:
     return lines
 
 
+def writes_section(writes: Optional[list]) -> list[str]:
+    """A script's writes under its folder, each run's kept in advisor's scratch instead."""
+    if not writes:
+        return []
+    return ["", "## What the script wrote", "",
+            "Each run's writes under the script's folder went to advisor's scratch folder, not yours "
+            "(its later reads found them there); your files are as they were:", ""] + [f"- `{path}`" for path in writes]
+
+
 def write_results(payload: dict, diagnosis_text: str, folder: Path) -> Path:
     """Writes recommendations.json, report.md and the plots into `folder`."""
     from advisor import plots
@@ -417,6 +427,7 @@ def write_results(payload: dict, diagnosis_text: str, folder: Path) -> Path:
     ]
     report += [f"- {name} not tried: {why}" for name, why in payload["recipes_skipped"].items()]
     report += rewrites_section(payload.get("row_functions", []))
+    report += writes_section((payload["baseline"]["measurement"].get("environment") or {}).get("writes"))
     report += ["", "## Plots", ""] + [f"![{figure.stem}]({figure.name})" for figure in figures]
     (folder / "report.md").write_text("\n".join(report) + "\n")
     return folder

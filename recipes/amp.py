@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Optional
 
-from recipes.base import Choice, Context, Recipe, serves
+from recipes.base import Choice, Context, Recipe, at_call, serves
 
 
 def why_not(context: Context) -> Optional[str]:
@@ -20,7 +20,8 @@ def why_not(context: Context) -> Optional[str]:
 
 def space(context: Context) -> dict:
     # float16 needs a GradScaler's calls inside the step: not where the step is the user's own.
-    options = (None, "bfloat16", "float16") if context.device == "cuda" and not context.step else (None, "bfloat16")
+    own_step = context.step or context.kind == "script"
+    options = (None, "bfloat16", "float16") if context.device == "cuda" and not own_step else (None, "bfloat16")
     return {"amp.dtype": Choice(options)}
 
 
@@ -51,6 +52,18 @@ def around_step(plan: dict, step: str) -> str:
     )
 
 
+def snippet_in(plan: dict, context: Context) -> Optional[str]:
+    """Around the user's own step, or at a script's own forward call."""
+    if context.step:
+        return around_step(plan, context.step)
+    if context.forward_call:
+        indent = " " * 4
+        return at_call(context.forward_call, f"# run it, and the loss computed from it, under autocast:\n"
+                                             f"with torch.autocast(device.type, dtype=torch.{plan['amp.dtype']}):\n"
+                                             f"{indent}{context.forward_call[1]}")
+    return None
+
+
 def autocast(device_type: str, dtype: Optional[str]) -> Any:
     """The autocast context for a plan's `amp.dtype` (a no-op context for None)."""
     if not dtype:
@@ -71,9 +84,10 @@ def grad_scaler(device_type: str, dtype: Optional[str]) -> Optional[Any]:
 
 def limits(context: Context) -> dict:
     """float16 around a step the user wrote: its GradScaler calls would have to go inside that step."""
-    if not context.step or context.device != "cuda":
+    if not (context.step or context.kind == "script") or context.device != "cuda":
         return {}
-    return {"amp (float16)": f"float16 needs a GradScaler's calls inside {context.step} (scaler.scale(loss).backward(), "
+    inside = context.step or "the script"
+    return {"amp (float16)": f"float16 needs a GradScaler's calls inside {inside} (scaler.scale(loss).backward(), "
                              "scaler.step(optimizer), scaler.update()); bfloat16, which needs none, is tried"}
 
 
@@ -88,7 +102,7 @@ RECIPE = Recipe(
     snippet=snippet,
     kinds=("train", "distributed", "infer", "script"),
     textbook=lambda context: {"amp.dtype": "bfloat16"},
-    snippet_in=lambda plan, context: around_step(plan, context.step) if context.step else None,
+    snippet_in=snippet_in,
     limits=limits,
     hooks={
         "around_forward": lambda plan, device_type: autocast(device_type, plan.get("amp.dtype")),

@@ -46,6 +46,9 @@ class Context:
     batchable: bool = False  # requests can be joined along their first dimension
     linear_layers: int = 0  # Linear and LSTM layers (dynamic quantization)
     conv_layers: int = 0  # Conv2d layers (channels_last)
+    # Scripts only, from the baseline's full run: [file.py:line, that line's code] of a call
+    loader_call: tuple[str, ...] = ()  # the first DataLoader(...) the script builds; empty: none
+    forward_call: tuple[str, ...] = ()  # the first call of a model (its outermost module)
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,12 @@ def serves(plan: dict) -> bool:
 
 def always(context: Context) -> Optional[str]:
     return None
+
+
+def at_call(call: tuple[str, ...], change: str) -> str:
+    """A change anchored at the script's own line: where it is, what it says, what to do there."""
+    place, code = call
+    return f"# {place}: {code}\n{change}"
 
 
 def format_value(value: Any) -> str:

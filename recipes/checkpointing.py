@@ -17,6 +17,8 @@ SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
 def why_not(context: Context) -> Optional[str]:
+    if context.kind == "script":
+        return "needs checkpoint(...) calls in the model's forward, inside the script's code; advisor changes a script only from outside"
     return None if context.blocks >= 2 else "the model has no nn.Sequential or nn.ModuleList of blocks to wrap"
 
 
@@ -104,7 +106,7 @@ RECIPE = Recipe(
     summary="recompute activations of a share of the blocks instead of storing them",
     targets=("memory",),
     risk="exact",
-    kinds=("train", "distributed"),
+    kinds=("train", "distributed", "script"),
     keys=("checkpointing.share",),
     why_not=why_not,
     space=space,

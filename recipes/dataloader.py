@@ -6,7 +6,9 @@ space reaches past the core count: a worker waiting on storage costs no CPU.
 
 from __future__ import annotations
 
-from recipes.base import Choice, Context, IntRange, Recipe, always
+from typing import Optional
+
+from recipes.base import Choice, Context, IntRange, Recipe, at_call
 
 FETCH_WORKERS_PER_CORE = 4  # workers blocked on I/O are cheap; let the search find how many
 MIN_FETCH_WORKERS = 8
@@ -29,7 +31,20 @@ def space(context: Context) -> dict:
     return params
 
 
-def snippet(plan: dict) -> str:
+def why_not(context: Context) -> Optional[str]:
+    if context.kind == "script" and not context.loader_call:
+        return "the script builds no torch DataLoader: its batches come from its own code"
+    return None
+
+
+def snippet_in(plan: dict, context: Context) -> Optional[str]:
+    """At a script's own DataLoader call: the arguments to add."""
+    if not context.loader_call:
+        return None
+    return at_call(context.loader_call, "# set these arguments in that DataLoader(...) call:\n" + ", ".join(options_of(plan)))
+
+
+def options_of(plan: dict) -> list[str]:
     workers = plan["dataloader.num_workers"]
     options = [f"num_workers={workers}"]
     if workers > 0:
@@ -37,9 +52,14 @@ def snippet(plan: dict) -> str:
             f"prefetch_factor={plan.get('dataloader.prefetch_factor') or 2}",
             f"persistent_workers={bool(plan.get('dataloader.persistent_workers'))}",
         ]
-    pinned = plan.get("dataloader.pin_memory")
-    if pinned:
+    if plan.get("dataloader.pin_memory"):
         options.append("pin_memory=True")
+    return options
+
+
+def snippet(plan: dict) -> str:
+    options = options_of(plan)
+    pinned = plan.get("dataloader.pin_memory")
     code = "loader = DataLoader(dataset, batch_size=..., shuffle=True,\n                    " + ",\n                    ".join(options) + ")"
     return code + ("\n# with pinned memory, copy asynchronously: x = x.to(device, non_blocking=True)" if pinned else "")
 
@@ -80,16 +100,17 @@ RECIPE = Recipe(
     summary="load batches in parallel worker processes, ahead of the step",
     targets=("input-fetch", "input-prep", "transfer"),
     risk="exact",
-    kinds=("train", "distributed"),
+    kinds=("train", "distributed", "script"),
     keys=(
         "dataloader.num_workers",
         "dataloader.prefetch_factor",
         "dataloader.persistent_workers",
         "dataloader.pin_memory",
     ),
-    why_not=always,
+    why_not=why_not,
     space=space,
     snippet=snippet,
+    snippet_in=snippet_in,
     textbook=textbook,
     idle=idle,
     hooks={

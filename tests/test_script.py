@@ -177,6 +177,20 @@ def test_the_fingerprint_covers_the_scripts_source(tmp_path):
     assert before["script"]["file"] == "train.py" and before["script"]["sha256"] != after["script"]["sha256"]
 
 
+def test_the_fingerprint_covers_the_modules_the_script_imports_from_its_folder(tmp_path):
+    from advisor.config import load_config
+    from advisor.fingerprint import fingerprint
+
+    for name in ("lm_train.py", "lm_model.py"):
+        (tmp_path / name).write_text((ROOT / "experiments" / "workloads" / "scripts" / name).read_text())
+    config = load_config(write_config(tmp_path, {"name": "lm", "workload": {"kind": "script", "script": "lm_train.py"}}))
+    before = fingerprint(config)["components"]["sources"]
+    (tmp_path / "lm_model.py").write_text((tmp_path / "lm_model.py").read_text().replace("dropout=0.2", "dropout=0.3"))
+    after = fingerprint(config)["components"]["sources"]
+    assert set(before) == {"script", "module lm_model"}, before
+    assert before["script"] == after["script"] and before["module lm_model"] != after["module lm_model"]
+
+
 def advisor_in(folder: Path, *args: str):
     """The `advisor` command run from `folder`, as a user in their script's folder runs it."""
     import os
@@ -210,3 +224,58 @@ def test_a_bad_command_line_is_one_line_and_exit_2(tmp_path, args, words):
     result = advisor_in(tmp_path, *args)
     assert result.returncode == 2 and words in result.stderr, result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
+def test_recipes_that_would_change_the_scripts_code_say_so_and_the_loader_needs_a_dataloader():
+    import dataclasses
+
+    from advisor.session.planning import select_recipes
+    from recipes import Context
+
+    context = Context(device="cpu", cores=2, default_threads=2, blocks=4, cpu_bf16=True, kind="script",
+                      bottlenecks=("input-fetch", "compute", "memory"))
+    chosen, skipped = select_recipes("auto", context)
+    assert "inside the script's code" in skipped["compile"] and "inside the script's code" in skipped["checkpointing"]
+    assert skipped["dataloader"].startswith("the script builds no torch DataLoader"), skipped
+    with_loader = dataclasses.replace(context, loader_call=("train.py:9", "loader = DataLoader(data)"))
+    assert "dataloader" in [recipe.name for recipe in select_recipes("auto", with_loader)[0]]
+
+
+def test_a_script_that_never_reaches_a_backward_is_stopped_in_one_line(tmp_path):
+    (tmp_path / "serve.py").write_text("import time\nwhile True:\n    time.sleep(0.05)  # never trains\n")
+    config = write_config(tmp_path, {"name": "idle", "workload": {"kind": "script", "script": "serve.py"},
+                                     "measure": {"timeout_s": 14}}, name="advisor.yaml")
+    result = run_cli("diagnose", str(config))
+    assert result.returncode == 2, result.stderr
+    assert "serve.py called no backward of a scalar loss in 4 s" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr and "hung" not in result.stderr
+
+
+def test_a_scripts_dataloader_is_set_from_outside_verified_and_anchored_at_its_line(tmp_path):
+    """cnn_train.py as a user wrote it: a DataLoader with its defaults (no workers) over images
+    that wait on storage. advisor tells the wait from CPU work, sets the workers of every loader
+    the script builds, verifies the fix, and anchors the snippet at the script's DataLoader line.
+    The folder, with the metrics.json the script overwrites every epoch, is left byte-identical."""
+    script = (ROOT / "experiments" / "workloads" / "scripts" / "cnn_train.py").read_text()
+    (tmp_path / "cnn_train.py").write_text(script)
+    (tmp_path / "metrics.json").write_text(json.dumps({"the user's": "own"}))
+    config = write_config(tmp_path, {
+        "name": "cnn", "workload": {"kind": "script", "script": "cnn_train.py", "args": ["--epochs", "100", "--images", "256"]},
+        "measure": {"warmup_steps": 3, "steps": 12},
+        "search": {"recipes": ["dataloader"], "trials": 3, "verify_top": 1}}, name="advisor.yaml")
+    before = folder_digest(tmp_path)
+    result = run_cli("optimize", str(config), "--json", "-q", timeout=600)
+    assert result.returncode == 0, result.stderr
+    ranking = json.loads(result.stdout)
+    payload = json.loads((Path(ranking["results"]) / "recommendations.json").read_text())
+    assert payload["diagnoses"][0]["bottleneck"] == "input-fetch", payload["diagnoses"]
+    best = ranking["recommendations"][0]
+    assert best["verified"] and best["plan"]["dataloader.num_workers"] > 0, best
+    line = next(number for number, text in enumerate(script.splitlines(), 1) if "DataLoader(" in text and "=" in text)
+    assert f"# cnn_train.py:{line}: loader = DataLoader(" in best["snippet"] and "num_workers=" in best["snippet"], best["snippet"]
+    report = (Path(ranking["results"]) / "report.md").read_text()
+    assert "## What the script wrote" in report and "- `metrics.json`" in report and "- `runs/checkpoint.pt`" in report, report
+    after = folder_digest(tmp_path)
+    assert {name: after.get(name) for name in before} == before
+    new = {name.split("/")[0] for name in set(after) - set(before)}
+    assert new <= {"advisor-results", "mlflow.db", "mlruns", "cnn.optuna-journal"}, new  # advisor's own

@@ -6,8 +6,12 @@
   step's time. After the warm-up and the timed window the script is unwound (`WindowDone`, a
   BaseException its own `except Exception` does not catch); its remaining epochs never run.
 - Where batches come from a DataLoader, the wait for each is timed: the input's share of a step.
-- The plan applies from outside the code: the process's settings (threads, the allocator), and
-  autocast around every outermost module call (amp).
+- The plan applies from outside the code: the process's settings (threads, the allocator),
+  autocast around every outermost module call (amp), and the worker settings of every DataLoader
+  the script builds (dataloader; the evidence runs keep the script's own, noted with where the
+  first loader and the first forward call are, for the snippets).
+- A script that has called no backward when the run's time is nearly spent is stopped with a
+  one-line error, rather than left to hang.
 - The script's folder is the user's: every write under it (open, os.open, makedirs, remove,
   rename, torch.save) lands in the run's scratch folder instead, where later reads of the same
   run (open, torch.load) find it. Writes from C code other than torch's are not seen.
@@ -16,9 +20,12 @@
 from __future__ import annotations
 
 import builtins
+import inspect
 import io
+import linecache
 import os
 import runpy
+import signal
 import sys
 import threading
 import time
@@ -31,14 +38,23 @@ import torch
 
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
+from advisor.harness.batches import batch_length
+from advisor.harness.lifetime import die_with_parent
 from advisor.harness.operators import STEP_LABEL, summarize_profile
 from advisor.harness.train import PROFILE_WARMUP_STEPS, checksums_of, cpu_seconds, nudge_by_one_ulp, prepare_process
 from advisor.measure import machine_busy_seconds, other_cpu_share, step_statistics
-from recipes import around
+from recipes import applied, around
+
+
+NO_STEP_MARGIN_S = 10.0  # a script with no backward yet is stopped this long before the run's time limit
 
 
 class WindowDone(BaseException):
     """The timed window is measured: unwinds the script from inside its backward."""
+
+
+class NoStepYet(BaseException):
+    """The run's time is nearly spent and the script has called no backward: unwinds it."""
 
 
 @dataclass
@@ -53,6 +69,7 @@ class Steps:
     losses: list[float] = field(default_factory=list)
     waits: list[float] = field(default_factory=list)
     waiting: float = 0.0  # DataLoader waits since the last step ended
+    fetching: list = field(default_factory=lambda: [0.0, 0.0, 0])  # the window's in-process loads: wall s, CPU s, samples
     parameters: Optional[list] = None  # the tensors the loss's gradients reach, found at the first step
     checksums: list = field(default_factory=list)  # theirs at the window's end
     marks: dict = field(default_factory=dict)  # the window's "start" and "end": (wall clock, own CPU s, machine's busy s)
@@ -76,6 +93,17 @@ class Steps:
         elif timed > 0:
             self.on_window("step")
 
+    def loaded(self, wall: float, cpu: float, samples: int) -> None:
+        """A batch the main process loaded itself (no workers) within the window: its wall and CPU time."""
+        if len(self.ends) > self.warmup:
+            self.fetching = [self.fetching[0] + wall, self.fetching[1] + cpu, self.fetching[2] + samples]
+
+    def sample_probe(self) -> dict:
+        """Per sample: the wall and CPU time of loading it, where the main process loads (the
+        fetch/prep split: time off the CPU is waiting on storage)."""
+        wall, cpu, samples = self.fetching
+        return {"wall_ms": 1000 * wall / samples, "cpu_ms": 1000 * cpu / samples} if samples else {}
+
     def step_seconds(self) -> list[float]:
         timed = self.ends[self.warmup:]
         return [later - earlier for earlier, later in zip(timed, timed[1:])]
@@ -92,15 +120,18 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str) 
     if profiler is not None:
         record.on_window = profiler.on_window
     writes: list[str] = []
+    seen: dict = {}  # the script's first DataLoader's own settings, and where its calls are
     printed = LastLine(sys.stdout)
     started = time.perf_counter()
     with ExitStack() as stack:
         stack.enter_context(steps_found(record, config.measure.seed if mode == "nudged" else None))
         stack.enter_context(waits_timed(record))
-        stack.enter_context(forward_wrapped(around("around_forward", plan, device_type=device.type)))
+        stack.enter_context(forward_wrapped(around("around_forward", plan, device_type=device.type), config.root, seen))
+        stack.enter_context(loaders_set(plan, config.root, seen))
         stack.enter_context(writes_kept_in(config.root, Path(scratch) / "writes", writes))
         stack.enter_context(as_main(script, [str(arg) for arg in workload.args], config.root, printed))
-        outcome = run_script(script)
+        stack.enter_context(first_step_by(max(1.0, config.measure.timeout_s - NO_STEP_MARGIN_S), record))
+        outcome = run_script(script, workload.script)
     if outcome is not None or len(record.ends) < warmup + steps + 1:
         raise UserError(ended_early(workload.script, outcome, len(record.ends), warmup + steps + 1, printed.last))
     step_s = record.step_seconds()
@@ -108,8 +139,9 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str) 
     (started_at, cpu_start, busy_start), (ended_at, cpu_end, busy_end) = record.marks["start"], record.marks["end"]
     fields = step_statistics(step_s, record.waits, [0.0] * len(step_s), len(step_s))
     environment = {"device": device.type, "default_threads": default_threads, "torch": torch.__version__,
-                   "writes": sorted(set(writes))}
+                   "writes": sorted(set(writes)), **seen}
     fields.update(losses=record.losses, parameters=record.checksums, environment=environment, device=device.type,
+                  sample_probe=record.sample_probe(),
                   setup_s=record.ends[0] - started, window=(started_at, ended_at),
                   cpu_util=min(1.0, (cpu_end - cpu_start) / (wall * (os.cpu_count() or 1))),
                   other_cpu_share=other_cpu_share(busy_end - busy_start, cpu_end - cpu_start, wall))
@@ -118,12 +150,16 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str) 
     return fields
 
 
-def run_script(script: Path) -> Optional[str]:
+def run_script(script: Path, named: str) -> Optional[str]:
     """Runs the script as __main__; None when the window ended it, else how it ended."""
     try:
         runpy.run_path(str(script), run_name="__main__")
     except WindowDone:
         return None
+    except NoStepYet as exc:
+        raise UserError(f"workload.script: {named} called no backward of a scalar loss in {exc} s; advisor finds a "
+                        "script's training steps by their loss.backward(): give it arguments that reach training "
+                        "sooner, or raise measure.timeout_s") from None
     except SystemExit as exc:
         return f"exited with status {exc.code if exc.code is not None else 0}"
     except EOFError:
@@ -183,18 +219,116 @@ def leaves(loss: torch.Tensor) -> list[torch.Tensor]:
 
 
 @contextmanager
+def first_step_by(seconds: float, record: Steps) -> Iterator[None]:
+    """Unwinds the script (`NoStepYet`) if no step has ended `seconds` from now."""
+    def expired(signum, frame):
+        if not record.ends:
+            raise NoStepYet(f"{seconds:.0f}")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+@contextmanager
+def loaders_set(plan: dict, root: Path, seen: dict) -> Iterator[None]:
+    """Every DataLoader the script builds takes the plan's worker settings (where the plan has
+    them), and its workers die with the run; the first one's own settings and call are noted
+    in `seen` ("loader", "loader_call"), the baseline's and the snippet's.
+
+    A loader made persistent draws its workers' base seed from the global RNG once, where the
+    script's own drew one every epoch, which would shift the shuffle of every later epoch: it
+    draws the one a fresh iterator would have, so the samples and their order stay the script's."""
+    from torch.utils.data import DataLoader
+
+    original_init, original_iter = DataLoader.__init__, DataLoader.__iter__
+    signature = inspect.signature(original_init)
+
+    def init(self, *args, **kwargs):
+        bound = signature.bind(self, *args, **kwargs)
+        bound.apply_defaults()
+        options = bound.arguments
+        own = loader_settings(options)
+        if "loader" not in seen:
+            seen.update(loader=own, loader_call=call_site(root))
+        if plan.get("dataloader.num_workers") is not None:
+            options.update(applied("loader", {}, {**own, **plan}, cuda=torch.cuda.is_available()))
+        if options["num_workers"] > 0:
+            options["worker_init_fn"] = DyingWithTheRun(options["worker_init_fn"])
+        else:  # torch refuses worker-only options without workers
+            options.update(prefetch_factor=None, persistent_workers=False)
+        original_init(*bound.args, **bound.kwargs)
+        self._draws_every_epoch = not (own["dataloader.persistent_workers"] and own["dataloader.num_workers"])
+
+    def iterate(self):
+        if getattr(self, "_draws_every_epoch", False) and self.persistent_workers and self._iterator is not None:
+            torch.empty((), dtype=torch.int64).random_(generator=self.generator)  # the seed a fresh iterator draws
+        return original_iter(self)
+
+    DataLoader.__init__, DataLoader.__iter__ = init, iterate
+    try:
+        yield
+    finally:
+        DataLoader.__init__, DataLoader.__iter__ = original_init, original_iter
+
+
+def loader_settings(options: dict) -> dict:
+    """A DataLoader's own worker settings, as plan keys."""
+    workers = int(options["num_workers"])
+    return {"dataloader.num_workers": workers,
+            "dataloader.prefetch_factor": options["prefetch_factor"] if workers else None,
+            "dataloader.persistent_workers": bool(options["persistent_workers"]),
+            "dataloader.pin_memory": bool(options["pin_memory"])}
+
+
+class DyingWithTheRun:
+    """A worker_init_fn that ties the worker's life to the run's, then calls the script's own."""
+
+    def __init__(self, then: Optional[Callable]) -> None:
+        self.then = then
+
+    def __call__(self, worker_id: int) -> None:
+        die_with_parent()
+        if self.then is not None:
+            self.then(worker_id)
+
+
+def call_site(root: Path) -> list[str]:
+    """The innermost caller in the user's own files (under `root`, outside the interpreter's
+    prefix): [file:line, its source line]; empty when there is none."""
+    root, prefix = str(root.resolve()), sys.prefix
+    frame = sys._getframe(2)
+    while frame is not None:
+        filename = os.path.abspath(frame.f_code.co_filename)
+        if filename.startswith(root + os.sep) and not filename.startswith(prefix):
+            code = linecache.getline(filename, frame.f_lineno).strip()
+            return [f"{os.path.relpath(filename, root)}:{frame.f_lineno}", code]
+        frame = frame.f_back
+    return []
+
+
+@contextmanager
 def waits_timed(record: Steps) -> Iterator[None]:
-    """Each batch a DataLoader hands over, its wait added to the step's."""
+    """Each batch a DataLoader hands over, its wait added to the step's; where the main process
+    loads it, its CPU time too."""
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
     original = _BaseDataLoaderIter.__next__
 
     def timed_next(self):
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.thread_time()
         try:
-            return original(self)
+            batch = original(self)
         finally:
-            record.waiting += time.perf_counter() - t0
+            wall = time.perf_counter() - t0
+            record.waiting += wall
+        if self._num_workers == 0:
+            record.loaded(wall, time.thread_time() - cpu0, batch_length(batch))
+        return batch
 
     _BaseDataLoaderIter.__next__ = timed_next
     try:
@@ -204,14 +338,17 @@ def waits_timed(record: Steps) -> Iterator[None]:
 
 
 @contextmanager
-def forward_wrapped(context: Callable[[], Any]) -> Iterator[None]:
-    """The plan's context (autocast) around every outermost module call; nested calls run inside it."""
+def forward_wrapped(context: Callable[[], Any], root: Path, seen: dict) -> Iterator[None]:
+    """The plan's context (autocast) around every outermost module call; nested calls run inside
+    it. The first such call in the user's files is noted in `seen` ("forward_call")."""
     original = torch.nn.Module.__call__
     depth = threading.local()
 
     def call(self, *args, **kwargs):
         if getattr(depth, "inside", False):
             return original(self, *args, **kwargs)
+        if "forward_call" not in seen:
+            seen["forward_call"] = call_site(root)
         depth.inside = True
         try:
             with context():
