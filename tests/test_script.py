@@ -244,10 +244,10 @@ def test_recipes_that_would_change_the_scripts_code_say_so_and_the_loader_needs_
 def test_a_script_that_never_reaches_a_backward_is_stopped_in_one_line(tmp_path):
     (tmp_path / "serve.py").write_text("import time\nwhile True:\n    time.sleep(0.05)  # never trains\n")
     config = write_config(tmp_path, {"name": "idle", "workload": {"kind": "script", "script": "serve.py"},
-                                     "measure": {"timeout_s": 14}}, name="advisor.yaml")
+                                     "measure": {"timeout_s": 12}}, name="advisor.yaml")
     result = run_cli("diagnose", str(config))
     assert result.returncode == 2, result.stderr
-    assert "serve.py called no backward of a scalar loss in 4 s" in result.stderr, result.stderr
+    assert "serve.py called no backward of a scalar loss in 2 s" in result.stderr, result.stderr
     assert "Traceback" not in result.stderr and "hung" not in result.stderr
 
 
@@ -261,8 +261,8 @@ def test_a_scripts_dataloader_is_set_from_outside_verified_and_anchored_at_its_l
     (tmp_path / "metrics.json").write_text(json.dumps({"the user's": "own"}))
     config = write_config(tmp_path, {
         "name": "cnn", "workload": {"kind": "script", "script": "cnn_train.py", "args": ["--epochs", "100", "--images", "256"]},
-        "measure": {"warmup_steps": 3, "steps": 12},
-        "search": {"recipes": ["dataloader"], "trials": 3, "verify_top": 1}}, name="advisor.yaml")
+        "measure": {"warmup_steps": 3, "steps": 10},
+        "search": {"recipes": ["dataloader"], "trials": 2, "verify_top": 1}}, name="advisor.yaml")  # the baseline and the textbook plan
     before = folder_digest(tmp_path)
     result = run_cli("optimize", str(config), "--json", "-q", timeout=600)
     assert result.returncode == 0, result.stderr

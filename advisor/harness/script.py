@@ -6,6 +6,7 @@
   step's time. After the warm-up and the timed window the script is unwound (`WindowDone`, a
   BaseException its own `except Exception` does not catch); its remaining epochs never run.
 - Where batches come from a DataLoader, the wait for each is timed: the input's share of a step.
+  The `synthetic` run replays the first batch through the patched iterator: compute alone.
 - The plan applies from outside the code: the process's settings (threads, the allocator),
   autocast around every outermost module call (amp), and the worker settings of every DataLoader
   the script builds (dataloader; the evidence runs keep the script's own, noted with where the
@@ -125,7 +126,7 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str) 
     started = time.perf_counter()
     with ExitStack() as stack:
         stack.enter_context(steps_found(record, config.measure.seed if mode == "nudged" else None))
-        stack.enter_context(waits_timed(record))
+        stack.enter_context(waits_timed(record, replay=mode == "synthetic"))
         stack.enter_context(forward_wrapped(around("around_forward", plan, device_type=device.type), config.root, seen))
         stack.enter_context(loaders_set(plan, config.root, seen))
         stack.enter_context(writes_kept_in(config.root, Path(scratch) / "writes", writes))
@@ -312,14 +313,17 @@ def call_site(root: Path) -> list[str]:
 
 
 @contextmanager
-def waits_timed(record: Steps) -> Iterator[None]:
+def waits_timed(record: Steps, replay: bool = False) -> Iterator[None]:
     """Each batch a DataLoader hands over, its wait added to the step's; where the main process
-    loads it, its CPU time too."""
+    loads it, its CPU time too. With `replay`, every batch after the first is the first again."""
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
     original = _BaseDataLoaderIter.__next__
+    first: list = []
 
     def timed_next(self):
+        if first:
+            return first[0]
         t0, cpu0 = time.perf_counter(), time.thread_time()
         try:
             batch = original(self)
@@ -328,6 +332,8 @@ def waits_timed(record: Steps) -> Iterator[None]:
             record.waiting += wall
         if self._num_workers == 0:
             record.loaded(wall, time.thread_time() - cpu0, batch_length(batch))
+        if replay:
+            first.append(batch)
         return batch
 
     _BaseDataLoaderIter.__next__ = timed_next

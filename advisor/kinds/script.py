@@ -1,7 +1,8 @@
 """`kind: script`: an unmodified training script (`advisor.harness.script` runs it).
 
 Evidence: the full run, whose DataLoader waits (where the script has a DataLoader) are the
-input's share of each step, and an operator profile of the same steps. Only recipes that apply
+input's share of each step; the synthetic run, its first batch replayed through the loader
+(compute alone); and an operator profile of the same steps. Only recipes that apply
 from outside the code are tried (`recipe_family` "script": threads, the allocator, amp, the
 DataLoader's workers); compile and checkpointing would need the script's code changed, and the
 report says so. Snippets are anchored at the script's own lines. The rate is the script's steps
@@ -25,6 +26,7 @@ class ScriptKind(TrainKind):
     recipe_family = "script"
     evidence_runs = (
         ("full", "timing the script's steps"),
+        ("synthetic", "timing compute alone: the script's first batch replayed"),
         ("profile", "profiling operators (a separate, untimed run)"),
     )
     memory_fixes = ("amp",)
@@ -43,7 +45,7 @@ class ScriptKind(TrainKind):
                                    forward_call=tuple(environment.get("forward_call") or ()))
 
     def derive(self, evidence: Evidence) -> dict:
-        return derive_script(evidence.full)
+        return derive_script(evidence.full, evidence.synthetic)
 
     def step_of(self, config: AdvisorConfig) -> str:
         return ""
@@ -79,13 +81,15 @@ def local_imports(script: Path) -> dict[str, Path]:
     return dict(sorted(found.items()))
 
 
-def derive_script(full) -> dict:
-    """The training rules' quantities from the one run there is: the ideal is the step without
-    its DataLoader waits (a script's batches cannot be replayed from outside). Where the main
-    process loads the batches, a sample's load time off the CPU is the fetch (storage) share."""
+def derive_script(full, synthetic) -> dict:
+    """The training rules' quantities: the ideal is the replayed run's step where the script has
+    a DataLoader, else the full step without its waits. Where the main process loads the
+    batches, a sample's load time off the CPU is the fetch (storage) share."""
     if not full.ok or not full.samples_per_s:
         return {}
-    wait = full.data_wait_share
+    replayed = synthetic.ok and synthetic.samples_per_s and "loader" in (synthetic.environment or {})
+    ideal_ms = synthetic.step_ms_mean if replayed else full.step_ms_mean * (1 - full.data_wait_share)
+    wait = max(0.0, 1 - ideal_ms / full.step_ms_mean)
     probe = full.sample_probe
     split = {}
     if probe and probe["wall_ms"] > 0:
@@ -95,10 +99,10 @@ def derive_script(full) -> dict:
     return {
         "ideal_samples_per_s": full.samples_per_s / max(1e-9, 1 - wait),
         "actual_samples_per_s": full.samples_per_s,
-        "ideal_step_ms": full.step_ms_mean * (1 - wait),
+        "ideal_step_ms": ideal_ms,
         "actual_step_ms": full.step_ms_mean,
         "stall_share": wait,
-        "exposed_wait_share": wait,
+        "exposed_wait_share": full.data_wait_share,
         "ideal_over_actual": 1 / max(1e-9, 1 - wait),
         **split,
     }
