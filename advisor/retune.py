@@ -17,7 +17,7 @@ from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.fingerprint import describe_changes, fingerprint, workload_section
 from advisor.kinds import baseline_plan
-from advisor.session import measure_with, optimize
+from advisor.session import fresh_rounds, optimize
 from advisor.verify import paired_interval, interleave, judge
 
 # A re-check may stop after EARLY_ROUNDS when even a stricter interval clears the bar: looking
@@ -61,7 +61,7 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
     same_section = previous["fingerprint_components"].get("workload") == workload_section(config)
     baseline = dict(previous["baseline"]["plan"]) if same_section else baseline_plan(config)
     progress("measuring the baseline as it is now ...")
-    measure_baseline = measure_with(config, capped=False)  # the job as the user runs it, whatever the budget
+    measure, measure_baseline = fresh_rounds(config)  # the baseline: the job as the user runs it, whatever the budget
     probe = measure_baseline(baseline)
     if not probe.ok:
         before = ("it failed in the last session too" if previous.get("baseline_failure") and not previous.get("memory_fix")
@@ -77,7 +77,7 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
         pairs = config.search.pairs
         progress(f"fingerprint unchanged ({now['digest']}); re-checking #1 ({'+'.join(best['recipes'])}), "
                  f"{EARLY_ROUNDS} to {pairs} interleaved rounds:")
-        plans, measure = {"#1": best["plan"]}, measure_with(config)
+        plans = {"#1": best["plan"]}
         rounds = interleave(baseline, plans, measure, EARLY_ROUNDS, progress, first_reference_run=probe, rounds_total=pairs,
                             measure_reference=measure_baseline)
         memory_fix = previous.get("memory_fix", False)

@@ -399,7 +399,8 @@ def test_a_session_ends_on_the_winner_without_the_recipe_that_slowed_it(tmp_path
 
     search.run_trials(study, facts.space, facts.baseline, measure, 2, math.inf, None)
     lines = []
-    session = Session(config, facts, [], measure, measure, lines.append, started=time.time())
+    session = Session(config, facts, [], measure, measure, lines.append, started=time.time(), round_measure=measure,
+                      round_reference=measure)
     result = conclude(session, search.finished_trials(study), record=trial_recorder(study, facts, config, Hooks()))
     first, second = result.recommendations[:2]
     assert (first.trial, first.recipes, first.verified) == (2, ("amp",), True), [r.trial for r in result.recommendations]

@@ -74,7 +74,7 @@ class InferKind:
             conv_layers=seen.get("conv_layers", 0),
         )
 
-    def measure(self, config: AdvisorConfig, capped: bool):
+    def measure(self, config: AdvisorConfig, capped: bool, fresh: bool = False):
         """Each plan keeps its outputs on the first requests, one file per plan; a plan whose p95
         breaks `constraints.p95_ms` is infeasible."""
         from advisor.harness import run_measurement
@@ -86,7 +86,7 @@ class InferKind:
 
         def measure(plan: dict, watch=None) -> Measurement:
             run = run_measurement(config, plan, "full", 1, config.measure.timeout_s, limit,
-                                  output_path=output_path(config, plan, ".pt"), watch=watch)
+                                  output_path=output_path(config, plan, ".pt"), watch=watch, fresh=fresh)
             if run.ok and slo is not None and run.latency["p95_ms"] > slo:
                 return dataclasses.replace(run, status="failed", reason=f"{SLO_FAILURE}: {run.latency['p95_ms']:.1f} ms "
                                                                         f"against constraints.p95_ms {slo:g} ms")

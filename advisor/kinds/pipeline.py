@@ -73,8 +73,9 @@ class PipelineKind:
             rewrite_problems=tuple(f"{f['name']} ({f['where']}): {f['detail']}" for f in row_functions if f["status"] != "equal"),
         )
 
-    def measure(self, config: AdvisorConfig, capped: bool):
-        """Each run keeps its output, one file per plan, for the comparison with the baseline's."""
+    def measure(self, config: AdvisorConfig, capped: bool, fresh: bool = True):
+        """Each run keeps its output, one file per plan, for the comparison with the baseline's
+        (always in a fresh interpreter: `fresh_children`)."""
         from advisor.harness import run_measurement
         from advisor.outputs import output_path
 

@@ -41,9 +41,10 @@ class Kind(Protocol):
     def context(self, evidence: "Evidence", bottlenecks: tuple[str, ...], config: "AdvisorConfig") -> "Context":
         """What recipe selection knows about the job."""
 
-    def measure(self, config: "AdvisorConfig", capped: bool) -> Callable[[dict], "Measurement"]:
+    def measure(self, config: "AdvisorConfig", capped: bool, fresh: bool = False) -> Callable[[dict], "Measurement"]:
         """How one plan is measured: a full run in a fresh child; `capped`, held to the config's
-        constraints (killed at the memory budget; for a service, infeasible over its p95 SLO)."""
+        constraints (killed at the memory budget; for a service, infeasible over its p95 SLO);
+        `fresh`, in a new interpreter rather than forked from the template process."""
 
     def compare(self, candidate: "Measurement", reference: "Measurement", risk: str,
                 config: "AdvisorConfig", envelope: Optional["Envelope"] = None) -> "NumericsResult":

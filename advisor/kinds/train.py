@@ -80,13 +80,14 @@ class TrainKind:
             return ""
         return step.rsplit(":", 1)[-1] if isinstance(step, str) else getattr(step, "__name__", "train_step")
 
-    def measure(self, config: AdvisorConfig, capped: bool):
+    def measure(self, config: AdvisorConfig, capped: bool, fresh: bool = False):
         from advisor.harness import run_measurement
 
         limit = config.constraints.max_memory_mb if capped else None
 
         def measure(plan: dict, watch=None):
-            return run_measurement(config, plan, "full", config.measure.steps, config.measure.timeout_s, limit, watch=watch)
+            return run_measurement(config, plan, "full", config.measure.steps, config.measure.timeout_s, limit, watch=watch,
+                                   fresh=fresh)
 
         return measure
 

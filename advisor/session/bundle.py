@@ -18,11 +18,21 @@ from advisor.verify import Envelope
 from recipes import Context
 
 
-def measure_with(config: AdvisorConfig, capped: bool = True) -> Callable[[dict], Measurement]:
+def measure_with(config: AdvisorConfig, capped: bool = True, fresh: bool = False) -> Callable[[dict], Measurement]:
     """How a plan is measured: a full run in a fresh child, killed at `constraints.max_memory_mb`
     when `capped` (every trial and candidate); uncapped for the job as the user runs it today,
-    the reference that candidates are compared with."""
-    return kind_of(config.kind).measure(config, capped)
+    the reference that candidates are compared with. `fresh`: in a new interpreter (`fresh_rounds`)."""
+    return kind_of(config.kind).measure(config, capped, fresh)
+
+
+def fresh_rounds(config: AdvisorConfig) -> tuple[Callable[[dict], Measurement], Callable[[dict], Measurement]]:
+    """How the rounds whose ratios are reported measure a plan (capped) and the reference
+    (uncapped): every run in a new interpreter. A child forked from the session's template
+    process inherits its memory layout and hash seed, one draw for every run of the session,
+    and a job's speed can hang on that draw (glibc returning and faulting in its heap each
+    step, or not): forked rounds would agree with each other and not with the user's own
+    `python train.py` (experiments/layout.py)."""
+    return measure_with(config, fresh=True), measure_with(config, capped=False, fresh=True)
 
 
 @dataclass(frozen=True)
@@ -53,6 +63,9 @@ class Session:
     started: float = 0.0
     reference: Optional[Reference] = None  # set once the search is done (`gate.with_reference`)
     envelopes: dict = field(default_factory=dict, compare=False, repr=False)  # measured once per reference plan
+    # the rounds whose ratios are reported (verification, leave-one-out): a new interpreter each run
+    round_measure: Optional[Callable[..., Measurement]] = None
+    round_reference: Optional[Callable[[dict], Measurement]] = None
 
     def measured_envelope(self) -> Optional[Envelope]:
         """The rounding envelope measured for the reference's plan (the baseline's during the
@@ -65,6 +78,10 @@ class Session:
             object.__setattr__(self, "measure", measure_with(self.config))
         if self.measure_reference is None:
             object.__setattr__(self, "measure_reference", measure_with(self.config, capped=False))
+        if self.round_measure is None or self.round_reference is None:
+            capped, uncapped = fresh_rounds(self.config)
+            object.__setattr__(self, "round_measure", self.round_measure or capped)
+            object.__setattr__(self, "round_reference", self.round_reference or uncapped)
 
     @property
     def baseline(self) -> dict:

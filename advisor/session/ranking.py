@@ -24,7 +24,7 @@ def rank_session(session: Session, verified: Verified,
     """The session's verified and unverified fixes, ranked, #1's recipes with their shares. With
     `record` (a study to keep a run in), #1 without a recipe that slows it is verified too
     (`without_what_slows`), and leads when verified."""
-    baseline, measure, pairs, progress = session.baseline, session.measure, session.config.search.pairs, session.progress
+    baseline, measure, pairs, progress = session.baseline, session.round_measure, session.config.search.pairs, session.progress
 
     def verify(candidates: list[search.TrialResult]) -> list[Recommendation]:
         recommendations, baseline_runs, rejections = verify_each(session, candidates, verified.heard)

@@ -16,7 +16,7 @@ from advisor.harness import run_measurement
 from advisor.kinds import kind_of
 from advisor.measure import BUSY_SHARE, QUIET_WAIT_S, Measurement, wait_for_quiet
 from advisor.plan import active_recipes, changes_of, combined_risk, names
-from advisor.session.bundle import Session, measure_with
+from advisor.session.bundle import Session, fresh_rounds
 from advisor.session.gate import gate_candidates, rounding_envelope, worst_numerics
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
@@ -246,14 +246,14 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult],
     if with_ideal:
         arms["ideal"] = ideal_plan
     stopping = Stopping(config, list(plans), memory_fix, session.progress)
-    longer = (measure_with(more_requests(config)), measure_with(more_requests(config), capped=False)) \
-        if config.workload.SERVED else (session.measure, session.measure_reference)
+    planned = (session.round_measure, session.round_reference)
+    longer = fresh_rounds(more_requests(config)) if config.workload.SERVED else planned
 
     def measure(plan: dict, reference_run: bool = False) -> Measurement:
         if plan is ideal_plan:
-            return run_measurement(config, plan, "synthetic", config.measure.steps, config.measure.timeout_s)
+            return run_measurement(config, plan, "synthetic", config.measure.steps, config.measure.timeout_s, fresh=True)
         past_planned = stopping.quiet_rounds >= config.search.pairs
-        capped, uncapped = longer if past_planned else (session.measure, session.measure_reference)
+        capped, uncapped = longer if past_planned else planned
         return uncapped(plan) if reference_run else capped(plan)
 
     session.progress(f"verifying {len(plans)} candidate(s), interleaved with the baseline"
