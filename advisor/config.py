@@ -235,6 +235,7 @@ class MeasureConfig:
     seed: int = 0
     warmup_requests: int = _check(_non_negative, default=20)  # inference: served before the timed requests
     requests: int = _check(_positive, default=400)  # inference: timed requests
+    fresh_rounds: bool = True  # every run of a round whose ratio is reported starts a new interpreter (`round_measures`)
 
 
 @dataclass(frozen=True)

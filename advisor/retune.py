@@ -17,7 +17,7 @@ from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.fingerprint import describe_changes, fingerprint, workload_section
 from advisor.kinds import baseline_plan
-from advisor.session import fresh_rounds, optimize
+from advisor.session import round_measures, optimize
 from advisor.verify import paired_interval, interleave, judge
 
 # A re-check may stop after EARLY_ROUNDS when even a stricter interval clears the bar: looking
@@ -61,7 +61,7 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
     same_section = previous["fingerprint_components"].get("workload") == workload_section(config)
     baseline = dict(previous["baseline"]["plan"]) if same_section else baseline_plan(config)
     progress("measuring the baseline as it is now ...")
-    measure, measure_baseline = fresh_rounds(config)  # the baseline: the job as the user runs it, whatever the budget
+    measure, measure_baseline = round_measures(config)  # the baseline: the job as the user runs it, whatever the budget
     probe = measure_baseline(baseline)
     if not probe.ok:
         before = ("it failed in the last session too" if previous.get("baseline_failure") and not previous.get("memory_fix")

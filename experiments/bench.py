@@ -49,7 +49,7 @@ from advisor.kinds import kind_of
 from advisor.harness import run_measurement
 from advisor.measure import Measurement
 from advisor.plan import active_recipes, combined_risk, effective, plan_key, unique
-from advisor.session import SessionResult, fresh_rounds, measure_with, optimize
+from advisor.session import SessionResult, round_measures, measure_with, optimize
 from advisor.session.gate import compare_outputs, worst_numerics
 from advisor.session.planning import search_space
 from advisor.session.verification import gap_recovered
@@ -181,7 +181,7 @@ def bench_workload(name: str, rounds: int, folder: Path, progress: Progress, gri
         "oracle": pick(grid_trials, baseline, config),
     }
     input_bound = any(d.bottleneck in INPUT_BOUND and d.severity in ("high", "moderate") for d in result.diagnoses)
-    arm_runs = measure_arms(chosen, config, fresh_rounds(config)[0], rounds, input_bound, progress, name)
+    arm_runs = measure_arms(chosen, config, round_measures(config)[0], rounds, input_bound, progress, name)
     summary = summarize(name, config, result, chosen, arm_runs, top, {
         "advisor": (budget, advisor_s), "random": (len(random_trials), random_s), "oracle": (len(grid_trials), grid_s),
     })
@@ -231,7 +231,7 @@ def measure_arms(chosen: dict, config, measure, rounds: int, ideal: bool, progre
 
     progress(f"{name}: {len(candidates)} distinct plan(s) against the default, interleaved, {rounds} rounds")
     measured = interleave(chosen["default"], candidates, measure_arm, rounds, lambda line: progress("  " + line.strip()),
-                          reference="default", measure_reference=fresh_rounds(config)[1])
+                          reference="default", measure_reference=round_measures(config)[1])
     runs = {"default": measured.baseline, **measured.candidates}
     return {**{arm: runs[labels[key_of[arm]]] for arm in ARMS}, **({"ideal": runs["ideal"]} if ideal else {})}
 

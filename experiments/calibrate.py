@@ -161,12 +161,12 @@ def aa_verdicts(config, repeats: int, pairs: int, progress: Callable[[str], None
     import dataclasses
 
     from advisor.kinds import baseline_plan
-    from advisor.session import fresh_rounds
+    from advisor.session import round_measures
     from advisor.session.verification import Stopping
 
     config = dataclasses.replace(config, search=dataclasses.replace(config.search, min_speedup=1.0, pairs=pairs,
                                                                     max_pairs=max(pairs, config.search.max_pairs)))
-    plan, measure = baseline_plan(config), fresh_rounds(config)[0]
+    plan, measure = baseline_plan(config), round_measures(config)[0]
     verdicts = []
     for repeat in range(1, repeats + 1):
         stopping = Stopping(config, ["A'"], memory_fix=False, progress=lambda line: None)

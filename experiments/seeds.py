@@ -21,7 +21,7 @@ from pathlib import Path
 
 from advisor import search
 from advisor.plan import effective, plan_key
-from advisor.session import fresh_rounds, measure_with, optimize
+from advisor.session import round_measures, measure_with, optimize
 from advisor.session.planning import search_space
 from advisor.verify import interleave, paired_interval
 from experiments.bench import ROOT, grid, pick, run_grid, run_search, scratch_config
@@ -70,7 +70,7 @@ def main() -> None:
     distinct.pop(plan_key(best), None)
     labels = {key: f"plan {index}" for index, key in enumerate(distinct, start=1)}
     print(f"{len(distinct)} distinct pick(s) against the grid's, interleaved, {args.rounds} rounds", flush=True)
-    rounds = interleave(best, {labels[key]: plan for key, plan in distinct.items()}, fresh_rounds(config)[0], args.rounds,
+    rounds = interleave(best, {labels[key]: plan for key, plan in distinct.items()}, round_measures(config)[0], args.rounds,
                         lambda line: print(line, flush=True), reference="grid's pick")
 
     def ratio(plan: dict) -> float:

@@ -9,12 +9,12 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from recipes.base import Choice, Context, Recipe
+from recipes.base import Choice, Context, Recipe, at_call
 
 
 def why_not(context: Context) -> Optional[str]:
-    if context.kind == "script":  # a wrapper from outside would sit under advisor's own forward hook, which dynamo traces
-        return "needs model = torch.compile(model) inside the script's code; advisor changes a script only from outside"
+    if context.kind == "script" and not context.forward_call:  # compiled in place at its outermost module call
+        return "the script called no model (an nn.Module) in its own files, so there is no module to compile"
     return None
 
 
@@ -27,6 +27,13 @@ def space(context: Context) -> dict:
 
 def snippet(plan: dict) -> str:
     return f"model = torch.compile(model, mode={plan['compile.mode']!r})  # first steps compile; later ones run fused"
+
+
+def snippet_in(plan: dict, context: Context) -> Optional[str]:
+    """At a script's own first call of its model."""
+    if not context.forward_call:
+        return None
+    return at_call(context.forward_call, "# compile the model called here once, before the training loop:\n" + snippet(plan))
 
 
 def compile_model(model: Any, mode: Optional[str], in_place: bool = False) -> Any:
@@ -72,6 +79,7 @@ RECIPE = Recipe(
     snippet=snippet,
     kinds=("train", "distributed", "infer", "script"),
     textbook=lambda context: {"compile.mode": "default"},
+    snippet_in=snippet_in,
     one_off_cost=compile_cost,
     # its cost lands unevenly in its first timed steps (recompiles, compile workers still busy), so
     # its running rate says little midway (`python -m experiments.pruning` pruned the overhead

@@ -79,7 +79,10 @@ def idle(plan: dict) -> frozenset:
 
 
 def loader_options(options: dict, plan: dict, cuda: bool = False) -> dict:
-    """The DataLoader's worker and memory options under the plan (pinned memory only with CUDA)."""
+    """The DataLoader's worker and memory options under the plan (pinned memory only with CUDA);
+    a plan that does not set the workers (a script's evidence runs) leaves the loader's own."""
+    if plan.get("dataloader.num_workers") is None:
+        return options
     workers = int(plan["dataloader.num_workers"])
     options = {**options, "num_workers": workers, "pin_memory": bool(plan["dataloader.pin_memory"]) and cuda}
     if workers > 0:
@@ -87,6 +90,15 @@ def loader_options(options: dict, plan: dict, cuda: bool = False) -> dict:
         if plan.get("dataloader.prefetch_factor"):
             options["prefetch_factor"] = int(plan["dataloader.prefetch_factor"])
     return options
+
+
+def settings_of(options: dict) -> dict:
+    """A DataLoader's own worker settings (its keyword options, defaults bound), as plan keys."""
+    workers = int(options["num_workers"])
+    return {"dataloader.num_workers": workers,
+            "dataloader.prefetch_factor": options["prefetch_factor"] if workers else None,
+            "dataloader.persistent_workers": bool(options["persistent_workers"]),
+            "dataloader.pin_memory": bool(options["pin_memory"])}
 
 
 def queued_batches(plan: dict) -> int:

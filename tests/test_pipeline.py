@@ -74,7 +74,7 @@ def test_transform_that_returns_no_frame_is_a_clear_error(tmp_path):
 def test_a_train_recipe_on_a_pipeline_is_a_clear_error(tmp_path):
     path = yaml_with(pipeline_config(tmp_path), search={"recipes": ["compile"]})
     result = run_cli("optimize", str(path))
-    assert result.returncode == 2 and "compile applies to train, distributed and infer workloads, not pipeline" in result.stderr
+    assert result.returncode == 2 and "compile applies to train, distributed, infer and script workloads, not pipeline" in result.stderr
 
 
 def yaml_with(path: Path, **sections) -> Path:

@@ -13,7 +13,7 @@ pytestmark = pytest.mark.integration
 # Written as people write scripts: argparse, tensors batched by hand, manual SGD (no optimizer
 # object), a folder made and a checkpoint and a metrics file written as it goes.
 SCRIPT = '''
-import argparse, json, os
+import argparse, json, os, tempfile
 import torch
 import torch.nn as nn
 
@@ -37,6 +37,8 @@ for epoch in range(args.epochs):
             p.data.add_(p.grad, alpha=-0.1)
     print(f"epoch {epoch} loss {loss.item():.4f}")
     torch.save(model.state_dict(), "checkpoints/model.pt")
+    with tempfile.TemporaryDirectory() as export:  # removed by shutil.rmtree, relative to its folder's descriptor
+        torch.save(model.state_dict(), os.path.join(export, "model.pt"))
     if os.path.exists("metrics.json"):
         os.replace("metrics.json", "metrics.prev.json")  # the user's own file, rotated
     with open("metrics.json", "w") as f:
@@ -226,7 +228,7 @@ def test_a_bad_command_line_is_one_line_and_exit_2(tmp_path, args, words):
     assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
 
 
-def test_recipes_that_would_change_the_scripts_code_say_so_and_the_loader_needs_a_dataloader():
+def test_recipes_that_would_change_the_scripts_code_say_so_and_the_loader_and_compile_need_their_calls():
     import dataclasses
 
     from advisor.session.planning import select_recipes
@@ -235,10 +237,41 @@ def test_recipes_that_would_change_the_scripts_code_say_so_and_the_loader_needs_
     context = Context(device="cpu", cores=2, default_threads=2, blocks=4, cpu_bf16=True, kind="script",
                       bottlenecks=("input-fetch", "compute", "memory"))
     chosen, skipped = select_recipes("auto", context)
-    assert "inside the script's code" in skipped["compile"] and "inside the script's code" in skipped["checkpointing"]
+    assert "inside the script's code" in skipped["checkpointing"]
     assert skipped["dataloader"].startswith("the script builds no torch DataLoader"), skipped
-    with_loader = dataclasses.replace(context, loader_call=("train.py:9", "loader = DataLoader(data)"))
-    assert "dataloader" in [recipe.name for recipe in select_recipes("auto", with_loader)[0]]
+    assert "no module to compile" in skipped["compile"], skipped
+    seen = dataclasses.replace(context, loader_call=("train.py:9", "loader = DataLoader(data)"),
+                               forward_call=("train.py:14", "loss = loss_fn(model(x), y)"))
+    chosen, skipped = select_recipes("auto", seen)
+    assert {"dataloader", "compile"} <= {recipe.name for recipe in chosen} and "compile" not in skipped
+
+
+def test_autocast_spans_the_forward_and_the_loss_and_compile_applies_in_place(tmp_path):
+    """Under amp, the loss computed from the model's output runs under autocast too, as the
+    snippet's block has it, and the backward outside it; under compile, the outermost module
+    the loss's gradients reach is compiled in place once they are known, and a frozen one is not."""
+    import torch
+    from torch import nn
+
+    from advisor.harness.script import StepScope, Steps, compiling, forward_wrapped, steps_found
+    from recipes import around
+
+    plan = {"amp.dtype": "bfloat16", "compile.mode": "default"}
+    record, seen = Steps(warmup=10, steps=10), {}
+    frozen, model = nn.Linear(8, 8).requires_grad_(False), nn.Linear(8, 3)
+    x, y = torch.randn(16, 8), torch.randint(0, 3, (16,))
+    with StepScope(around("around_forward", plan, device_type="cpu")) as scope, steps_found(record, None, scope), \
+            forward_wrapped(scope, compiling(plan, record, seen), tmp_path, seen):
+        for step in range(2):
+            output = model(frozen(x))
+            loss = nn.functional.cross_entropy(output, y)
+            assert output.dtype == torch.bfloat16 and loss.dtype == torch.float32  # upcast by autocast: inside it
+            assert torch.is_autocast_enabled("cpu")
+            loss.backward()
+            assert not torch.is_autocast_enabled("cpu")
+            assert seen.get("compiled", []) == ([] if step == 0 else ["Linear"]), seen
+    assert getattr(model, "_compiled_call_impl", None) is not None and getattr(frozen, "_compiled_call_impl", None) is None
+    assert len(record.losses) == 0 and len(record.ends) == 2
 
 
 def test_a_script_that_never_reaches_a_backward_is_stopped_in_one_line(tmp_path):

@@ -7,10 +7,13 @@
   BaseException its own `except Exception` does not catch); its remaining epochs never run.
 - Where batches come from a DataLoader, the wait for each is timed: the input's share of a step.
   The `synthetic` run replays the first batch through the patched iterator: compute alone.
-- The plan applies from outside the code: the process's settings (threads, the allocator),
-  autocast around every outermost module call (amp), and the worker settings of every DataLoader
-  the script builds (dataloader; the evidence runs keep the script's own, noted with where the
-  first loader and the first forward call are, for the snippets).
+- The plan applies from outside the code: the process's settings (threads, the allocator);
+  autocast from a step's first outermost module call to its backward, so the loss computed from
+  the output runs under it too, as the snippet's `with torch.autocast(...)` block has it (amp);
+  torch.compile of each outermost module the loss's gradients reach, in place, once they are
+  known at the first backward (compile); and the worker settings of every DataLoader the script
+  builds (dataloader). The evidence runs keep the script's own, noted with where the first
+  loader and the first forward call are, for the snippets.
 - A script that has called no backward when the run's time is nearly spent is stopped with a
   one-line error, rather than left to hang.
 - The script's folder is the user's: every write under it (open, os.open, makedirs, remove,
@@ -44,7 +47,7 @@ from advisor.harness.lifetime import die_with_parent
 from advisor.harness.operators import STEP_LABEL, summarize_profile
 from advisor.harness.train import PROFILE_WARMUP_STEPS, checksums_of, cpu_seconds, nudge_by_one_ulp, prepare_process
 from advisor.measure import machine_busy_seconds, other_cpu_share, step_statistics
-from recipes import applied, around
+from recipes import applied, around, dataloader
 
 
 NO_STEP_MARGIN_S = 10.0  # a script with no backward yet is stopped this long before the run's time limit
@@ -125,9 +128,10 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str) 
     printed = LastLine(sys.stdout)
     started = time.perf_counter()
     with ExitStack() as stack:
-        stack.enter_context(steps_found(record, config.measure.seed if mode == "nudged" else None))
+        scope = stack.enter_context(StepScope(around("around_forward", plan, device_type=device.type)))
+        stack.enter_context(steps_found(record, config.measure.seed if mode == "nudged" else None, scope))
         stack.enter_context(waits_timed(record, replay=mode == "synthetic"))
-        stack.enter_context(forward_wrapped(around("around_forward", plan, device_type=device.type), config.root, seen))
+        stack.enter_context(forward_wrapped(scope, compiling(plan, record, seen), config.root, seen))
         stack.enter_context(loaders_set(plan, config.root, seen))
         stack.enter_context(writes_kept_in(config.root, Path(scratch) / "writes", writes))
         stack.enter_context(as_main(script, [str(arg) for arg in workload.args], config.root, printed))
@@ -177,14 +181,44 @@ def ended_early(script: str, outcome: Optional[str], ended: int, needed: int, la
             "or lower measure.steps")
 
 
+class StepScope:
+    """The plan's forward context (autocast), open from a step's first outermost module call
+    until its backward: the loss computed from the model's output runs inside it too, as in the
+    snippet's `with torch.autocast(...)` block around the forward and the loss. Per thread, as
+    autocast's own state is."""
+
+    def __init__(self, context: Callable[[], Any]) -> None:
+        self.context, self.local = context, threading.local()
+
+    def enter(self) -> None:
+        if getattr(self.local, "open", None) is None:
+            opened = ExitStack()
+            opened.enter_context(self.context())
+            self.local.open = opened
+
+    def leave(self) -> None:
+        opened, self.local.open = getattr(self.local, "open", None), None
+        if opened is not None:
+            opened.close()
+
+    def __enter__(self) -> "StepScope":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.leave()
+
+
 @contextmanager
-def steps_found(record: Steps, nudge_seed: Optional[int] = None) -> Iterator[None]:
-    """Every backward of one scalar ends a step (`Steps.ended`). With `nudge_seed`, the
+def steps_found(record: Steps, nudge_seed: Optional[int] = None, scope: Optional[StepScope] = None) -> Iterator[None]:
+    """Every backward of one scalar ends a step (`Steps.ended`), and closes the step's `scope`
+    first (backward runs outside autocast, as a training loop writes it). With `nudge_seed`, the
     parameters are moved by one unit in the last place once found, before the first update
     (the `nudged` run: how far rounding alone moves this script's losses)."""
     original = torch.autograd.backward
 
     def backward(tensors, *args, **kwargs):
+        if scope is not None:
+            scope.leave()
         scalar = isinstance(tensors, torch.Tensor) and tensors.numel() == 1
         found = scalar and record.parameters is None
         if found:
@@ -253,17 +287,17 @@ def loaders_set(plan: dict, root: Path, seen: dict) -> Iterator[None]:
         bound = signature.bind(self, *args, **kwargs)
         bound.apply_defaults()
         options = bound.arguments
-        own = loader_settings(options)
+        own = dataloader.settings_of(options)
+        draws_every_epoch = not (options["persistent_workers"] and int(options["num_workers"]) > 0)
         if "loader" not in seen:
             seen.update(loader=own, loader_call=call_site(root))
-        if plan.get("dataloader.num_workers") is not None:
-            options.update(applied("loader", {}, {**own, **plan}, cuda=torch.cuda.is_available()))
+        options.update(applied("loader", dict(options), plan, cuda=torch.cuda.is_available()))
         if options["num_workers"] > 0:
             options["worker_init_fn"] = DyingWithTheRun(options["worker_init_fn"])
         else:  # torch refuses worker-only options without workers
             options.update(prefetch_factor=None, persistent_workers=False)
         original_init(*bound.args, **bound.kwargs)
-        self._draws_every_epoch = not (own["dataloader.persistent_workers"] and own["dataloader.num_workers"])
+        self._draws_every_epoch = draws_every_epoch
 
     def iterate(self):
         if getattr(self, "_draws_every_epoch", False) and self.persistent_workers and self._iterator is not None:
@@ -275,15 +309,6 @@ def loaders_set(plan: dict, root: Path, seen: dict) -> Iterator[None]:
         yield
     finally:
         DataLoader.__init__, DataLoader.__iter__ = original_init, original_iter
-
-
-def loader_settings(options: dict) -> dict:
-    """A DataLoader's own worker settings, as plan keys."""
-    workers = int(options["num_workers"])
-    return {"dataloader.num_workers": workers,
-            "dataloader.prefetch_factor": options["prefetch_factor"] if workers else None,
-            "dataloader.persistent_workers": bool(options["persistent_workers"]),
-            "dataloader.pin_memory": bool(options["pin_memory"])}
 
 
 class DyingWithTheRun:
@@ -343,22 +368,44 @@ def waits_timed(record: Steps, replay: bool = False) -> Iterator[None]:
         _BaseDataLoaderIter.__next__ = original
 
 
+def compiling(plan: dict, record: Steps, seen: dict) -> Callable[[torch.nn.Module], None]:
+    """What an outermost module call does first under the plan's compile: once the loss's
+    parameters are known (the first backward), each outermost module holding some of them is
+    compiled in place (`nn.Module.compile`), once; its class is noted in `seen` ("compiled")."""
+    judged: dict[int, bool] = {}
+
+    def compile_if_trained(module: torch.nn.Module) -> None:
+        if record.parameters is None or id(module) in judged:
+            return
+        trained = {id(parameter) for parameter in record.parameters}
+        judged[id(module)] = any(id(parameter) in trained for parameter in module.parameters())
+        if judged[id(module)]:
+            applied("compiled", module, plan, in_place=True)
+            if getattr(module, "_compiled_call_impl", None) is not None:  # what nn.Module.compile sets
+                seen.setdefault("compiled", []).append(type(module).__name__)
+
+    return compile_if_trained
+
+
 @contextmanager
-def forward_wrapped(context: Callable[[], Any], root: Path, seen: dict) -> Iterator[None]:
-    """The plan's context (autocast) around every outermost module call; nested calls run inside
-    it. The first such call in the user's files is noted in `seen` ("forward_call")."""
+def forward_wrapped(scope: StepScope, before_call: Callable[[torch.nn.Module], None], root: Path,
+                    seen: dict) -> Iterator[None]:
+    """Every outermost module call opens the step's `scope` (autocast) and passes through
+    `before_call` (compile); nested calls, and calls torch.compile traces, run as they are. The
+    first outermost call in the user's files is noted in `seen` ("forward_call")."""
     original = torch.nn.Module.__call__
     depth = threading.local()
 
     def call(self, *args, **kwargs):
-        if getattr(depth, "inside", False):
+        if torch.compiler.is_compiling() or getattr(depth, "inside", False):
             return original(self, *args, **kwargs)
         if "forward_call" not in seen:
             seen["forward_call"] = call_site(root)
+        scope.enter()
+        before_call(self)
         depth.inside = True
         try:
-            with context():
-                return original(self, *args, **kwargs)
+            return original(self, *args, **kwargs)
         finally:
             depth.inside = False
 
@@ -375,9 +422,11 @@ def writes_kept_in(folder: Path, scratch: Path, writes: list[str]) -> Iterator[N
     `writes`); a read finds the run's own copy first, else the user's file."""
     folder = folder.resolve()
 
-    def redirected(path: Any) -> Optional[Path]:
+    def redirected(path: Any, **kwargs: Any) -> Optional[Path]:
         if not isinstance(path, (str, bytes, os.PathLike)):  # a descriptor or a file object: already open
             return None
+        if any(kwargs.get(name) is not None for name in ("dir_fd", "src_dir_fd", "dst_dir_fd")):
+            return None  # relative to an open folder (shutil.rmtree's walk), not to the working one
         absolute = Path(os.path.abspath(os.fsdecode(path)))
         if absolute != folder and folder not in absolute.parents:
             return None
@@ -395,7 +444,7 @@ def writes_kept_in(folder: Path, scratch: Path, writes: list[str]) -> Iterator[N
     writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
 
     def guarded_os_open(path, flags, *args, **kwargs):
-        copy = redirected(path)
+        copy = redirected(path, **kwargs)
         if copy is None or not flags & writing_flags:
             return original_os_open(copy if copy is not None and copy.exists() else path, flags, *args, **kwargs)
         return original_os_open(kept(copy), flags, *args, **kwargs)
@@ -413,7 +462,7 @@ def writes_kept_in(folder: Path, scratch: Path, writes: list[str]) -> Iterator[N
 
     def guarded(name: str) -> Callable:
         def call(path, *args, **kwargs):
-            copy = redirected(path)
+            copy = redirected(path, **kwargs)
             if copy is None:
                 return originals[name](path, *args, **kwargs)
             kept(copy)

@@ -3,9 +3,9 @@
 Evidence: the full run, whose DataLoader waits (where the script has a DataLoader) are the
 input's share of each step; the synthetic run, its first batch replayed through the loader
 (compute alone); and an operator profile of the same steps. Only recipes that apply
-from outside the code are tried (`recipe_family` "script": threads, the allocator, amp, the
-DataLoader's workers); compile and checkpointing would need the script's code changed, and the
-report says so. Snippets are anchored at the script's own lines. The rate is the script's steps
+from outside the code are tried (`recipe_family` "script": threads, the allocator, amp, compile
+in place, the DataLoader's workers); checkpointing would need the script's code changed, and
+the report says so. Snippets are anchored at the script's own lines. The rate is the script's steps
 per second, as it sets its own batch size.
 """
 

@@ -21,18 +21,20 @@ from recipes import Context
 def measure_with(config: AdvisorConfig, capped: bool = True, fresh: bool = False) -> Callable[[dict], Measurement]:
     """How a plan is measured: a full run in a fresh child, killed at `constraints.max_memory_mb`
     when `capped` (every trial and candidate); uncapped for the job as the user runs it today,
-    the reference that candidates are compared with. `fresh`: in a new interpreter (`fresh_rounds`)."""
+    the reference that candidates are compared with. `fresh`: in a new interpreter (`round_measures`)."""
     return kind_of(config.kind).measure(config, capped, fresh)
 
 
-def fresh_rounds(config: AdvisorConfig) -> tuple[Callable[[dict], Measurement], Callable[[dict], Measurement]]:
+def round_measures(config: AdvisorConfig) -> tuple[Callable[[dict], Measurement], Callable[[dict], Measurement]]:
     """How the rounds whose ratios are reported measure a plan (capped) and the reference
-    (uncapped): every run in a new interpreter. A child forked from the session's template
-    process inherits its memory layout and hash seed, one draw for every run of the session,
-    and a job's speed can hang on that draw (glibc returning and faulting in its heap each
-    step, or not): forked rounds would agree with each other and not with the user's own
-    `python train.py` (experiments/layout.py)."""
-    return measure_with(config, fresh=True), measure_with(config, capped=False, fresh=True)
+    (uncapped): with `measure.fresh_rounds`, every run in a new interpreter. A child forked from
+    the session's template process inherits its memory layout and hash seed, one draw for every
+    run of the session, and a job's speed can hang on that draw (glibc returning and faulting in
+    its heap each step, or not); forked rounds agree with each other, not with the user's own
+    `python train.py`, and a new template each round does not cure it: its forks still start
+    from a heap that imported torch before them (`python -m experiments.layout`)."""
+    fresh = config.measure.fresh_rounds
+    return measure_with(config, fresh=fresh), measure_with(config, capped=False, fresh=fresh)
 
 
 @dataclass(frozen=True)
@@ -79,7 +81,7 @@ class Session:
         if self.measure_reference is None:
             object.__setattr__(self, "measure_reference", measure_with(self.config, capped=False))
         if self.round_measure is None or self.round_reference is None:
-            capped, uncapped = fresh_rounds(self.config)
+            capped, uncapped = round_measures(self.config)
             object.__setattr__(self, "round_measure", self.round_measure or capped)
             object.__setattr__(self, "round_reference", self.round_reference or uncapped)
 

@@ -16,7 +16,7 @@ from advisor.harness import run_measurement
 from advisor.kinds import kind_of
 from advisor.measure import BUSY_SHARE, QUIET_WAIT_S, Measurement, wait_for_quiet
 from advisor.plan import active_recipes, changes_of, combined_risk, names
-from advisor.session.bundle import Session, fresh_rounds
+from advisor.session.bundle import Session, round_measures
 from advisor.session.gate import gate_candidates, rounding_envelope, worst_numerics
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
@@ -247,7 +247,7 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult],
         arms["ideal"] = ideal_plan
     stopping = Stopping(config, list(plans), memory_fix, session.progress)
     planned = (session.round_measure, session.round_reference)
-    longer = fresh_rounds(more_requests(config)) if config.workload.SERVED else planned
+    longer = round_measures(more_requests(config)) if config.workload.SERVED else planned
 
     def measure(plan: dict, reference_run: bool = False) -> Measurement:
         if plan is ideal_plan:
