@@ -55,6 +55,7 @@ class Measurement:
     memory: dict = field(default_factory=dict)  # the memory readings behind peak_memory_mb, and the method
     latency: dict = field(default_factory=dict)  # inference: percentiles, cold start, throughput, queueing
     communication: dict = field(default_factory=dict)  # data-parallel: ranks, bytes all-reduced per step, bandwidth
+    interpreter: str = ""  # "fresh": a new interpreter; "forked": from advisor's template process
 
     @property
     def ok(self) -> bool:

@@ -282,13 +282,16 @@ def test_planted_flaky_plan_is_reported_flaky_not_verified(tmp_path):
 
     path = write_config(tmp_path, merged(TINY, {
         "workload": {"dataset": "broken:flaky_in_workers", "dataset_args": {"counter": str(tmp_path / "builds")}},
+        "measure": {"fresh_rounds": True},
     }))
     config = load_config(path)
     baseline = baseline_plan(config)
     workers = {**baseline, "dataloader.num_workers": 1}
     trial = TrialResult(1, workers, run_measurement(config.path, workers, "full", 4, 60), True)
     facts = SessionFacts(None, None, (), {}, baseline, {})
-    recommendations, _, _ = verify_each(Session(config, facts), [trial])
+    recommendations, baseline_runs, _ = verify_each(Session(config, facts), [trial])
+    assert trial.measurement.interpreter == "forked" and {run.interpreter for run in baseline_runs} == {"fresh"}, \
+        "a trial forks from the template; every round's run is a new interpreter, as the user's own runs are"
     (flaky,) = recommendations
     assert 0 < flaky.failed_runs < config.search.pairs  # failed in some runs, not all
     assert not flaky.verified

@@ -17,11 +17,11 @@ from advisor.errors import UserError
 OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory", "MemoryError")
 
 
-def main(spec_path: str, result_path: str) -> int:
+def main(spec_path: str, result_path: str, interpreter: str = "") -> int:
     with open(spec_path) as handle:
         spec = json.load(handle)
     try:
-        result = {"status": "ok", **run_spec(spec)}
+        result = {"status": "ok", **run_spec(spec), "interpreter": interpreter}
     except UserError as exc:
         reason = str(exc)
         if not reason.startswith(spec["config"]):

@@ -110,9 +110,11 @@ def _child(spec_path: str, result_path: str, log_path: str) -> None:
     with open(spec_path) as handle:
         spec = json.load(handle)
     watched_by(spec.get("observer"))
+    # a new interpreter is the observer's own child; a fork is the template process's
+    interpreter = "fresh" if os.getppid() == spec.get("observer") else "forked"
     if spec.get("cgroup"):  # before anything runs: every page the child touches is charged there
         from advisor.harness.cgroups import join
 
         join(spec["cgroup"])
     limit_data_segment(spec["memory_limit_mb"])
-    main(spec_path, result_path)
+    main(spec_path, result_path, interpreter)
