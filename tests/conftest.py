@@ -21,8 +21,8 @@ TINY = {
     "name": "tiny",
     "workload": {"model": "broken:model", "dataset": "broken:dataset", "batch_size": 8},
     # Rounds forked as trials are, for the suite's time: fresh interpreters (the default) are
-    # tested where claims are made (FETCH_STALLED's shared session, the flaky and burst tests,
-    # the README's example, the reference configs).
+    # tested where claims are made (FETCH_STALLED's shared session, the flaky-plan test, the
+    # README's example, the script and service references, the reference configs but the memory one).
     "measure": {"warmup_steps": 1, "steps": 4, "profile_steps": 2, "timeout_s": 60, "fresh_rounds": False},
 }
 

@@ -31,7 +31,7 @@ REFERENCES = {**PLANTED, "out_of_memory": "memory"}
 OPTIMIZED = ("out_of_memory",)
 REDUCED = {"trials": 2, "verify_top": 1, "pairs": 5, "time_budget_s": 240}  # the baseline and the textbook plan
 SEARCH = {"out_of_memory": {"recipes": ["grad_accumulation"], "trials": 4}}  # every micro-batch count: 1, 2, 4, 8
-MEASURE = {"out_of_memory": {"warmup_steps": 1, "steps": 3}}  # the question is fit and numerics, not speed
+MEASURE = {"out_of_memory": {"warmup_steps": 1, "steps": 3, "fresh_rounds": False}}  # the question is fit and numerics, not speed
 
 
 def reduced_copy(name: str, folder: Path) -> Path:
