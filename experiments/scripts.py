@@ -34,13 +34,16 @@ class Reference:
     args: tuple[str, ...]  # the session's: long enough that the script never ends first
     plain_args: tuple[str, ...]  # a plain run's
     forward_lines: tuple[str, ...]  # what amp wraps, by hand: the forward and the loss
+    model_line: str  # the line after which the model exists: compile goes after it
 
 
 REFERENCES = {
     "cnn": Reference("cnn_train.py", (), ("--epochs", "100"), ("--epochs", "3"),
-                     ("loss = nn.functional.cross_entropy(model(images), labels)",)),
+                     ("loss = nn.functional.cross_entropy(model(images), labels)",),
+                     "optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)"),
     "lm": Reference("lm_train.py", ("lm_model.py",), ("--epochs", "100"), ("--epochs", "3"),
-                    ("output, hidden = model(data, hidden)", "loss = nn.functional.cross_entropy(output, targets)")),
+                    ("output, hidden = model(data, hidden)", "loss = nn.functional.cross_entropy(output, targets)"),
+                    "model = RNNModel(vocabulary)"),
 }
 
 
@@ -58,6 +61,9 @@ def by_hand(source: str, changes: dict, reference: Reference) -> str:
             source = source.replace(first + "\n", block, 1)
             for line in rest:
                 source = source.replace(f"{indent}{line}\n", "", 1)
+        elif key == "compile.mode" and value:
+            indent = re.search(rf"\n( *){re.escape(reference.model_line)}", source).group(1)
+            source = source.replace(reference.model_line + "\n", f"{reference.model_line}\n{indent}model.compile(mode={value!r})\n", 1)
         elif key == "threads.intra_op" and value:
             source = source.replace("    torch.manual_seed(", f"    torch.set_num_threads({value})\n    torch.manual_seed(", 1)
         elif key != "allocator.keep_mb":

@@ -30,10 +30,12 @@ def snippet(plan: dict) -> str:
 
 
 def snippet_in(plan: dict, context: Context) -> Optional[str]:
-    """At a script's own first call of its model."""
+    """At a script's own first call of its model: compiled in place, as advisor measured it (its
+    state_dict keys stay as they are, where torch.compile's wrapper would prefix them)."""
     if not context.forward_call:
         return None
-    return at_call(context.forward_call, "# compile the model called here once, before the training loop:\n" + snippet(plan))
+    return at_call(context.forward_call, "# compile the model called here in place, once, before the training loop:\n"
+                                         f"model.compile(mode={plan['compile.mode']!r})")
 
 
 def compile_model(model: Any, mode: Optional[str], in_place: bool = False) -> Any:
