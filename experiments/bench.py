@@ -181,7 +181,7 @@ def bench_workload(name: str, rounds: int, folder: Path, progress: Progress, gri
         "oracle": pick(grid_trials, baseline, config),
     }
     input_bound = any(d.bottleneck in INPUT_BOUND and d.severity in ("high", "moderate") for d in result.diagnoses)
-    arm_runs = measure_arms(chosen, config, round_measures(config)[0], rounds, input_bound, progress, name)
+    arm_runs = measure_arms(chosen, config, rounds, input_bound, progress, name)
     summary = summarize(name, config, result, chosen, arm_runs, top, {
         "advisor": (budget, advisor_s), "random": (len(random_trials), random_s), "oracle": (len(grid_trials), grid_s),
     })
@@ -211,10 +211,12 @@ def repeated_plans(trials: list[search.TrialResult]) -> int:
     return len(trials) - len({plan_key(t.plan) for t in trials})
 
 
-def measure_arms(chosen: dict, config, measure, rounds: int, ideal: bool, progress: Progress,
+def measure_arms(chosen: dict, config, rounds: int, ideal: bool, progress: Progress,
                  name: str) -> dict[str, list[Measurement]]:
-    """Each distinct picked plan, interleaved with the default, `rounds` rounds; runs per arm.
-    With `ideal`, the default's synthetic-batch run (no input work at all) joins each round too."""
+    """Each distinct picked plan, interleaved with the default, `rounds` rounds, as a
+    verification's rounds are measured (`round_measures`); runs per arm. With `ideal`, the
+    default's synthetic-batch run (no input work at all) joins each round too."""
+    measure, measure_reference = round_measures(config)
     key_of = {arm: plan_key(plan) for arm, plan in chosen.items()}
     labels: dict[str, str] = {}  # plan key -> the first arm that picked it
     for arm in ARMS:
@@ -226,12 +228,13 @@ def measure_arms(chosen: dict, config, measure, rounds: int, ideal: bool, progre
 
     def measure_arm(plan: dict) -> Measurement:
         if plan is ideal_plan:
-            return run_measurement(config.path, plan, "synthetic", config.measure.steps, config.measure.timeout_s, fresh=True)
+            return run_measurement(config.path, plan, "synthetic", config.measure.steps, config.measure.timeout_s,
+                                   fresh=config.measure.fresh_rounds)
         return measure(plan)
 
     progress(f"{name}: {len(candidates)} distinct plan(s) against the default, interleaved, {rounds} rounds")
     measured = interleave(chosen["default"], candidates, measure_arm, rounds, lambda line: progress("  " + line.strip()),
-                          reference="default", measure_reference=round_measures(config)[1])
+                          reference="default", measure_reference=measure_reference)
     runs = {"default": measured.baseline, **measured.candidates}
     return {**{arm: runs[labels[key_of[arm]]] for arm in ARMS}, **({"ideal": runs["ideal"]} if ideal else {})}
 

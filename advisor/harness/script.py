@@ -291,7 +291,7 @@ def loaders_set(plan: dict, root: Path, seen: dict) -> Iterator[None]:
         draws_every_epoch = not (options["persistent_workers"] and int(options["num_workers"]) > 0)
         if "loader" not in seen:
             seen.update(loader=own, loader_call=call_site(root))
-        options.update(applied("loader", dict(options), plan, cuda=torch.cuda.is_available()))
+        options.update(applied("loader", {}, plan, cuda=torch.cuda.is_available()))
         if options["num_workers"] > 0:
             options["worker_init_fn"] = DyingWithTheRun(options["worker_init_fn"])
         else:  # torch refuses worker-only options without workers

@@ -251,7 +251,8 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult],
 
     def measure(plan: dict, reference_run: bool = False) -> Measurement:
         if plan is ideal_plan:
-            return run_measurement(config, plan, "synthetic", config.measure.steps, config.measure.timeout_s, fresh=True)
+            return run_measurement(config, plan, "synthetic", config.measure.steps, config.measure.timeout_s,
+                                   fresh=config.measure.fresh_rounds)
         past_planned = stopping.quiet_rounds >= config.search.pairs
         capped, uncapped = longer if past_planned else planned
         return uncapped(plan) if reference_run else capped(plan)
