@@ -107,10 +107,14 @@ def test_optimize_and_two_workers_share_a_postgresql_study(tmp_path, postgres_ur
     helper = run(worker)
 
     def victim_measuring():
+        """The victim's trials whose measurement is under way: a trial it has only asked may still
+        be skipped (its plan measured already) and end FAIL by itself, with nothing to run again."""
         ran_by = lambda t: t.user_attrs.get(search.WORKER_ATTR, "")  # noqa: E731
         mine = (lambda t: ran_by(t).rpartition(":")[0] not in ("", machine())) if elsewhere else \
             (lambda t: ran_by(t).endswith(f":{victim.pid}"))
-        return [t for t in load_study(config).get_trials(states=(optuna.trial.TrialState.RUNNING,)) if mine(t)]
+        measuring = lambda t: search.HEARTBEAT_ATTR in t.user_attrs and t.params  # noqa: E731
+        return [t for t in load_study(config).get_trials(states=(optuna.trial.TrialState.RUNNING,))
+                if mine(t) and measuring(t)]
 
     wait_for(victim_measuring, 240, "the victim worker to take a trial")
     killed = victim_measuring()[0]
@@ -128,7 +132,7 @@ def test_optimize_and_two_workers_share_a_postgresql_study(tmp_path, postgres_ur
     plans = Counter(plan_key(t.user_attrs[search.PLAN_ATTR]) for t in finished)
     assert all(count == 1 for count in plans.values()), f"no plan measured twice: {plans}"
     dead = next(t for t in trials if t.number == killed.number)
-    assert dead.state == optuna.trial.TrialState.FAIL
+    assert dead.state == optuna.trial.TrialState.FAIL and not dead.user_attrs.get(search.SKIPPED_ATTR)
     assert any(t.params == dead.params and t.number > dead.number for t in finished), "the killed trial ran again"
     if elsewhere:
         assert not dead.user_attrs.get(search.INTERRUPTED_ATTR), "no pid check could judge another machine's trial"
