@@ -208,7 +208,7 @@ def reduced_service(name: str) -> dict:
     for key in ("model", "requests"):
         file, attr = config["workload"][key].rsplit(":", 1)
         config["workload"][key] = f"{(ROOT / 'configs' / file).resolve()}:{attr}"
-    config["measure"] = {"warmup_requests": 10, "requests": 300}
+    config["measure"] = {"warmup_requests": 10, "requests": 300, "fresh_rounds": False}  # the suite's time
     config["search"] = {**config["search"], "recipes": ["dynamic_batching"], "trials": 3, "verify_top": 1}
     return config
 
