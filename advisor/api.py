@@ -137,12 +137,14 @@ def record(config: AdvisorConfig, result, results: Union[str, Path, None], log) 
     from advisor.fingerprint import fingerprint
     from advisor.kinds import kind_of
     from advisor.report import render_diagnosis, write_results
+    from advisor.report_html import write_page
     from advisor.session import session_payload
 
     payload = session_payload(result, fingerprint(config, kind_of(config.kind).seen(result.evidence)))
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(result.started))
     folder = Path(results) if results else config.root / "advisor-results" / config.name / stamp
     write_results(payload, render_diagnosis(config.name, result.evidence, result.diagnoses), folder)
+    write_page(payload, folder)
     log.conclude(payload, folder)
     return payload, folder
 

@@ -21,6 +21,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = build_parser()
     argv, script_command = split_script_command(sys.argv[1:] if argv is None else argv)
     args = parser.parse_args(argv)
+    if args.name in ("recipes", "schema"):  # about advisor itself: no config, nothing measured
+        return args.command(args)
     try:
         args.config, args.shown = config_argument(args, script_command)
     except UserError as exc:
@@ -163,6 +165,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="measure at most N runs at once on this machine, across advisor processes (1: take turns)")
     report = command("report", run_report, "print the ranked recommendations of the latest session from MLflow")
     report.add_argument("--json", action="store_true", help="print them as JSON on stdout")
+    report.add_argument("--html", action="store_true", help="write the session's report.html again, from what MLflow kept")
+    report.add_argument("--run", metavar="RUN_ID", help="a past session's MLflow run id (default: the latest session)")
     command("retune", run_retune, "re-check the latest advice; tune again if the workload changed")
 
     schedule = command("schedule", run_schedule, "print, install or remove a crontab line that runs retune")
@@ -173,7 +177,46 @@ def build_parser() -> argparse.ArgumentParser:
 
     ui = command("ui", run_ui, "start the MLflow UI on 127.0.0.1 over the config's tracking store")
     ui.add_argument("--port", type=int, default=5000)
+
+    recipes = commands.add_parser("recipes", help="list every recipe: the kinds it applies to, the bottlenecks it "
+                                                  "targets, its risk and its knobs")
+    recipes.add_argument("--json", action="store_true", help="print them as JSON on stdout")
+    recipes.set_defaults(command=run_recipes, name="recipes")
+    schema = commands.add_parser("schema", help="print the config's JSON Schema (for an editor to check configs)")
+    schema.set_defaults(command=run_schema, name="schema")
     return parser
+
+
+RISK_WORDS = {"exact": "exact: the same results", "tolerance": "approximate: results within a tolerance",
+              "changes semantics": "changes what is computed: only where the config allows it"}
+
+
+def recipe_table() -> list[dict]:
+    """Every recipe as `advisor recipes` lists it."""
+    from recipes import RECIPES
+
+    return [{"name": r.name, "summary": r.summary, "kinds": list(r.kinds), "targets": list(r.targets),
+             "risk": r.risk, "knobs": list(r.keys)} for r in RECIPES]
+
+
+def run_recipes(args: argparse.Namespace) -> int:
+    table = recipe_table()
+    if args.json:
+        print(json.dumps(table, indent=2))
+        return 0
+    for recipe in table:
+        print(f"{recipe['name']}: {recipe['summary']}")
+        print(f"    kinds: {', '.join(recipe['kinds'])}; targets: {', '.join(recipe['targets'])}; "
+              f"risk: {RISK_WORDS[recipe['risk']]}")
+        print(f"    knobs: {', '.join(recipe['knobs'])}")
+    return 0
+
+
+def run_schema(args: argparse.Namespace) -> int:
+    from advisor.schema import schema
+
+    print(json.dumps(schema(), indent=2))
+    return 0
 
 
 def version() -> str:
@@ -187,31 +230,48 @@ def version() -> str:
 
 
 def progress_printer(args: Optional[argparse.Namespace] = None):
-    """Progress lines on stderr: with a bar where stderr is a terminal, plain lines otherwise
-    (logs), none with -q."""
-    quiet = bool(getattr(args, "quiet", False))
-    terminal = sys.stderr.isatty()
-
-    def progress(line: str) -> None:
-        if not quiet:
-            print(with_bar(line) if terminal else line, file=sys.stderr, flush=True)
-
-    return progress
+    """Progress lines on stderr: under a live bar with an ETA where stderr is a terminal
+    (`LiveBar`), plain lines otherwise (logs), none with -q."""
+    if getattr(args, "quiet", False):
+        return lambda line: None
+    if sys.stderr.isatty():
+        return LiveBar(sys.stderr)
+    return lambda line: print(line, file=sys.stderr, flush=True)
 
 
-BAR_WIDTH = 20
+class LiveBar:
+    """Prints each progress line above one tqdm bar that follows the work under way: the trials
+    ("[7/12]") or a verification's rounds ("round 3/5"), with the time left at their pace so far."""
 
+    COUNTED = ((r"\[(\d+)/(\d+)\]", "trials"), (r"round (\d+)/(\d+)", "rounds"))
 
-def with_bar(line: str) -> str:
-    """A trial's or a verification round's line with a bar of the work done ("[7/12]", "round 3/5")."""
-    import re
+    def __init__(self, stream) -> None:
+        self.stream, self.bar, self.what = stream, None, ""
 
-    found = re.search(r"\[(\d+)/(\d+)\]|round (\d+)/(\d+)", line)
-    if not found:
-        return line
-    done, total = (int(n) for n in (found.group(1, 2) if found.group(1) else found.group(3, 4)))
-    filled = round(BAR_WIDTH * min(done, total) / max(total, 1))
-    return f"{'█' * filled}{'░' * (BAR_WIDTH - filled)} {line.lstrip()}"
+    def __call__(self, line: str) -> None:
+        import re
+
+        from tqdm import tqdm
+
+        counted = next(((int(found.group(1)), int(found.group(2)), what) for pattern, what in self.COUNTED
+                        if (found := re.search(pattern, line))), None)
+        if counted is not None:
+            done, total, what = counted
+            if self.bar is None or what != self.what or done <= self.bar.n and done == 1:
+                self.close()
+                self.bar, self.what = tqdm(total=total, desc=what, file=self.stream, leave=False, dynamic_ncols=True,
+                                           bar_format="{desc} {bar} {n}/{total} [{elapsed}<{remaining}]"), what
+            self.bar.total = max(total, done)
+            self.bar.update(done - self.bar.n)
+        if self.bar is not None:
+            self.bar.write(line, file=self.stream)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar = None
 
 
 def run_diagnose(args: argparse.Namespace) -> int:
@@ -300,9 +360,10 @@ RANKING_FIELDS = ("rank", "recipes", "speedup", "interval", "verified", "reason"
 
 
 def ranking(payload: dict, folder) -> dict:
-    """What `optimize --json` prints: the ranked recommendations and where the rest lies."""
+    """What `optimize --json` and `report --json` print: the ranked recommendations and where the
+    rest lies (`results`: the local folder; null when read back from MLflow)."""
     return {
-        "workload": payload["workload"], "unit": payload["unit"], "results": str(folder),
+        "workload": payload["workload"], "unit": payload["unit"], "results": str(folder) if folder else None,
         "mlflow_session_run_id": (payload.get("mlflow") or {}).get("session_run_id"),
         "baseline": {"samples_per_s": payload["baseline"]["samples_per_s"], "latency_ms": payload["baseline"].get("latency_ms")},
         "recommendations": [{k: rec.get(k) for k in RANKING_FIELDS} for rec in payload["recommendations"]],
@@ -388,10 +449,19 @@ def run_worker(args: argparse.Namespace) -> int:
 
 
 def run_report(args: argparse.Namespace) -> int:
-    from advisor.tracking import latest_session
+    """The latest session's ranking as `optimize` printed it (`--json`: the same shape as
+    `optimize --json`), read back from MLflow."""
+    from advisor.report import render_recommendations
+    from advisor.tracking import latest_session, session_payload_of
 
     config = config_of(args)
-    session, recommendations = latest_session(config)
+    session, recommendations = latest_session(config, args.run)
+    payload = session_payload_of(config, session["run_id"])
+    if args.html:
+        return write_report_page(config, session, payload)
+    if args.json and payload is not None:
+        print(json.dumps(ranking(payload, None), indent=2, default=str))
+        return 0
     if args.json:
         print(json.dumps({"workload": config.name, "session": session, "recommendations": recommendations}, indent=2, default=str))
         return 0
@@ -399,7 +469,10 @@ def run_report(args: argparse.Namespace) -> int:
     failure = session["tags"].get("baseline_failure")
     if failure:
         return baseline_failed(failure, "optimize")
-    if not recommendations:
+    if payload is not None:
+        print(render_recommendations(payload))
+        return 0
+    if not recommendations:  # a session whose recommendations.json MLflow did not take: its runs
         print("no recommendations: nothing cleared the bar")
     for rec in recommendations:
         metrics = rec["metrics"]
@@ -408,6 +481,20 @@ def run_report(args: argparse.Namespace) -> int:
             f"(95% {metrics['speedup_low']:.2f}-{metrics['speedup_high']:.2f}x), "
             f"verified {rec['tags'].get('verified')}, run {rec['run_id']}"
         )
+    return 0
+
+
+def write_report_page(config, session: dict, payload: Optional[dict]) -> int:
+    """report.html for a session, rebuilt from its recommendations.json in MLflow, into the
+    results folder a session of that time would have (advisor's own, next to the config)."""
+    from advisor.report_html import write_page
+
+    if payload is None:
+        raise UserError(f"session run {session['run_id']} has no recommendations.json in MLflow (its logging failed); "
+                        "its report.html cannot be rebuilt")
+    stamp = payload["started"].replace("-", "").replace(":", "").replace(" ", "-")
+    path = write_page(payload, config.root / "advisor-results" / config.name / stamp, with_plots=True)
+    print(f"report: {path}")
     return 0
 
 

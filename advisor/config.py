@@ -41,11 +41,11 @@ def _check(check, **kwargs):
 
 @dataclass(frozen=True)
 class DataLoaderConfig:
-    num_workers: int = _check(_non_negative, default=0)
-    prefetch_factor: Optional[int] = _check(_positive, default=None)
-    pin_memory: bool = False
-    persistent_workers: bool = False
-    shuffle: bool = True
+    num_workers: int = _check(_non_negative, default=0)  # the DataLoader's worker processes, as you run it today
+    prefetch_factor: Optional[int] = _check(_positive, default=None)  # batches each worker loads ahead; None: torch's 2
+    pin_memory: bool = False  # page-locked batches (speeds copies to a GPU)
+    persistent_workers: bool = False  # workers kept from one epoch to the next
+    shuffle: bool = True  # samples in a random order each epoch
 
 
 _host_port = (lambda v: bool(re.match(r"^[\w.\-]+:\d{1,5}$", v)) and 0 < int(v.rsplit(":", 1)[1]) < 65536,
@@ -57,14 +57,14 @@ class DistributedConfig:
     """Data-parallel training across processes and machines: each node's ranks started by
     torchrun behind the node's `launch` prefix, the model wrapped in DistributedDataParallel."""
 
-    nodes: int = _check(_positive, default=1)
-    ranks_per_node: int = _check(_positive, default=1)
-    backend: Literal["gloo", "nccl"] = "gloo"
+    nodes: int = _check(_positive, default=1)  # machines
+    ranks_per_node: int = _check(_positive, default=1)  # processes on each machine (one per GPU, with CUDA)
+    backend: Literal["gloo", "nccl"] = "gloo"  # torch.distributed's: gloo on CPUs, nccl between GPUs
     rendezvous: Optional[str] = _check(_host_port, default=None)  # None: 127.0.0.1 and a free port
     launch: Optional[str] = None  # a command prefix per node, "{node}" replaced by its index: ssh, srun, ip netns exec
     # the user's DistributedDataParallel(...) settings: the baseline's
-    find_unused_parameters: bool = False
-    bucket_cap_mb: float = _check(_above_zero, default=25.0)
+    find_unused_parameters: bool = False  # your DistributedDataParallel(...) setting: the baseline's
+    bucket_cap_mb: float = _check(_above_zero, default=25.0)  # your DistributedDataParallel(...) setting: the baseline's
 
     def __post_init__(self):
         if self.nodes > 1 and self.rendezvous is None:
@@ -83,23 +83,24 @@ class DistributedConfig:
 class TrainWorkload:
     """A training job: the loop the user runs today."""
 
-    model: Ref = _check(_callable_ref)
+    model: Ref = _check(_callable_ref)  # -> the nn.Module you train
     dataset: Ref = _check(_callable_ref)  # a map-style Dataset, or a DataLoader whose sampler and collate_fn are kept
-    kind: Literal["train"] = "train"
+    kind: Literal["train"] = "train"  # a training job built from your functions
     KIND_MODULE: ClassVar[str] = "advisor.kinds.train"
+    RECIPES: ClassVar[str] = "train"  # the recipes' `kinds` that apply (`distributed` with that section)
     CHILD_RUN: ClassVar[str] = "advisor.workload:run_train"
     SERVED: ClassVar[bool] = False
-    model_args: dict = field(default_factory=dict)
-    dataset_args: dict = field(default_factory=dict)
-    loss: Optional[Ref] = _check(_callable_ref, default=None)
+    model_args: dict = field(default_factory=dict)  # keyword arguments for model
+    dataset_args: dict = field(default_factory=dict)  # keyword arguments for dataset
+    loss: Optional[Ref] = _check(_callable_ref, default=None)  # loss(output, batch) -> scalar; None: cross-entropy on batch[1]
     collate: Optional[Ref] = _check(_callable_ref, default=None)  # collate_fn for every DataLoader advisor builds
     step: Optional[Ref] = _check(_callable_ref, default=None)  # train_step(model, batch, optimizer) -> loss
     # {name: a torch.optim class or a dotted path to any optimizer class, **options}, or build_optimizer(model)
     optimizer: Any = field(default_factory=lambda: {"name": "SGD", "lr": 0.01})
-    batch_size: int = _check(_positive, default=32)
-    dataloader: DataLoaderConfig = field(default_factory=DataLoaderConfig)
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    threads: Optional[int] = _check(_positive, default=None)
+    batch_size: int = _check(_positive, default=32)  # samples a step
+    dataloader: DataLoaderConfig = field(default_factory=DataLoaderConfig)  # your DataLoader's settings: the baseline's
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA where there is a GPU
+    threads: Optional[int] = _check(_positive, default=None)  # torch.set_num_threads, if your job sets it
     distributed: Optional[DistributedConfig] = None  # data-parallel across processes and machines
 
     def __post_init__(self):
@@ -113,14 +114,15 @@ class LightningWorkload:
 
     module: Ref = _check(_callable_ref)  # a LightningModule class or builder
     datamodule: Ref = _check(_callable_ref)  # a LightningDataModule class or builder
-    kind: Literal["lightning"] = "lightning"
+    kind: Literal["lightning"] = "lightning"  # a LightningModule trained on its LightningDataModule
     KIND_MODULE: ClassVar[str] = "advisor.kinds.lightning"
+    RECIPES: ClassVar[str] = "train"
     CHILD_RUN: ClassVar[str] = "advisor.workload:run_lightning"
     SERVED: ClassVar[bool] = False
-    module_args: dict = field(default_factory=dict)
-    datamodule_args: dict = field(default_factory=dict)
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    threads: Optional[int] = _check(_positive, default=None)
+    module_args: dict = field(default_factory=dict)  # keyword arguments for module
+    datamodule_args: dict = field(default_factory=dict)  # keyword arguments for datamodule
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA where there is a GPU
+    threads: Optional[int] = _check(_positive, default=None)  # torch.set_num_threads, if your job sets it
 
 
 @dataclass(frozen=True)
@@ -128,15 +130,17 @@ class ScriptWorkload:
     """An unmodified training script, run as `python SCRIPT ARGS` would run it: advisor finds its
     steps (each backward of a scalar loss), times them, and applies plans from outside its code."""
 
-    script: str = _check((lambda v: v.endswith(".py"), "the path of a Python file (train.py)"))
+    script: str = _check((lambda v: v.endswith(".py"), "the path of a Python file (train.py)"))  # run from the config's folder
+    # enough training to pass the warm-up and the timed window
     args: Any = _check((lambda v: isinstance(v, list) and all(isinstance(a, (str, int, float)) for a in v),
                         "a list of the script's command-line arguments ([--epochs, '1'])"), default_factory=list)
-    kind: Literal["script"] = "script"
+    kind: Literal["script"] = "script"  # your training script, unmodified
     KIND_MODULE: ClassVar[str] = "advisor.kinds.script"
+    RECIPES: ClassVar[str] = "script"
     CHILD_RUN: ClassVar[str] = "advisor.workload:run_script"
     SERVED: ClassVar[bool] = False
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    threads: Optional[int] = _check(_positive, default=None)
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA where there is a GPU
+    threads: Optional[int] = _check(_positive, default=None)  # torch.set_num_threads, if your script sets it
 
 
 @dataclass(frozen=True)
@@ -145,15 +149,16 @@ class InferWorkload:
 
     model: Ref = _check(_callable_ref)  # -> nn.Module (advisor puts it in eval mode)
     requests: Ref = _check(_callable_ref)  # -> a list of requests, each one call's input (tensor, tuple or dict)
-    kind: Literal["infer"] = "infer"
+    kind: Literal["infer"] = "infer"  # a model served request by request
     KIND_MODULE: ClassVar[str] = "advisor.kinds.infer"
+    RECIPES: ClassVar[str] = "infer"
     CHILD_RUN: ClassVar[str] = "advisor.workload:run_infer"
     SERVED: ClassVar[bool] = True  # judged by the latency its clients see
-    model_args: dict = field(default_factory=dict)
-    requests_args: dict = field(default_factory=dict)
+    model_args: dict = field(default_factory=dict)  # keyword arguments for model
+    requests_args: dict = field(default_factory=dict)  # keyword arguments for requests
     handler: Optional[Ref] = _check(_callable_ref, default=None)  # handle(model, request) -> output: your pre/post-processing
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    threads: Optional[int] = _check(_positive, default=None)
+    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA where there is a GPU
+    threads: Optional[int] = _check(_positive, default=None)  # torch.set_num_threads, if your service sets it
 
 
 SOURCE_FORMATS = ("csv", "parquet", "jsonl")
@@ -175,10 +180,11 @@ class DaskConfig:
 class PipelineWorkload:
     """A pandas pipeline: read the source, transform it, combine partial results, write the sink."""
 
-    source: SourceConfig
+    source: SourceConfig  # what the pipeline reads
     transform: Ref = _check(_callable_ref)  # DataFrame -> DataFrame
-    kind: Literal["pipeline"] = "pipeline"
+    kind: Literal["pipeline"] = "pipeline"  # a pandas pipeline
     KIND_MODULE: ClassVar[str] = "advisor.kinds.pipeline"
+    RECIPES: ClassVar[str] = "pipeline"
     CHILD_RUN: ClassVar[str] = "advisor.workload:run_pipeline"
     SERVED: ClassVar[bool] = False
     partition_safe: bool = False  # transform(concat(parts)) == combine([transform(p) for p in parts])
@@ -186,7 +192,7 @@ class PipelineWorkload:
     sink: Optional[str] = None  # an output file (.parquet or .csv), relative to the config's folder
     order_matters: bool = True  # False: outputs are compared as sets of rows
     float_rtol: float = _check(_non_negative, default=1e-9)  # float tolerance for output equality
-    dask: DaskConfig = field(default_factory=DaskConfig)
+    dask: DaskConfig = field(default_factory=DaskConfig)  # where the dask recipe runs
 
 
 def source_format_of(source: "SourceConfig") -> str:
@@ -217,8 +223,9 @@ class LoadConfig:
     """How requests arrive (inference): `closed`, N clients back to back; `open`, Poisson
     arrivals at a rate, whose queueing is part of the latency a client sees."""
 
-    mode: Literal["closed", "open"] = "closed"
-    concurrency: int = _check(_positive, default=1)
+    mode: Literal["closed", "open"] = "closed"  # inference: closed, clients back to back; open, arrivals at a rate
+    concurrency: int = _check(_positive, default=1)  # inference: clients of a closed load
+    # inference: an open load's arrivals a second
     rate_per_s: Optional[float] = _check((lambda v: v > 0, "a number > 0 (requests per second)"), default=None)
 
     def __post_init__(self):
@@ -228,22 +235,22 @@ class LoadConfig:
 
 @dataclass(frozen=True)
 class MeasureConfig:
-    warmup_steps: int = _check(_non_negative, default=5)
-    steps: int = _check(_positive, default=40)
-    profile_steps: int = _check(_positive, default=5)
-    timeout_s: float = _check(_positive, default=300.0)
-    seed: int = 0
+    warmup_steps: int = _check(_non_negative, default=5)  # training: steps run before the timed window
+    steps: int = _check(_positive, default=40)  # training: timed steps
+    profile_steps: int = _check(_positive, default=5)  # steps (requests) under the profiler, in a run of its own
+    timeout_s: float = _check(_positive, default=300.0)  # a run's time limit: past it, it is killed and counts as failed
+    seed: int = 0  # seeds every run's random numbers
     warmup_requests: int = _check(_non_negative, default=20)  # inference: served before the timed requests
     requests: int = _check(_positive, default=400)  # inference: timed requests
-    fresh_rounds: bool = True  # every run of a round whose ratio is reported starts a new interpreter (`round_measures`)
+    fresh_rounds: bool = True  # each run of a verification round in a new interpreter, as your own runs are; false: forked
 
 
 @dataclass(frozen=True)
 class SearchConfig:
     recipes: Any = "auto"  # "auto", a recipe's name, or a list of names (`advisor.session.planning.select_recipes`)
-    trials: int = _check(_positive, default=24)
-    time_budget_s: float = _check(_positive, default=600.0)
-    min_speedup: float = _check(_positive, default=1.05)
+    trials: int = _check(_positive, default=24)  # distinct plans measured, the baseline's included
+    time_budget_s: float = _check(_positive, default=600.0)  # the search's and the verification's time
+    min_speedup: float = _check(_positive, default=1.05)  # the bar: a fix is verified when its interval's low end clears it
     storage: Optional[str] = None  # an Optuna storage URL; None: a journal file next to the config
     verify_top: int = _check(_non_negative, default=3)  # candidates re-measured against the baseline; 0: trials only
     pairs: int = _check((lambda v: v >= 5, "a number >= 5"), default=5)  # interleaved rounds (3 when every verdict is clear)
@@ -262,17 +269,18 @@ class SearchConfig:
 
 @dataclass(frozen=True)
 class ConstraintsConfig:
-    max_memory_mb: Optional[float] = _check(_positive, default=None)
-    loss_rtol: float = _check(_non_negative, default=0.05)
+    max_memory_mb: Optional[float] = _check(_positive, default=None)  # the memory budget every plan must keep
+    loss_rtol: float = _check(_non_negative, default=0.05)  # training: the losses' relative tolerance (tolerance recipes)
     p95_ms: Optional[float] = _check(_above_zero, default=None)  # inference: the latency SLO every plan must keep
     output_rtol: float = _check(_non_negative, default=1e-2)  # inference: outputs equal within this
+    # inference: the share of a classifier's top-1 answers a plan must keep
     min_top1_agreement: float = _check((lambda v: 0 <= v <= 1, "a share between 0 and 1"), default=0.99)
 
 
 @dataclass(frozen=True)
 class TrackingConfig:
-    uri: Optional[str] = None
-    experiment: Optional[str] = None
+    uri: Optional[str] = None  # MLflow's tracking URI; None: sqlite:///mlflow.db next to the config
+    experiment: Optional[str] = None  # the MLflow experiment; None: the config's name
 
     def __post_init__(self):
         object.__setattr__(self, "uri", _from_environment(self.uri, "tracking.uri"))
@@ -285,17 +293,18 @@ _plain_name = (lambda v: bool(NAME_PATTERN.match(v)) and ".." not in v,
 
 @dataclass(frozen=True)
 class AdvisorConfig:
-    name: str = _check(_plain_name)
+    name: str = _check(_plain_name)  # names the study, the MLflow experiment and the results folder
     workload: TrainWorkload | LightningWorkload | InferWorkload | PipelineWorkload | ScriptWorkload = field(
         metadata={"internal": True})  # validated by its kind
-    load: LoadConfig = field(default_factory=LoadConfig)
-    measure: MeasureConfig = field(default_factory=MeasureConfig)
-    search: SearchConfig = field(default_factory=SearchConfig)
-    constraints: ConstraintsConfig = field(default_factory=ConstraintsConfig)
-    tracking: TrackingConfig = field(default_factory=TrackingConfig)
+    load: LoadConfig = field(default_factory=LoadConfig)  # inference: how requests arrive
+    measure: MeasureConfig = field(default_factory=MeasureConfig)  # how each run is measured
+    search: SearchConfig = field(default_factory=SearchConfig)  # what is tried, and for how long
+    constraints: ConstraintsConfig = field(default_factory=ConstraintsConfig)  # what every plan must keep
+    tracking: TrackingConfig = field(default_factory=TrackingConfig)  # where MLflow logs
     path: Path = field(default=Path("config.yaml"), metadata={"internal": True})
 
     def __post_init__(self):
+        _check_recipe_kinds(self.search.recipes, "distributed" if self.kind == "distributed" else self.workload.RECIPES)
         if self.objective == "throughput" and self.workload.SERVED and self.constraints.p95_ms is None:
             raise _Invalid("search.objective", "throughput needs constraints.p95_ms, the latency it must keep; "
                                                "set it, or use objective: p95")
@@ -424,6 +433,18 @@ def _check_recipe_names(setting: Any) -> None:
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(known)}"
             raise _Invalid("search.recipes", f"unknown recipe {name!r}; {hint}")
+
+
+def _check_recipe_kinds(setting: Any, family: str) -> None:
+    """Each recipe `search.recipes` names applies to this kind of workload: told before anything
+    runs or is logged (whether it applies to this job is judged once its diagnosis is known)."""
+    from recipes import by_name
+
+    for name in [] if setting == "auto" else [setting] if isinstance(setting, str) else setting:
+        kinds = by_name(name).kinds
+        if family not in kinds:
+            listed = ", ".join(kinds[:-1]) + " and " * (len(kinds) > 1) + kinds[-1]
+            raise _Invalid("search.recipes", f"{name} applies to {listed} workloads, not {family}; remove it")
 
 
 def _check_sink(workload: "PipelineWorkload", root: Path) -> None:

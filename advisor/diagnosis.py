@@ -117,7 +117,12 @@ def diagnose_input(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
         else "samples cost CPU time to prepare (decode, transform, batch)"
     )
     summary = f"input-bound ({kind}): the step waits for data {wait:.0%} of the time; {why}"
-    fixes = ("dataloader",) if is_fetch else ("dataloader", "threads")
+    if fetch_share is not None:  # threads or processes: what a sample's load time is spent on
+        wall, cpu = derived["sample_wall_ms"], min(derived["sample_cpu_ms"], derived["sample_wall_ms"])
+        summary += (f" (a sample takes {wall:.2f} ms to load, {cpu:.2f} ms of it on the CPU: "
+                    + ("mostly waiting, so threads in each loading process fit)" if is_fetch
+                       else "mostly computing, so worker processes fit: threads would queue on the GIL)"))
+    fixes = ("dataloader", "fetch_threads") if is_fetch else ("dataloader", "threads")
     return Diagnosis(f"input-{kind}", severity, wait, summary, tuple(findings), fixes)
 
 

@@ -261,6 +261,24 @@ def bucket_lines(payload: dict) -> list[str]:
     return [f"bucket sizes, alone (one trial each, over the baseline): {sizes}; {spread:.0%} apart, {verdict}"]
 
 
+def loader_lines(payload: dict) -> list[str]:
+    """The loader model's predictions (made before the first trial) beside what was measured."""
+    from advisor.loading import FETCH_THREADS, WORKERS
+
+    model = payload.get("loader_model") or {}
+
+    def said(label: str, verdict: dict) -> list[str]:
+        plan = verdict["plan"]
+        return [f"{label}: {plan[WORKERS]} worker(s) x {plan[FETCH_THREADS]} fetch thread(s), predicted "
+                f"{verdict['samples_per_s']:,.0f} samples/s (bound by {verdict['why']}), measured "
+                f"{verdict['measured_samples_per_s']:,.0f} ({verdict['measured_over_predicted']:.2f}x)"] + \
+            ([f"     {verdict['off']}"] if verdict["off"] else [])
+
+    lines = said(f"loader model, its plan (trial #{model['model_plan']['trial']})", model["model_plan"]) \
+        if "model_plan" in model else []
+    return lines + (said("loader model, the verified #1", model["verified_top"]) if "verified_top" in model else [])
+
+
 def render_recommendations(payload: dict) -> str:
     """The ranked table the terminal shows, and `advisor report` prints from MLflow."""
     base = payload["baseline"]
@@ -285,7 +303,7 @@ def render_recommendations(payload: dict) -> str:
         lines[-1:-1] = [f"{len(payload['pruned'])} of {len(payload['pruned']) + len(payload.get('trials', []))} trials "
                         f"pruned midway, clearly losing (trial {', '.join('#' + str(p['number']) for p in payload['pruned'])})"
                         + (f": about {unrun:,.1f} s of their timed windows left unrun, at their pace so far" if unrun else "")]
-    lines[-1:-1] = bucket_lines(payload)
+    lines[-1:-1] = bucket_lines(payload) + loader_lines(payload)
     recs = payload["recommendations"]
     if payload.get("baseline_failure") and not payload.get("memory_fix"):
         lines.append(f"the baseline itself failed ({payload['baseline_failure']}): there is nothing to compare a fix with")
@@ -395,17 +413,9 @@ def writes_section(writes: Optional[list]) -> list[str]:
 
 def write_results(payload: dict, diagnosis_text: str, folder: Path) -> Path:
     """Writes recommendations.json, report.md and the plots into `folder`."""
-    from advisor import plots
-
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "recommendations.json").write_text(json.dumps(payload, indent=2, default=str))
-    figures = [plots.plot_history(payload, folder / "history.png")]
-    if payload["recommendations"]:
-        figures.insert(0, plots.plot_speedups(payload, folder / "speedup.png"))
-        if payload["baseline"].get("latency_ms"):  # a service: where its latency lies, not a step's parts
-            figures.insert(0, plots.plot_latency(payload, folder / "latency.png"))
-        else:
-            figures.insert(0, plots.plot_breakdown(payload, payload["baseline"]["step_breakdown_ms"], folder / "breakdown.png"))
+    figures = write_plots(payload, folder)
     report = [
         f"# advisor: {payload['workload']}",
         "",
@@ -431,3 +441,18 @@ def write_results(payload: dict, diagnosis_text: str, folder: Path) -> Path:
     report += ["", "## Plots", ""] + [f"![{figure.stem}]({figure.name})" for figure in figures]
     (folder / "report.md").write_text("\n".join(report) + "\n")
     return folder
+
+
+def write_plots(payload: dict, folder: Path) -> list[Path]:
+    """The session's plots, as PNG files in `folder`: where a step's time (or a service's
+    latency) goes, the speedups with their intervals, the search's history."""
+    from advisor import plots
+
+    figures = [plots.plot_history(payload, folder / "history.png")]
+    if payload["recommendations"]:
+        figures.insert(0, plots.plot_speedups(payload, folder / "speedup.png"))
+        if payload["baseline"].get("latency_ms"):  # a service: where its latency lies, not a step's parts
+            figures.insert(0, plots.plot_latency(payload, folder / "latency.png"))
+        else:
+            figures.insert(0, plots.plot_breakdown(payload, payload["baseline"]["step_breakdown_ms"], folder / "breakdown.png"))
+    return figures

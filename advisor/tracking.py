@@ -377,8 +377,9 @@ def check_store_exists(config: AdvisorConfig) -> None:
         check_sqlite_file(Path(parsed.path))
 
 
-def latest_session(config: AdvisorConfig) -> tuple[dict, list[dict]]:
-    """The latest session run and its recommendation runs (by rank), read back from MLflow."""
+def latest_session(config: AdvisorConfig, run_id: Optional[str] = None) -> tuple[dict, list[dict]]:
+    """The latest session run (or the finished session `run_id`) and its recommendation runs (by
+    rank), read back from MLflow."""
     check_store_exists(config)
     client = MlflowClient(tracking_uri=tracking_uri(config))
     experiment = client.get_experiment_by_name(experiment_name(config))
@@ -386,8 +387,13 @@ def latest_session(config: AdvisorConfig) -> tuple[dict, list[dict]]:
         raise UserError(f"no MLflow experiment '{experiment_name(config)}' in {tracking_uri(config)}; run advisor optimize first")
     sessions = client.search_runs(  # finished ones only: a session under way, failed or killed has no ranking yet
         [experiment.experiment_id], "tags.kind = 'session' and attributes.status = 'FINISHED'",
-        order_by=["attributes.start_time DESC"], max_results=1,
+        order_by=["attributes.start_time DESC"], max_results=1000 if run_id else 1,
     )
+    if run_id:
+        sessions = [run for run in sessions if run.info.run_id == run_id]
+        if not sessions:
+            raise UserError(f"no finished optimize session with run id {run_id} in experiment "
+                            f"'{experiment_name(config)}'; without --run, advisor report reads the latest")
     if not sessions:
         raise UserError(f"no finished optimize session in experiment '{experiment_name(config)}'; "
                         "run advisor optimize first")
@@ -412,14 +418,26 @@ def _as_dict(run) -> dict:
 
 def latest_payload(config: AdvisorConfig) -> tuple[str, dict]:
     """The latest session's run id and its recommendations.json, read back from MLflow."""
+    session, _ = latest_session(config)
+    payload = session_payload_of(config, session["run_id"])
+    if payload is None:
+        raise UserError(f"the latest session (run {session['run_id']}) has no recommendations.json in MLflow "
+                        "(its logging failed); run advisor optimize again")
+    return session["run_id"], payload
+
+
+def session_payload_of(config: AdvisorConfig, run_id: str) -> Optional[dict]:
+    """A session's recommendations.json, read back from MLflow; None where it was not logged."""
     import json
     import tempfile
 
-    session, _ = latest_session(config)
     client = MlflowClient(tracking_uri=tracking_uri(config))
     with tempfile.TemporaryDirectory() as folder:
-        path = client.download_artifacts(session["run_id"], "recommendations.json", folder)
-        return session["run_id"], json.loads(Path(path).read_text())
+        try:
+            path = client.download_artifacts(run_id, "recommendations.json", folder)
+        except Exception:  # noqa: BLE001 (MLflow's own errors, by store: the artifact is not there)
+            return None
+        return json.loads(Path(path).read_text())
 
 
 def log_recheck(config: AdvisorConfig, previous_run_id: str, status: str, detail: str, fingerprint_digest: str,

@@ -59,7 +59,8 @@ from experiments.reproduce import plain_speedup
 from recipes import by_name
 
 ROOT = Path(__file__).resolve().parent.parent
-TRAIN = ("quickstart", "fetch_stall", "prep_stall", "compute_bound", "memory_budget", "overhead", "shard_open")
+TRAIN = ("quickstart", "fetch_stall", "prep_stall", "compute_bound", "memory_budget", "overhead", "shard_open",
+         "remote_fetch")
 PIPELINES = ("parse_bound", "rowwise", "over_budget")
 SERVICES = ("serve_encoder", "serve_cold", "serve_batching")  # judged on p95: every ratio is a ratio of p95s
 QUICK = ("quickstart", "prep_stall")
@@ -187,6 +188,9 @@ def bench_workload(name: str, rounds: int, folder: Path, progress: Progress, gri
     })
     summary["costs"]["oracle"]["of"] = grid_size
     summary["repeated_plans"] = {"advisor": repeated_plans(result.trials), "random": repeated_plans(random_trials)}
+    best_grid = max((t.measurement.samples_per_s for t in grid_trials if t.feasible and t.measurement.ok), default=0.0)
+    summary["to_grid_best"] = {"advisor": trials_to_reach(result.trials, best_grid),
+                               "random": trials_to_reach(random_trials, best_grid)} if best_grid else None
     summary.update(rounds=rounds, finished=time.strftime("%Y-%m-%d %H:%M"))
     return summary
 
@@ -204,6 +208,16 @@ def rows_so_far(done: list[dict], kept: dict[str, dict]) -> list[dict]:
     """What bench.json holds while a run goes on: the rows done, then the kept rows not reached
     yet, so that a run cut off again loses none of them."""
     return done + [row for name, row in kept.items() if name not in {r["workload"] for r in done}]
+
+
+NEAR_GRID_BEST = 0.9  # a single trial's noise: within 10% of the grid's best single run counts as reaching it
+
+
+def trials_to_reach(trials: list[search.TrialResult], best: float) -> Optional[int]:
+    """How many trials (the baseline's included) a search ran until one came within 10% of the
+    grid's best rate; None when none did."""
+    return next((index for index, t in enumerate(sorted(trials, key=lambda t: t.number), start=1)
+                 if t.feasible and t.measurement.ok and t.measurement.samples_per_s >= NEAR_GRID_BEST * best), None)
 
 
 def repeated_plans(trials: list[search.TrialResult]) -> int:
@@ -353,6 +367,12 @@ def markdown(rows: list[dict], calibration: dict, header: str) -> str:
     for claim in calibration.get("claims", []):
         lines.append(f"| reproduction, {claim['workload']}: claimed {claim['claimed']:.2f}x, "
                      f"{claim.get('source', 're-measured')} {claim['measured']:.2f}x | error {claim['error']:+.1%} |")
+    for row in rows:
+        reached = row.get("to_grid_best")
+        if reached:
+            said = {arm: f"{n} trial(s)" if n else "never" for arm, n in reached.items()}
+            lines.append(f"| trials until one came within 10% of the grid's best, {row['workload']} | "
+                         f"advisor {said['advisor']}, random search {said['random']} |")
     repeats = {arm: sum(row.get("repeated_plans", {}).get(arm, 0) for row in rows) for arm in ("advisor", "random")}
     lines.append(f"| trials that measured a plan equal in effect to one measured before, in one study | "
                  f"advisor {repeats['advisor']}, random search {repeats['random']} |")

@@ -2,16 +2,18 @@
 
     python -m experiments.plain_loop CONFIG [PLAN_JSON] [--late-zero-grad]
 
-Applies a recommendation's plan by hand (DataLoader arguments, threads, autocast, activation
-checkpointing, gradient accumulation, torch.compile) and prints the timed steps' throughput as JSON. The reproduction
+Applies a recommendation's plan by hand (DataLoader arguments, fetch threads, threads, autocast,
+activation checkpointing, gradient accumulation, torch.compile) and prints the timed steps' throughput as JSON. The reproduction
 experiment runs it to check advisor's claims from outside advisor.
 """
 
 import importlib.util
 import json
 import math
+import os
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -48,6 +50,25 @@ def checkpoint_share(model: torch.nn.Sequential, share: float) -> torch.nn.Seque
     return torch.nn.Sequential(*segments, *layers[count:])
 
 
+class ThreadedFetch(torch.utils.data.Dataset):
+    """A batch's samples fetched by a pool of threads in each loading process, written as the
+    fetch_threads recipe tells a user to write it."""
+
+    def __init__(self, dataset, threads):
+        self.dataset, self.threads, self.pool, self.pid = dataset, threads, None, None
+
+    def __len__(self):
+        return len(self.dataset)
+
+    def __getitem__(self, index):
+        return self.dataset[index]
+
+    def __getitems__(self, indices):
+        if self.pid != os.getpid():
+            self.pool, self.pid = ThreadPoolExecutor(self.threads), os.getpid()
+        return list(self.pool.map(self.dataset.__getitem__, indices))
+
+
 def main() -> None:
     arguments = [a for a in sys.argv[1:] if not a.startswith("--")]
     late_zero_grad = "--late-zero-grad" in sys.argv  # gradients dropped just before backward, not first
@@ -74,7 +95,9 @@ def main() -> None:
     if workers:
         extra = {"prefetch_factor": plan.get("dataloader.prefetch_factor") or 2,
                  "persistent_workers": bool(plan.get("dataloader.persistent_workers"))}
-    loader = torch.utils.data.DataLoader(dataset, batch_size=workload.get("batch_size", 32), shuffle=True,
+    threads = plan.get("dataloader.fetch_threads") or 1
+    loader = torch.utils.data.DataLoader(ThreadedFetch(dataset, threads) if threads > 1 else dataset,
+                                         batch_size=workload.get("batch_size", 32), shuffle=True,
                                          num_workers=workers, drop_last=True, **extra)
     dtype = getattr(torch, plan["amp.dtype"]) if plan.get("amp.dtype") else None
     micro = plan.get("grad_accumulation.micro_batches") or 1

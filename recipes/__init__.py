@@ -13,6 +13,7 @@ Folds, `applied(hook, value, plan, **facts)`, each recipe's `(value, plan, **fac
   grad_scaler     None, or a loss scaler; fact `device_type` (amp's float16)
   micro_batches   1: the parts each batch runs in (grad_accumulation)
   loader          the DataLoader's keyword options; fact `cuda` (dataloader)
+  dataset         the dataset the DataLoader reads (fetch_threads)
   queued_batches  0: the batches the loader's workers can hold ready (dataloader)
   non_blocking    False: whether copies to the device may be asynchronous (dataloader)
   request         a served request (channels_last), as `chain`
@@ -38,13 +39,14 @@ from typing import Any, Callable, ContextManager
 
 from recipes import (
     allocator, amp, arrow_engine, channels_last, checkpointing, chunked, columns, comm_hook, compile, dask, dataloader,
-    ddp_bucket_view, ddp_buckets, ddp_static_graph, ddp_unused, dtypes, dynamic_batching, grad_accumulation,
-    inference_mode, parquet_cache, quantize_dynamic, threads, vectorise, warmup,
+    ddp_bucket_view, ddp_buckets, ddp_static_graph, ddp_unused, dtypes, dynamic_batching, fetch_threads,
+    grad_accumulation, inference_mode, parquet_cache, quantize_dynamic, threads, vectorise, warmup,
 )
 from recipes.base import Choice, Context, IntRange, Param, Recipe
 
 RECIPES: tuple[Recipe, ...] = (
     dataloader.RECIPE,
+    fetch_threads.RECIPE,
     threads.RECIPE,
     allocator.RECIPE,
     amp.RECIPE,
@@ -84,7 +86,7 @@ def by_name(name: str) -> Recipe:
 
 
 # The hooks above, by kind: folds take and return a value, contexts are entered around a call.
-FOLDS = frozenset({"process", "model", "compiled", "grad_scaler", "micro_batches", "loader", "queued_batches",
+FOLDS = frozenset({"process", "model", "compiled", "grad_scaler", "micro_batches", "loader", "dataset", "queued_batches",
                    "non_blocking", "ddp", "comm_hook", "request", "batching", "warm_requests", "failure", "prepare", "read_options",
                    "after_read", "execute"})
 CONTEXTS = frozenset({"around_forward", "around_serve"})

@@ -69,3 +69,24 @@ def test_experiment_page_lists_the_recommendation_runs(optimized):
         assert run.info.run_name in dom, f"{run.info.run_name} is not on the experiment page"
     top = min(recommendations, key=lambda run: run.data.metrics["rank"])
     assert f"{top.data.metrics['speedup']:.2f}x" in dom, "the #1 speedup is readable without a click"
+
+
+def test_the_sessions_report_html_shows_its_first_fix_verified(optimized):
+    """report.html, as a browser draws it from the results folder: self-contained (no network),
+    #1 with its speedup and the word verified in the ranking table, and its plots inlined."""
+    import json
+
+    chromium = find_or_install_chromium()
+    page = optimized.results_dir / "report.html"
+    payload = json.loads((optimized.results_dir / "recommendations.json").read_text())
+    top = payload["recommendations"][0]
+    text = page.read_text()
+    assert "http://" not in text.replace("http://www.w3.org", "") and "src=\"data:image/png;base64," in text
+    ARTIFACTS.mkdir(exist_ok=True)
+    screenshot = ARTIFACTS / "report-html.png"
+    screenshot.unlink(missing_ok=True)
+    dom = render(chromium, page.as_uri(), screenshot)
+    assert screenshot.exists() and screenshot.stat().st_size > 10_000
+    row = re.search(r"<tr><td>#1</td>(.*?)</tr>", dom, re.S)
+    assert row, dom[:2000]
+    assert f"{top['speedup']:.2f}x" in row.group(1) and ">verified<" in row.group(1), row.group(1)

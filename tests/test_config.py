@@ -32,6 +32,10 @@ PARENT_SIDE = [
     ({"constraints": [1, 2]}, "constraints: expected a mapping"),
     ("name: tiny\nworkload: {model: a:b\n", "invalid YAML"),
     ("- just\n- a list\n", "expected a mapping of sections"),
+    ({"search": {"recipes": 5}}, "search.recipes: expected auto, a recipe's name or a list of names, got 5"),
+    ({"search": {"recipes": ["dataloader", 5]}}, "search.recipes: expected auto, a recipe's name or a list"),
+    ({"search": {"recipes": ["arrow_engine"]}}, "search.recipes: arrow_engine applies to pipeline workloads, not train"),
+    ({"search": {"recipes": "dynamic_batching"}}, "dynamic_batching applies to infer workloads, not train"),
 ]
 
 CHILD_SIDE = [
@@ -73,6 +77,20 @@ def test_cli_exits_2_with_one_line(tmp_path, changes, words):
     assert len(error_lines) == 1 and words in error_lines[0], result.stderr
     assert "Traceback" not in result.stderr
     assert result.stdout == ""
+
+
+@pytest.mark.parametrize("recipes", [5, ["compile"], ["nope"]], ids=["a number", "another kind's", "unknown"])
+def test_bad_search_recipes_stop_before_anything_is_written(tmp_path, recipes):
+    """Told in one line with the file's name, exit 2, before a measurement, a study or an MLflow run."""
+    (tmp_path / "data.csv").write_text("a,b\n1,2\n")
+    path = write_config(tmp_path, {"name": "bad", "workload": {"kind": "pipeline", "source": {"path": "data.csv"},
+                                                               "transform": "tables:total_by_key"},
+                                   "search": {"recipes": recipes}})
+    before = sorted(p.name for p in tmp_path.iterdir())
+    result = run_cli("optimize", str(path))
+    assert result.returncode == 2 and result.stderr.count("\n") == 1 and str(path) in result.stderr, result.stderr
+    assert "search.recipes" in result.stderr and "Traceback" not in result.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == before, "no store, journal or results folder"
 
 
 def test_missing_config_file(tmp_path):

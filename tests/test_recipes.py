@@ -69,7 +69,7 @@ def test_recipe_contract(recipe):
         baseline = {**{key: None for key in PLAN_KEYS}, "dataloader.num_workers": 0, "dataloader.prefetch_factor": 2,
                     "dataloader.persistent_workers": False, "dataloader.pin_memory": False,
                     "threads.intra_op": context.default_threads, "threads.inter_op": context.default_threads,
-                    "checkpointing.share": 0.0, "allocator.keep_mb": 0,
+                    "checkpointing.share": 0.0, "allocator.keep_mb": 0, "dataloader.fetch_threads": 1,
                     "grad_accumulation.micro_batches": 1,
                     "pipeline.parquet_cache": False, "pipeline.format": context.source_format or None,
                     "inference_mode.enabled": False, "warmup.requests": 0, "dynamic_batching.max_batch": 1,
@@ -87,7 +87,8 @@ def test_recipe_contract(recipe):
 # options are built from the user's own settings, which are never off).
 FOLD_VALUES = {"process": None, "grad_scaler": None, "micro_batches": 1, "queued_batches": 0, "non_blocking": False,
                "request": object(), "batching": (1, 0.0), "warm_requests": 0, "failure": "", "read_options": {},
-               "after_read": object(), "execute": object(), "ddp": {"bucket_cap_mb": 25.0}, "comm_hook": None}
+               "after_read": object(), "execute": object(), "ddp": {"bucket_cap_mb": 25.0}, "comm_hook": None,
+               "dataset": object()}
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.name)

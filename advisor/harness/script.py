@@ -292,6 +292,7 @@ def loaders_set(plan: dict, root: Path, seen: dict) -> Iterator[None]:
         if "loader" not in seen:
             seen.update(loader=own, loader_call=call_site(root))
         options.update(applied("loader", {}, plan, cuda=torch.cuda.is_available()))
+        options["dataset"] = applied("dataset", options["dataset"], plan)
         if options["num_workers"] > 0:
             options["worker_init_fn"] = DyingWithTheRun(options["worker_init_fn"])
         else:  # torch refuses worker-only options without workers

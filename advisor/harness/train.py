@@ -440,7 +440,7 @@ def make_loader(job: TrainJob, plan: dict, sampler: Any = None) -> DataLoader:
                        generator=torch.Generator().manual_seed(1))
     if job.collate is not None:
         options["collate_fn"] = job.collate
-    return DataLoader(job.dataset, batch_size=int(plan["batch_size"]), drop_last=True, **options)
+    return DataLoader(applied("dataset", job.dataset, plan), batch_size=int(plan["batch_size"]), drop_last=True, **options)
 
 
 def cycle(loader: DataLoader) -> Iterator:

@@ -125,6 +125,7 @@ class TrainKind:
 
 
 FIXES_OFF = {
+    "dataloader.fetch_threads": 1,
     "allocator.keep_mb": 0,
     "amp.dtype": None,
     "compile.mode": None,

@@ -11,7 +11,7 @@ import dataclasses
 import time
 from typing import Callable, Optional
 
-from advisor import search
+from advisor import loading, search
 from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence
 from advisor.measure import Measurement
@@ -34,6 +34,8 @@ def optimize(config: AdvisorConfig, progress: Progress = lambda line: None, warm
     study, facts, diagnoses, diagnosed_now = plan_or_resume(config, evidence, warm_start, progress)
     if diagnoses:
         progress(f"bottleneck: {diagnoses[0].bottleneck}; trying: {', '.join(facts.chosen) or 'nothing'}")
+    if facts.loader:
+        progress(facts.loader["said"] + ": its plan is the first trial")
     session = Session(config, facts, diagnoses, progress=progress, hooks=hooks, started=started)
     verified = Verified(started, progress, hooks)
     if study is None:  # nothing to search: the baseline alone
@@ -74,4 +76,25 @@ def _result(session: Session, trials: list[search.TrialResult], ranked: list[Rec
         numerics_envelope=envelope.summary() if envelope else {},
         baseline_latency_ms=latency_of(verified.baseline_runs or [reference.base_run]),
         first_verified_s=verified.first_s,
+        loader_model=loader_verdicts(facts.loader, trials, ranked, baseline_run.samples_per_s),
     )
+
+
+def loader_verdicts(loader: dict, trials: list[search.TrialResult], ranked: list[Recommendation],
+                    baseline_rate: float) -> dict:
+    """The loader model's predictions beside what was measured: its own plan's trial, and the
+    verified #1 (its speedup over the baseline's rate). {} where there was no prediction."""
+    if not loader:
+        return {}
+    costs = loading.LoaderCosts(**loader["costs"])
+    said = loader["prediction"]
+    prediction = loading.Prediction(said["plan"], said["samples_per_s"], said["bound"])
+    verdicts: dict = {"costs": loader["costs"], "predicted": prediction.to_dict()}
+    tried = next((t for t in trials if t.measurement.ok and loading.same_loader(t.plan, prediction.plan)), None)
+    if tried is not None:
+        verdicts["model_plan"] = {**loading.judged(prediction, tried.measurement.samples_per_s), "trial": tried.number}
+    top = next((r for r in ranked if r.verified), None)
+    if top is not None:
+        verdicts["verified_top"] = {**loading.judged(loading.predicted_for(costs, top.plan), top.speedup * baseline_rate),
+                                    "rank": top.rank}
+    return verdicts

@@ -54,4 +54,5 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
         "pruned": [{"number": number, "plan": plan, "reason": reason, "unrun_s": unrun}
                    for number, plan, reason, unrun in result.pruned],
         "pruned_unrun_s": sum(unrun for *_, unrun in result.pruned),  # what pruning saved, at the trials' pace
+        "loader_model": result.loader_model,
     }

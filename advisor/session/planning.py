@@ -8,7 +8,7 @@ import difflib
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
-from advisor import search
+from advisor import loading, search
 from advisor.config import AdvisorConfig
 from advisor.diagnosis import Diagnosis, diagnose
 from advisor.errors import UserError
@@ -61,10 +61,12 @@ class SessionFacts:
     baseline: dict
     space: dict
     fingerprint: dict = field(default_factory=dict)  # the workload's static fingerprint components
+    loader: dict = field(default_factory=dict)  # the loader model's costs and prediction (`loader_model`); {}: none
 
     def to_attrs(self) -> dict:
         return {
             "fingerprint": self.fingerprint,
+            "loader": self.loader,
             "evidence": self.evidence.to_dict(),
             "context": asdict(self.context),
             "chosen": list(self.chosen),
@@ -83,6 +85,7 @@ class SessionFacts:
             baseline=attrs["baseline"],
             space=search.space_from_json(attrs[search.SPACE_ATTR]),
             fingerprint=attrs.get("fingerprint", {}),
+            loader=attrs.get("loader", {}),
         )
 
 
@@ -94,6 +97,12 @@ def plan_session(config: AdvisorConfig, evidence: Evidence,
     chosen, skipped = select_recipes(config.search.recipes, context, strict=kind.strict_recipes)
     space = search_space(chosen, context)
     baseline = spelled_out(kind.baseline_plan(config, kind.seen(evidence)), context)
+    loader = loader_model(evidence, context, space, baseline)
+    if loader:  # the prediction in the report's words, before the first trial
+        prediction = loader["prediction"]
+        loader["said"] = (f"loader model: {prediction['plan'][loading.WORKERS]} worker(s) x "
+                          f"{prediction['plan'][loading.FETCH_THREADS]} fetch thread(s) should reach "
+                          f"{prediction['samples_per_s']:,.0f} samples/s, bound by {prediction['why']}")
     return SessionFacts(
         evidence=evidence,
         context=context,
@@ -104,6 +113,7 @@ def plan_session(config: AdvisorConfig, evidence: Evidence,
                                  if key in space and key not in baseline}},
         space=space,
         fingerprint=fingerprint(config)["components"],
+        loader=loader,
     )
 
 
@@ -166,16 +176,32 @@ def spelled_out(plan: dict, context: Context) -> dict:
     return {**plan, **{key: value for key, value in defaults.items() if plan.get(key) is None}}
 
 
+def loader_model(evidence: Evidence, context: Context, space: dict, baseline: dict) -> dict:
+    """The loader the model predicts from the baseline's costs (`advisor.loading`), where the
+    space tunes the DataLoader's workers and the evidence has the costs; {} otherwise."""
+    workers, threads = space.get(loading.WORKERS), space.get(loading.FETCH_THREADS)
+    synthetic = evidence.synthetic
+    costs = loading.costs_of(evidence.derived, synthetic.cpu_util if synthetic is not None and synthetic.ok else 0.0,
+                             int(baseline.get("batch_size") or 0), context.cores)
+    if workers is None or costs is None:
+        return {}
+    prediction = loading.predict(costs, workers.high, threads.options if threads is not None else (1,))
+    return {"costs": asdict(costs), "prediction": prediction.to_dict()}
+
+
 def textbook_params(facts: SessionFacts) -> list[dict]:
-    """Each chosen recipe at its textbook setting, on top of the baseline: the first trials after
-    it, those that fix the most severe bottleneck first; then a recipe that unmasks a bottleneck
-    together with each recipe for it (vectorised code with each read-side fix)."""
+    """The loader model's plan, then each chosen recipe at its textbook setting, on top of the
+    baseline: the first trials after it, those that fix the most severe bottleneck first; then a
+    recipe that unmasks a bottleneck together with each recipe for it (vectorised code with each
+    read-side fix)."""
     singles = textbook_singles(facts)
     pairs = [(name, other) for name in singles for other in singles
              if other != name and set(by_name(name).unmasks) & set(by_name(other).targets)]
     base = textbook_plan(facts)
+    predicted = [{**base, **{key: value for key, value in facts.loader["prediction"]["plan"].items() if key in facts.space}}
+                 ] if facts.loader else []
     plans = []
-    for params in [*singles.values()] + [textbook_plan(facts, *pair) for pair in pairs]:
+    for params in [*predicted, *singles.values()] + [textbook_plan(facts, *pair) for pair in pairs]:
         if params != base and params not in plans:
             plans.append(params)
     return plans

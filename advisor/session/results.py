@@ -86,6 +86,7 @@ class SessionResult:
     baseline_latency_ms: dict = field(default_factory=dict)  # inference: over the verification rounds' baseline runs
     first_verified_s: Optional[float] = None  # from the session's start to its first verified fix
     pruned: tuple = ()  # the trials stopped midway, clearly losing: (number, plan, reason, seconds of window unrun)
+    loader_model: dict = field(default_factory=dict)  # the loader model's predictions beside the measurements
 
     @property
     def trials_run(self) -> int:

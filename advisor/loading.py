@@ -1,0 +1,112 @@
+"""How fast a DataLoader can feed the step, predicted from the baseline's own evidence before the
+first trial (an operational analysis of the input pipeline, after Plumber, MLSys 2022).
+
+Each sample costs `wall_ms` to load, `cpu_ms` of it on the CPU (the cached run's probe); the step
+costs `compute_ms` a batch when fed from memory (the synthetic run), keeping `compute_cores` of
+the machine busy. A loading process with T threads fetches min(T / wall_ms, 1 / cpu_ms) samples a
+millisecond: its threads overlap their waits, but Python's GIL runs their CPU work one at a time.
+P worker processes load alongside the step; with none, the main process loads between steps.
+The job then runs at the least of what the loaders deliver, what the step can take, and what the
+cores can do, and the term that binds says why. Pure functions: `advisor.session` asks for the
+plan, and the report compares it with what was measured.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+FETCH_THREADS = "dataloader.fetch_threads"  # the plan keys the prediction sets
+WORKERS, PREFETCH, PERSISTENT = "dataloader.num_workers", "dataloader.prefetch_factor", "dataloader.persistent_workers"
+NEAR_BEST = 0.97  # plans within 3% of the best predicted rate count as reaching it: the cheapest is taken
+OFF_BY = 1.5  # a prediction further than this from the measurement names the term that was off
+BOUNDS = {
+    "threads": "the fetches in flight (workers x threads / the per-sample load time)",
+    "gil": "each loading process's CPU work per sample, one thread at a time (the GIL)",
+    "compute": "the step fed from memory (the ideal)",
+    "cores": "the machine's cores, shared by the loaders' CPU work and the step's",
+    "serial": "loading and the step taking turns in the main process (no workers)",
+}
+
+
+@dataclass(frozen=True)
+class LoaderCosts:
+    """The baseline's input and compute costs, from its evidence."""
+
+    wall_ms: float  # per sample, loading it
+    cpu_ms: float  # per sample, the part of that on the CPU
+    compute_ms: float  # per batch, the step fed from memory
+    batch: int
+    cores: int
+    compute_cores: float  # cores the step alone keeps busy
+
+
+@dataclass(frozen=True)
+class Prediction:
+    plan: dict  # the loader's settings: workers, threads, prefetch, persistence
+    samples_per_s: float
+    bound: str  # a key of BOUNDS: the term that limits it
+
+    def to_dict(self) -> dict:
+        return {"plan": self.plan, "samples_per_s": self.samples_per_s, "bound": self.bound, "why": BOUNDS[self.bound]}
+
+
+def costs_of(derived: dict, synthetic_cpu_util: float, batch: int, cores: int) -> Optional[LoaderCosts]:
+    """The costs, where the evidence has them (a per-sample probe and the ideal step); else None."""
+    wall, cpu, compute = derived.get("sample_wall_ms"), derived.get("sample_cpu_ms"), derived.get("ideal_step_ms")
+    if not wall or cpu is None or not compute or batch <= 0:
+        return None
+    return LoaderCosts(wall_ms=wall, cpu_ms=max(min(cpu, wall), 1e-3), compute_ms=compute, batch=batch, cores=cores,
+                       compute_cores=max(0.0, min(cores, synthetic_cpu_util * cores)))
+
+
+def rate(costs: LoaderCosts, workers: int, threads: int) -> tuple[float, str]:
+    """Samples/s under `workers` loading processes of `threads` threads each, and the term that binds."""
+    per_process = {"threads": threads / costs.wall_ms, "gil": 1 / costs.cpu_ms}  # samples a millisecond
+    process_bound = min(per_process, key=per_process.get)
+    if workers == 0:
+        per_batch = costs.batch / per_process[process_bound] + costs.compute_ms
+        return 1000 * costs.batch / per_batch, "serial"
+    terms = {
+        process_bound: workers * per_process[process_bound],
+        "compute": costs.batch / costs.compute_ms,
+        "cores": costs.cores / (costs.cpu_ms + costs.compute_ms * costs.compute_cores / costs.batch),
+    }
+    bound = min(terms, key=terms.get)
+    return 1000 * terms[bound], bound
+
+
+def predict(costs: LoaderCosts, max_workers: int, thread_choices: tuple[int, ...]) -> Prediction:
+    """The cheapest loader (fewest processes, then fewest threads) within 3% of the best rate the
+    model sees among `max_workers` processes and `thread_choices` threads each."""
+    plans = [(workers, threads, *rate(costs, workers, threads))
+             for workers in range(max_workers + 1) for threads in thread_choices]
+    best = max(samples for *_, samples, _ in plans)
+    workers, threads, samples, bound = min((p for p in plans if p[2] >= NEAR_BEST * best), key=lambda p: (p[0], p[1]))
+    plan = {WORKERS: workers, FETCH_THREADS: threads}
+    if workers:
+        plan.update({PREFETCH: 2, PERSISTENT: True})
+    return Prediction(plan, samples, bound)
+
+
+def predicted_for(costs: LoaderCosts, plan: dict) -> Prediction:
+    """What the model says of any plan's loader settings."""
+    workers, threads = int(plan.get(WORKERS) or 0), int(plan.get(FETCH_THREADS) or 1)
+    return Prediction({WORKERS: workers, FETCH_THREADS: threads}, *rate(costs, workers, threads))
+
+
+def same_loader(plan: dict, loader: dict) -> bool:
+    """Whether a plan runs the loader a prediction names (prefetch and persistence only with workers)."""
+    keys = (WORKERS, FETCH_THREADS, PREFETCH, PERSISTENT) if loader.get(WORKERS) else (WORKERS, FETCH_THREADS)
+    return all((plan.get(key) or (1 if key == FETCH_THREADS else 0)) == (loader.get(key) or (1 if key == FETCH_THREADS else 0))
+               for key in keys)
+
+
+def judged(prediction: Prediction, measured_samples_per_s: float) -> dict:
+    """A prediction beside its measurement: their ratio, and, where it is off by more than 1.5x,
+    which term was (the one the model took to bind)."""
+    ratio = measured_samples_per_s / prediction.samples_per_s if prediction.samples_per_s else 0.0
+    off = not (1 / OFF_BY <= ratio <= OFF_BY)
+    return {**prediction.to_dict(), "measured_samples_per_s": measured_samples_per_s, "measured_over_predicted": ratio,
+            "off": f"off by {max(ratio, 1 / ratio) if ratio else float('inf'):.1f}x: the model took it to be bound by "
+                   f"{BOUNDS[prediction.bound]}, and that term's estimate was wrong" if off else ""}

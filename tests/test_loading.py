@@ -1,0 +1,137 @@
+"""Fetch threads inside each loading process, and the model that predicts the loader's plan."""
+
+import json
+import multiprocessing
+import threading
+
+import pytest
+import torch
+from torch.utils.data import DataLoader, Dataset, IterableDataset
+
+from advisor import loading
+from advisor.evidence import Evidence
+from advisor.harness.fetching import ReadAhead, ThreadedFetch, threaded
+from conftest import FIXTURES, TINY, merged, write_config
+from recipes import Context, by_name
+
+
+class Named(Dataset):
+    """Each sample says which thread of which process fetched it."""
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, index):
+        if index == 13 and getattr(self, "broken", False):
+            raise ValueError("sample 13 is corrupt on the share")
+        return index, threading.current_thread().name
+
+
+def fetched_in_a_fork(dataset):
+    return [index for index, _ in dataset.__getitems__(list(range(8)))]
+
+
+def test_threaded_fetch_keeps_the_samples_and_their_order_with_a_pool_in_each_process():
+    dataset = ThreadedFetch(Named(), 8)
+    batch = dataset.__getitems__(list(range(40)))
+    assert [index for index, _ in batch] == list(range(40))
+    assert {name for _, name in batch} <= {f"fetch_{i}" for i in range(8)} and len({name for _, name in batch}) > 1
+    with multiprocessing.get_context("fork").Pool(1) as pool:  # the parent's pool threads do not exist there
+        assert pool.apply(fetched_in_a_fork, (dataset,)) == list(range(8))
+    loader = DataLoader(threaded(Named(), 4), batch_size=16, num_workers=2, persistent_workers=True)
+    for _ in range(2):  # two epochs: the workers keep their pools
+        assert [int(i) for indices, _ in loader for i in indices] == list(range(64))
+    assert len(dataset) == 64 and dataset[5][0] == 5
+
+
+def test_a_sample_that_raises_is_raised_as_the_datasets_own_error():
+    broken = Named()
+    broken.broken = True
+    with pytest.raises(ValueError, match="sample 13 is corrupt"):
+        ThreadedFetch(broken, 4).__getitems__(list(range(20)))
+
+
+class Stream(IterableDataset):
+    def __init__(self, fail_at=None):
+        self.fail_at = fail_at
+
+    def __iter__(self):
+        for index in range(50):
+            if index == self.fail_at:
+                raise OSError("the stream dropped")
+            yield torch.tensor([index])
+
+
+def test_an_iterable_dataset_is_read_ahead_in_order_and_its_error_surfaces():
+    wrapped = threaded(Stream(), 8)
+    assert isinstance(wrapped, ReadAhead) and isinstance(wrapped, IterableDataset)
+    assert torch.cat(list(DataLoader(wrapped, batch_size=10))).flatten().tolist() == list(range(50))
+    with pytest.raises(OSError, match="the stream dropped"):
+        list(threaded(Stream(fail_at=20), 8))
+
+
+@pytest.mark.integration
+def test_threads_in_a_run_fail_it_with_the_datasets_error_in_one_line(tmp_path):
+    from advisor.harness import run_measurement
+    from advisor.kinds import baseline_plan
+    from advisor.config import load_config
+
+    config = load_config(write_config(tmp_path, merged(TINY, {
+        "workload": {"model": "broken:small_mlp", "dataset": "broken:trouble_dataset", "dataset_args": {"crash_with": 1}}})))
+    plan = {**baseline_plan(config), "dataloader.num_workers": 1, "dataloader.fetch_threads": 4}
+    run = run_measurement(config.path, plan, "full", 4, 60)
+    assert not run.ok and "planted crash under 1 workers" in run.reason and "\n" not in run.reason, run.reason
+
+
+# The model, on costs like the references' own.
+WAITING = loading.LoaderCosts(wall_ms=2.0, cpu_ms=0.02, compute_ms=1.0, batch=64, cores=2, compute_cores=1.0)
+COMPUTING = loading.LoaderCosts(wall_ms=0.42, cpu_ms=0.42, compute_ms=0.3, batch=32, cores=2, compute_cores=1.0)
+
+
+def test_waiting_samples_get_threads_and_computing_samples_get_processes():
+    waiting = loading.predict(WAITING, max_workers=8, thread_choices=(1, 2, 4, 8, 16, 32, 64))
+    assert waiting.plan["dataloader.fetch_threads"] >= 16 and waiting.plan["dataloader.num_workers"] <= 2, waiting
+    assert waiting.samples_per_s > 20 * loading.rate(WAITING, 0, 1)[0], "far past the baseline, on 2 cores"
+    computing = loading.predict(COMPUTING, max_workers=2, thread_choices=(1, 2, 4, 8, 16, 32, 64))
+    assert computing.plan["dataloader.fetch_threads"] == 1 and computing.plan["dataloader.num_workers"] == 2, computing
+    assert computing.bound in ("gil", "cores")
+
+
+def test_each_term_binds_where_it_should():
+    assert loading.rate(WAITING, 0, 1)[1] == "serial"
+    assert loading.rate(WAITING, 1, 1)[1] == "threads"
+    slow_compute = loading.LoaderCosts(2.0, 0.02, compute_ms=100.0, batch=64, cores=2, compute_cores=1.0)
+    assert loading.rate(slow_compute, 2, 64)[1] == "compute"
+    assert loading.rate(loading.LoaderCosts(2.0, 1.0, 1.0, 64, 2, 1.0), 1, 64)[1] == "gil"
+    verdict = loading.judged(loading.predicted_for(WAITING, {"dataloader.num_workers": 1, "dataloader.fetch_threads": 8}),
+                             measured_samples_per_s=1000.0)
+    assert verdict["measured_over_predicted"] < 1 / 1.5 and "the fetches in flight" in verdict["off"]
+    close = loading.judged(loading.predicted_for(WAITING, {"dataloader.num_workers": 1}), 480.0)
+    assert close["off"] == ""
+
+
+def test_the_models_plan_is_the_first_trial_after_the_baseline(tmp_path):
+    from advisor.config import load_config
+    from advisor.session import plan_session
+    from advisor.session.planning import textbook_params
+
+    config = load_config(write_config(tmp_path, TINY))
+    evidence = Evidence.from_dict(json.loads((FIXTURES / "evidence" / "fetch_stall.json").read_text()))
+    facts = plan_session(config, evidence)
+    assert "fetch_threads" in facts.chosen and facts.loader, facts.skipped
+    predicted = facts.loader["prediction"]["plan"]
+    first = textbook_params(facts)[0]
+    assert all(first[key] == value for key, value in predicted.items()), (first, predicted)
+    assert "loader model:" in facts.loader["said"] and "samples/s" in facts.loader["said"]
+
+
+def test_the_diagnosis_says_threads_or_processes():
+    from advisor.diagnosis import diagnose
+
+    fetch = diagnose(Evidence.from_dict(json.loads((FIXTURES / "evidence" / "fetch_stall.json").read_text())))[0]
+    assert fetch.bottleneck == "input-fetch" and "threads in each loading process fit" in fetch.summary
+    assert "fetch_threads" in fetch.fixes
+    prep = diagnose(Evidence.from_dict(json.loads((FIXTURES / "evidence" / "prep_stall.json").read_text())))[0]
+    assert prep.bottleneck == "input-prep" and "worker processes fit" in prep.summary and "GIL" in prep.summary
+    why = by_name("fetch_threads").why_not(Context("cpu", 2, 2, 0, True, bottlenecks=("input-prep", "compute")))
+    assert why and "GIL" in why

@@ -1,0 +1,66 @@
+"""One config reference: the JSON Schema `advisor schema` prints and docs/config.md, both read
+from the dataclasses that validate a config, and `advisor recipes`."""
+
+import dataclasses
+import json
+import typing
+
+from advisor.config import WORKLOAD_KINDS, AdvisorConfig
+from advisor.schema import fields_of, reference, schema
+from conftest import ROOT, run_cli
+
+
+def keys_of(cls: type, prefix: str = "") -> set[str]:
+    """Every key a config may hold under a section, nested sections spelled out."""
+    hints, found = typing.get_type_hints(cls), set()
+    for f in fields_of(cls):
+        key = f"{prefix}{f.name}"
+        found.add(key)
+        inner = [hints[f.name], *typing.get_args(hints[f.name])]
+        for section in (arg for arg in inner if dataclasses.is_dataclass(arg)):
+            found |= keys_of(section, key + ".")
+    return found
+
+
+def test_the_reference_page_is_the_codes_and_names_every_key():
+    page = (ROOT / "docs" / "config.md").read_text()
+    assert page == reference(), "docs/config.md is stale: python -m advisor.schema --markdown > docs/config.md"
+    keys = keys_of(AdvisorConfig) | {f"workload.{key}" for cls in WORKLOAD_KINDS.values() for key in keys_of(cls)}
+    missing = [key for key in sorted(keys) if f"`{key}`" not in page]
+    assert not missing and len(keys) > 60, missing
+
+
+def test_advisor_schema_prints_the_schema_and_it_holds_every_reference_config():
+    printed = run_cli("schema")
+    assert printed.returncode == 0 and json.loads(printed.stdout) == json.loads(json.dumps(schema()))
+    shape = schema()
+    assert shape["properties"]["search"]["properties"]["trials"] == {
+        "type": "integer", "description": "distinct plans measured, the baseline's included; expected a number >= 1",
+        "default": 24}
+    kinds = [option["properties"]["kind"]["const"] for option in shape["properties"]["workload"]["oneOf"]]
+    assert kinds == list(WORKLOAD_KINDS)
+    import jsonschema  # noqa: PLC0415  (mlflow's dependency: here to check the schema as an editor would)
+    import yaml
+
+    for path in sorted((ROOT / "configs").glob("*.yaml")):
+        jsonschema.validate(yaml.safe_load(path.read_text()), shape)
+    bad = {"name": "x", "workload": {"model": "a:b", "dataset": "a:b"}, "measure": {"stepz": 3}}
+    try:
+        jsonschema.validate(bad, shape)
+    except jsonschema.ValidationError as exc:
+        assert "stepz" in exc.message
+    else:
+        raise AssertionError("an unknown key passed the schema")
+
+
+def test_advisor_recipes_lists_every_recipe():
+    from recipes import RECIPES
+
+    listed = run_cli("recipes")
+    assert listed.returncode == 0
+    for recipe in RECIPES:
+        assert f"{recipe.name}: {recipe.summary}" in listed.stdout
+    as_json = json.loads(run_cli("recipes", "--json").stdout)
+    assert [r["name"] for r in as_json] == [r.name for r in RECIPES]
+    fetch = next(r for r in as_json if r["name"] == "fetch_threads")
+    assert fetch["risk"] == "exact" and fetch["knobs"] == ["dataloader.fetch_threads"] and "script" in fetch["kinds"]
