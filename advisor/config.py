@@ -210,6 +210,7 @@ WORKLOAD_KINDS: dict[str, Optional[type]] = {
     "train": TrainWorkload, "lightning": LightningWorkload, "infer": InferWorkload, "pipeline": PipelineWorkload,
     "script": ScriptWorkload,
 }
+DEFAULT_KIND = "train"  # a workload that names no kind is one
 # Each kind's parent side by name (`AdvisorConfig.kind`): the sections' own, and the kinds a
 # section's settings choose (a training job with `distributed` runs as ranks).
 KIND_MODULES: dict[str, str] = {
@@ -383,7 +384,7 @@ def parse_config(raw: Any, path: Path) -> AdvisorConfig:
         if not isinstance(raw, dict):
             raise _Invalid("", f"expected a mapping of sections, got {_type_name(raw)}")
         workload = raw.get("workload")
-        kind = workload.get("kind", "train") if isinstance(workload, dict) else "train"
+        kind = workload.get("kind", DEFAULT_KIND) if isinstance(workload, dict) else DEFAULT_KIND
         if kind not in WORKLOAD_KINDS:
             raise _Invalid("workload.kind", f"expected one of {_choices(WORKLOAD_KINDS)}, got {kind!r}")
         if WORKLOAD_KINDS[kind] is None:

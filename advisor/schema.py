@@ -15,7 +15,7 @@ import types
 import typing
 from typing import Any, Literal
 
-from advisor.config import WORKLOAD_KINDS, AdvisorConfig
+from advisor.config import DEFAULT_KIND, WORKLOAD_KINDS, AdvisorConfig
 
 SCHEMA_URL = "https://json-schema.org/draft/2020-12/schema"
 TRAINING = ("train", "lightning", "script")  # the kinds that run training steps (a distributed job is a train one)
@@ -99,12 +99,12 @@ def schema() -> dict:
     return {"$schema": SCHEMA_URL, "title": "advisor config", **top}
 
 
-def workload_section(kind: str) -> dict:
-    shape = section(WORKLOAD_KINDS[kind])
-    shape["properties"]["kind"] = {**shape["properties"]["kind"], "const": kind}
-    if kind != "train":  # train is the default kind: a workload without `kind` is one
+def workload_section(name: str) -> dict:
+    shape = section(WORKLOAD_KINDS[name])
+    shape["properties"]["kind"] = {**shape["properties"]["kind"], "const": name}
+    if name != DEFAULT_KIND:  # a workload without `kind` is the default kind's
         shape["required"] = sorted({*shape.get("required", []), "kind"})
-    return {"title": f"workload (kind: {kind})", **shape}
+    return {"title": f"workload (kind: {name})", **shape}
 
 
 def rows(cls: type, prefix: str, section_kinds: tuple[str, ...]) -> list[tuple[str, str, str, str, str]]:
@@ -155,7 +155,7 @@ def reference() -> str:
            for f in fields_of(AdvisorConfig) if not dataclasses.is_dataclass(hints[f.name])]
     lines += table("top level", top)
     for name, cls, kinds in sections:
-        title = f"workload (kind: {kinds[0]})" if name == "workload" else name
+        title = f"`workload` (kind: {kinds[0]})" if name == "workload" else f"`{name}`"
         lines += table(title, rows(cls, f"{name}.", kinds))
     return "\n".join(lines) + "\n"
 

@@ -74,7 +74,7 @@ class ThreadedFetch(torch.utils.data.Dataset):
 
 def snippet(plan: dict) -> str:
     threads = plan[KEY]
-    return (f"{WRAPPER}\n\nloader = DataLoader(ThreadedFetch(dataset, threads={threads}), batch_size=..., ...)\n"
+    return (f"{WRAPPER}\n\nloader = DataLoader(ThreadedFetch(dataset, threads={threads}), batch_size=..., num_workers=...)\n"
             f"# torchdata.nodes: ParallelMapper(source, map_fn=dataset.__getitem__, num_workers={threads}, method='thread')")
 
 

@@ -10,6 +10,7 @@ from advisor.session import Recommendation, SessionFacts
 from advisor.session.planning import select_recipes, textbook_params
 from advisor.session.ranking import rank
 from recipes import Context
+from recipes.fetch_threads import PREP_BOUND_WHY
 
 MEMORY_FIRST = Context("cpu", 2, 2, 97, True, bottlenecks=("memory", "input-prep"))
 BASELINE = {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": False,
@@ -20,7 +21,8 @@ BASELINE = {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 2, "datal
 def test_auto_selects_what_targets_the_diagnosis_and_says_why_not():
     chosen, skipped = select_recipes("auto", MEMORY_FIRST)
     assert [r.name for r in chosen] == ["dataloader", "threads", "amp", "checkpointing", "grad_accumulation"]
-    assert skipped == {"allocator": "targets no diagnosed bottleneck", "compile": "targets no diagnosed bottleneck"}
+    assert skipped == {"allocator": "targets no diagnosed bottleneck", "compile": "targets no diagnosed bottleneck",
+                       "fetch_threads": PREP_BOUND_WHY}, "a prep-bound job's samples compute: threads would queue on the GIL"
     no_blocks = dataclasses.replace(MEMORY_FIRST, blocks=0)
     assert "blocks" in select_recipes("auto", no_blocks)[1]["checkpointing"]
 
