@@ -3,8 +3,9 @@ first trial (an operational analysis of the input pipeline, after Plumber, MLSys
 
 Each sample costs `wall_ms` to load, `cpu_ms` of it on the CPU (the cached run's probe); the step
 costs `compute_ms` a batch when fed from memory (the synthetic run), keeping `compute_cores` of
-the machine busy. A loading process with T threads fetches min(T / wall_ms, 1 / cpu_ms) samples a
-millisecond: its threads overlap their waits, but Python's GIL runs their CPU work one at a time.
+the machine busy. A loading process with T threads fetches min(min(T, batch) / wall_ms, 1 / cpu_ms)
+samples a millisecond: its threads overlap their waits, one batch at a time, but Python's GIL runs
+their CPU work one at a time.
 P worker processes load alongside the step; with none, the main process loads between steps.
 The job then runs at the least of what the loaders deliver, what the step can take, and what the
 cores can do, and the term that binds says why. Pure functions: `advisor.session` asks for the
@@ -21,7 +22,7 @@ WORKERS, PREFETCH, PERSISTENT = "dataloader.num_workers", "dataloader.prefetch_f
 NEAR_BEST = 0.97  # plans within 3% of the best predicted rate count as reaching it: the cheapest is taken
 OFF_BY = 1.5  # a prediction further than this from the measurement names the term that was off
 BOUNDS = {
-    "threads": "the fetches in flight (workers x threads / the per-sample load time)",
+    "threads": "the fetches in flight (workers x threads, a batch's samples at most, / the per-sample load time)",
     "gil": "each loading process's CPU work per sample, one thread at a time (the GIL)",
     "compute": "the step fed from memory (the ideal)",
     "cores": "the machine's cores, shared by the loaders' CPU work and the step's",
@@ -62,7 +63,8 @@ def costs_of(derived: dict, synthetic_cpu_util: float, batch: int, cores: int) -
 
 def rate(costs: LoaderCosts, workers: int, threads: int) -> tuple[float, str]:
     """Samples/s under `workers` loading processes of `threads` threads each, and the term that binds."""
-    per_process = {"threads": threads / costs.wall_ms, "gil": 1 / costs.cpu_ms}  # samples a millisecond
+    # samples a millisecond; a pool fetches one batch at a time, so no more than a batch is in flight
+    per_process = {"threads": min(threads, costs.batch) / costs.wall_ms, "gil": 1 / costs.cpu_ms}
     process_bound = min(per_process, key=per_process.get)
     if workers == 0:
         per_batch = costs.batch / per_process[process_bound] + costs.compute_ms

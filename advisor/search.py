@@ -341,8 +341,8 @@ def create_study(
     config: AdvisorConfig, space: dict[str, Param], baseline_params: dict, attrs: dict, first: Sequence[dict] = (),
 ) -> optuna.Study:
     """Creates the workload's study: the session's facts stored in it, the baseline enqueued first
-    and the `first` plans (earlier best plans, textbook settings) right after it; no plan is
-    queued twice (plans are compared by `plan_key`: what they do). A space whose every plan fits
+    and the `first` plans (earlier best plans, textbook settings) right after it, as many as the
+    trial budget takes; no plan is queued twice (plans are compared by `plan_key`: what they do). A space whose every plan fits
     the budget is not sampled: `run_trials` queues its plans one at a time (`next_grid_plan`).
 
     Creation is atomic in every Optuna storage, so of several processes starting at once exactly
@@ -356,7 +356,7 @@ def create_study(
     except optuna.exceptions.DuplicatedStudyError:
         return find_study(config)
     queue = [baseline_params] + [{**baseline_params, **{k: v for k, v in p.items() if k in space}} for p in first]
-    for params in unique(queue):
+    for params in unique(queue)[:trial_budget(config, space)]:  # no plan left waiting past the budget
         study.enqueue_trial(params)
     # The facts last, the space last of all: a process that joins (it waits for the space) finds
     # the baseline already queued, so trial 0 is the baseline whoever asks first.

@@ -15,7 +15,7 @@ from advisor.session.bundle import Session
 from advisor.session.margins import MEMORY_TIE_SAVING
 from advisor.session.results import Progress, Recommendation
 from advisor.session.verification import Verified, verify_each
-from advisor.verify import interleave, paired_interval
+from advisor.verify import FIRST_LOOK, Rounds, interleave, look_confidence, paired_interval, reported_confidence
 from recipes import by_name
 
 
@@ -114,22 +114,50 @@ def without_what_slows(ranked: list[Recommendation], left_out: dict, verify: Cal
 
 def _leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, progress: Progress) -> tuple[dict, dict]:
     """Each recipe's factor: the plan against itself without that recipe, paired round by round.
+    The rounds look after FIRST_LOOK and stop there when every factor is already clear of 1x at
+    Pocock's level for the two looks (as a verification does); else they run `pairs` rounds.
     Returns the shares, and by recipe the plan without it with its runs."""
     without = {recipe: without_recipe(top.plan, baseline, recipe) for recipe in top.recipes}
-    progress(f"measuring each recipe's share of #1 by leaving it out, {pairs} rounds:")
+    schedule = tuple(sorted({min(FIRST_LOOK, pairs), pairs}))
+    progress(f"measuring each recipe's share of #1 by leaving it out: looking after {', '.join(map(str, schedule))} rounds:")
     rounds = interleave(top.plan, {f"without {recipe}": plan for recipe, plan in without.items()}, measure, pairs,
-                        progress, reference="#1")
+                        progress, reference="#1", enough=lambda so_far: _shares_settled(so_far, top.recipes, schedule))
+    confidence = reported_confidence(schedule, len(rounds.baseline), _shares_settled(rounds, top.recipes, schedule))
     shares = {}
     for recipe in top.recipes:
-        factors = [1 / ratio for ratio in rounds.ratios(f"without {recipe}") if ratio > 0]
+        factors = _factors(rounds, recipe)
         if any(out_of_memory(run) for run in rounds.candidates[f"without {recipe}"]):
             shares[recipe] = {"factor": math.inf, "interval": (math.inf, math.inf), "shown": True, "needed_for_budget": True}
         elif factors:
-            factor, low, high = paired_interval(factors)
+            factor, low, high = paired_interval(factors, confidence)
             peaks = [r.peak_memory_mb for r in rounds.candidates[f"without {recipe}"] if r.ok]
             shares[recipe] = {"factor": factor, "interval": (low, high), "shown": low > 1.0,
                               "peak_without_mb": max(peaks, default=0.0)}
     return shares, {recipe: (plan, rounds.candidates[f"without {recipe}"]) for recipe, plan in without.items()}
+
+
+def _factors(rounds: Rounds, recipe: str) -> list[float]:
+    return [1 / ratio for ratio in rounds.ratios(f"without {recipe}") if ratio > 0]
+
+
+def _shares_settled(rounds: Rounds, recipes: tuple[str, ...], schedule: tuple[int, ...]) -> bool:
+    """At a look, whether every recipe's factor is clear of 1x (or its absence broke the memory
+    budget), with every run of the rounds finished: more rounds would tell nothing new."""
+    done = len(rounds.baseline)
+    if done not in schedule or not all(run.ok for run in rounds.baseline):
+        return False
+    level = look_confidence(len(schedule))
+    for recipe in recipes:
+        runs = rounds.candidates[f"without {recipe}"]
+        if any(out_of_memory(run) for run in runs):
+            continue
+        factors = _factors(rounds, recipe)
+        if len(factors) < done:
+            return False
+        _, low, high = paired_interval(factors, level)
+        if low <= 1.0 <= high:
+            return False
+    return True
 
 
 def without_recipe(plan: dict, baseline: dict, recipe: str) -> dict:
