@@ -20,7 +20,7 @@ from advisor.config import AdvisorConfig
 from advisor.failures import pruned
 from advisor.plan import plan_key
 from advisor.session.bundle import Session
-from advisor.session.gate import gate_candidates, rounding_envelope
+from advisor.session.gate import gate_candidates, rounding_envelope, with_reference
 from advisor.session.margins import EARLY_MARGIN, STACK_FLOOR
 from advisor.session.planning import textbook_singles
 from advisor.session.verification import Verified, verify_each
@@ -71,7 +71,8 @@ class EarlyVerification(SearchPolicy):
                                 lambda: rounding_envelope(session, base))
         if early is not None:
             session.progress(f"  trial #{early.number} clears the bar by far: verifying it now, then the search goes on")
-            verified.add(*verify_each(session, [early], verified.heard))
+            # beside the baseline's trial as the reference: an input-bound job's rounds measure the ideal too
+            verified.add(*verify_each(with_reference(session, measured), [early], verified.heard))
 
 
 class PlateauStop(SearchPolicy):
