@@ -3,9 +3,11 @@ first trial (an operational analysis of the input pipeline, after Plumber, MLSys
 
 Each sample costs `wall_ms` to load, `cpu_ms` of it on the CPU (the cached run's probe); the step
 costs `compute_ms` a batch when fed from memory (the synthetic run), keeping `compute_cores` of
-the machine busy. A loading process with T threads fetches min(min(T, batch) / wall_ms, 1 / cpu_ms)
-samples a millisecond: its threads overlap their waits, one batch at a time, but Python's GIL runs
-their CPU work one at a time.
+the machine busy. On top of its own load, a sample costs CPU to hand to a pool thread and back
+(`dispatch_ms`, with fetch threads) and to move, collated, from a worker to the step's process
+(`handoff_ms`, with workers), both measured by the same probe. A loading process with T threads
+fetches min(min(T, batch) / wall_ms, 1 / its CPU per sample) samples a millisecond: its threads
+overlap their waits, one batch at a time, but Python's GIL runs their CPU work one at a time.
 P worker processes load alongside the step; with none, the main process loads between steps.
 The job then runs at the least of what the loaders deliver, what the step can take, and what the
 cores can do, and the term that binds says why. Pure functions: `advisor.session` asks for the
@@ -23,9 +25,9 @@ NEAR_BEST = 0.97  # plans within 3% of the best predicted rate count as reaching
 OFF_BY = 1.5  # a prediction further than this from the measurement names the term that was off
 BOUNDS = {
     "threads": "the fetches in flight (workers x threads, a batch's samples at most, / the per-sample load time)",
-    "gil": "each loading process's CPU work per sample, one thread at a time (the GIL)",
+    "gil": "each loading process's CPU work per sample (its load, thread dispatch, batch hand-off), one thread at a time (the GIL)",
     "compute": "the step fed from memory (the ideal)",
-    "cores": "the machine's cores, shared by the loaders' CPU work and the step's",
+    "cores": "the machine's cores, shared by the loaders' CPU work (loads, thread dispatch, hand-off between processes) and the step's",
     "serial": "loading and the step taking turns in the main process (no workers)",
 }
 
@@ -40,6 +42,8 @@ class LoaderCosts:
     batch: int
     cores: int
     compute_cores: float  # cores the step alone keeps busy
+    dispatch_ms: float = 0.0  # per sample, handing it to a pool thread and back (fetch threads)
+    handoff_ms: float = 0.0  # per sample, moving its batch from a worker process to the step's
 
 
 @dataclass(frozen=True)
@@ -58,13 +62,16 @@ def costs_of(derived: dict, synthetic_cpu_util: float, batch: int, cores: int) -
     if not wall or cpu is None or not compute or batch <= 0:
         return None
     return LoaderCosts(wall_ms=wall, cpu_ms=max(min(cpu, wall), 1e-3), compute_ms=compute, batch=batch, cores=cores,
-                       compute_cores=max(0.0, min(cores, synthetic_cpu_util * cores)))
+                       compute_cores=max(0.0, min(cores, synthetic_cpu_util * cores)),
+                       dispatch_ms=derived.get("sample_dispatch_ms", 0.0), handoff_ms=derived.get("sample_handoff_ms", 0.0))
 
 
 def rate(costs: LoaderCosts, workers: int, threads: int) -> tuple[float, str]:
     """Samples/s under `workers` loading processes of `threads` threads each, and the term that binds."""
+    dispatch = costs.dispatch_ms if threads > 1 else 0.0
+    handoff = costs.handoff_ms if workers > 0 else 0.0  # pickled in the worker, unpickled by the step's process
     # samples a millisecond; a pool fetches one batch at a time, so no more than a batch is in flight
-    per_process = {"threads": min(threads, costs.batch) / costs.wall_ms, "gil": 1 / costs.cpu_ms}
+    per_process = {"threads": min(threads, costs.batch) / costs.wall_ms, "gil": 1 / (costs.cpu_ms + dispatch + handoff / 2)}
     process_bound = min(per_process, key=per_process.get)
     if workers == 0:
         per_batch = costs.batch / per_process[process_bound] + costs.compute_ms
@@ -72,7 +79,7 @@ def rate(costs: LoaderCosts, workers: int, threads: int) -> tuple[float, str]:
     terms = {
         process_bound: workers * per_process[process_bound],
         "compute": costs.batch / costs.compute_ms,
-        "cores": costs.cores / (costs.cpu_ms + costs.compute_ms * costs.compute_cores / costs.batch),
+        "cores": costs.cores / (costs.cpu_ms + dispatch + handoff + costs.compute_ms * costs.compute_cores / costs.batch),
     }
     bound = min(terms, key=terms.get)
     return 1000 * terms[bound], bound

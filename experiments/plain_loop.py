@@ -10,10 +10,8 @@ experiment runs it to check advisor's claims from outside advisor.
 import importlib.util
 import json
 import math
-import os
 import sys
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import torch
@@ -50,23 +48,14 @@ def checkpoint_share(model: torch.nn.Sequential, share: float) -> torch.nn.Seque
     return torch.nn.Sequential(*segments, *layers[count:])
 
 
-class ThreadedFetch(torch.utils.data.Dataset):
-    """A batch's samples fetched by a pool of threads in each loading process, written as the
-    fetch_threads recipe tells a user to write it."""
+def pasted_threaded_fetch() -> type:
+    """The ThreadedFetch class exactly as the fetch_threads snippet gives it to a user to paste:
+    the replay runs the user's copy, not advisor's own (`advisor.harness.fetching`)."""
+    from recipes.fetch_threads import WRAPPER
 
-    def __init__(self, dataset, threads):
-        self.dataset, self.threads, self.pool, self.pid = dataset, threads, None, None
-
-    def __len__(self):
-        return len(self.dataset)
-
-    def __getitem__(self, index):
-        return self.dataset[index]
-
-    def __getitems__(self, indices):
-        if self.pid != os.getpid():
-            self.pool, self.pid = ThreadPoolExecutor(self.threads), os.getpid()
-        return list(self.pool.map(self.dataset.__getitem__, indices))
+    namespace = {"torch": torch}
+    exec(WRAPPER, namespace)
+    return namespace["ThreadedFetch"]
 
 
 def main() -> None:
@@ -96,7 +85,7 @@ def main() -> None:
         extra = {"prefetch_factor": plan.get("dataloader.prefetch_factor") or 2,
                  "persistent_workers": bool(plan.get("dataloader.persistent_workers"))}
     threads = plan.get("dataloader.fetch_threads") or 1
-    loader = torch.utils.data.DataLoader(ThreadedFetch(dataset, threads) if threads > 1 else dataset,
+    loader = torch.utils.data.DataLoader(pasted_threaded_fetch()(dataset, threads) if threads > 1 else dataset,
                                          batch_size=workload.get("batch_size", 32), shuffle=True,
                                          num_workers=workers, drop_last=True, **extra)
     dtype = getattr(torch, plan["amp.dtype"]) if plan.get("amp.dtype") else None

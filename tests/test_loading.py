@@ -135,3 +135,15 @@ def test_the_diagnosis_says_threads_or_processes():
     assert prep.bottleneck == "input-prep" and "worker processes fit" in prep.summary and "GIL" in prep.summary
     why = by_name("fetch_threads").why_not(Context("cpu", 2, 2, 0, True, bottlenecks=("input-prep", "compute")))
     assert why and "GIL" in why
+
+
+def test_the_probe_measures_what_threads_and_workers_cost_a_sample_and_the_model_counts_it():
+    from advisor.harness.train import loading_overheads
+
+    samples = [(torch.randn(128), index % 10) for index in range(128)]
+    overheads = loading_overheads(samples, 16, torch.utils.data.default_collate)
+    assert 0 < overheads["dispatch_ms"] < 5 and 0 < overheads["handoff_ms"] < 50, overheads
+    free = loading.LoaderCosts(wall_ms=2.0, cpu_ms=0.01, compute_ms=0.5, batch=64, cores=2, compute_cores=1.0)
+    paid = loading.LoaderCosts(2.0, 0.01, 0.5, 64, 2, 1.0, dispatch_ms=0.06, handoff_ms=0.05)
+    assert loading.rate(paid, 2, 64)[0] < loading.rate(free, 2, 64)[0] / 3, "the cores bound counts every sample's CPU"
+    assert loading.rate(paid, 0, 1) == loading.rate(free, 0, 1), "no threads, no workers: neither overhead is paid"

@@ -470,9 +470,39 @@ def cached_batches(job: TrainJob, batch_size: int) -> tuple[Iterator, dict]:
         wall_s += time.perf_counter() - w0
         cpu_s += time.process_time() - c0
     probe = {"samples": count, "wall_ms": 1000 * wall_s / count, "cpu_ms": 1000 * cpu_s / count}
+    if count >= 2 * batch_size:
+        probe.update(loading_overheads(samples, batch_size, collate_of(job)))
     loader = DataLoader(samples, batch_size=batch_size, shuffle=job.shuffle, num_workers=0, drop_last=True,
                         generator=torch.Generator().manual_seed(0), collate_fn=collate_of(job))
     return cycle(loader), probe
+
+
+def loading_overheads(samples: list, batch_size: int, collate: Callable, batches: int = 6) -> dict:
+    """The CPU a sample costs on top of its own load, by how it is loaded (the loader model's
+    inputs, `advisor.loading`), both per sample: `dispatch_ms`, handing it to a pool thread that
+    waits on it and back (fetch threads); `handoff_ms`, moving it in a collated batch from a
+    worker process to the step's, as a DataLoader with one worker does over the cached samples
+    (the step's side timed, the worker's taken as equal)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    items = batches * batch_size
+    with ThreadPoolExecutor(8) as pool:
+        start = time.process_time()
+        list(pool.map(lambda index: time.sleep(0.0002) or index, range(items)))  # a short wait, as a fetch's
+        dispatch_s = (time.process_time() - start) / items
+    found = {"dispatch_ms": 1000 * dispatch_s}
+    loader = DataLoader(samples[:items], batch_size=batch_size, num_workers=1, collate_fn=collate,
+                        multiprocessing_context="fork")
+    try:
+        batches_in = iter(loader)
+        next(batches_in)  # the worker started and warm
+        start = time.process_time()
+        received = sum(1 for _ in batches_in)
+    except Exception:  # samples a worker cannot send: its plans fail on their own, not this probe
+        return found
+    finally:
+        del loader
+    return {**found, "handoff_ms": 2000 * (time.process_time() - start) / max(1, received * batch_size)}
 
 
 def to_device(batch: Any, device: torch.device, plan: dict) -> Any:
