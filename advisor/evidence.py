@@ -181,6 +181,7 @@ def derive(full: Measurement, synthetic: Measurement, cached: Measurement) -> di
             sample_cpu_ms=probe["cpu_ms"],
             sample_dispatch_ms=probe.get("dispatch_ms", 0.0),
             sample_handoff_ms=probe.get("handoff_ms", 0.0),
+            loader_worker_mb=probe.get("worker_mb", 0.0),
             fetch_ms_per_step=fetch_ms,
             prep_ms_per_step=prep_ms,
             fetch_share_of_input=fetch_ms / (fetch_ms + prep_ms) if fetch_ms + prep_ms > 0 else 0.0,

@@ -10,7 +10,8 @@ fetches min(min(T, batch) / wall_ms, 1 / its CPU per sample) samples a milliseco
 overlap their waits, one batch at a time, but Python's GIL runs their CPU work one at a time.
 P worker processes load alongside the step; with none, the main process loads between steps.
 The job then runs at the least of what the loaders deliver, what the step can take, and what the
-cores can do, and the term that binds says why. Pure functions: `advisor.session` asks for the
+cores can do, and the term that binds says why. Under a memory budget, no more workers than the
+budget leaves room for, at each worker's own memory (measured by the probe). Pure functions: `advisor.session` asks for the
 plan, and the report compares it with what was measured.
 """
 
@@ -44,6 +45,7 @@ class LoaderCosts:
     compute_cores: float  # cores the step alone keeps busy
     dispatch_ms: float = 0.0  # per sample, handing it to a pool thread and back (fetch threads)
     handoff_ms: float = 0.0  # per sample, moving its batch from a worker process to the step's
+    worker_mb: float = 0.0  # the memory each worker process holds alone (0: not measured)
 
 
 @dataclass(frozen=True)
@@ -63,7 +65,8 @@ def costs_of(derived: dict, synthetic_cpu_util: float, batch: int, cores: int) -
         return None
     return LoaderCosts(wall_ms=wall, cpu_ms=max(min(cpu, wall), 1e-3), compute_ms=compute, batch=batch, cores=cores,
                        compute_cores=max(0.0, min(cores, synthetic_cpu_util * cores)),
-                       dispatch_ms=derived.get("sample_dispatch_ms", 0.0), handoff_ms=derived.get("sample_handoff_ms", 0.0))
+                       dispatch_ms=derived.get("sample_dispatch_ms", 0.0), handoff_ms=derived.get("sample_handoff_ms", 0.0),
+                       worker_mb=derived.get("loader_worker_mb", 0.0))
 
 
 def rate(costs: LoaderCosts, workers: int, threads: int) -> tuple[float, str]:
@@ -85,9 +88,18 @@ def rate(costs: LoaderCosts, workers: int, threads: int) -> tuple[float, str]:
     return 1000 * terms[bound], bound
 
 
+def workers_that_fit(costs: LoaderCosts, max_workers: int, spare_mb: Optional[float]) -> int:
+    """The most worker processes whose own memory fits the `spare_mb` a memory budget leaves over
+    the baseline's peak (None: no budget; a worker's memory unmeasured: no cap)."""
+    if spare_mb is None or costs.worker_mb <= 0:
+        return max_workers
+    return max(0, min(max_workers, int(spare_mb // costs.worker_mb)))
+
+
 def predict(costs: LoaderCosts, max_workers: int, thread_choices: tuple[int, ...]) -> Prediction:
     """The cheapest loader (fewest processes, then fewest threads) within 3% of the best rate the
-    model sees among `max_workers` processes and `thread_choices` threads each."""
+    model sees among `max_workers` processes (`workers_that_fit` the memory budget) and
+    `thread_choices` threads each."""
     plans = [(workers, threads, *rate(costs, workers, threads))
              for workers in range(max_workers + 1) for threads in thread_choices]
     best = max(samples for *_, samples, _ in plans)

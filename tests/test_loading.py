@@ -1,5 +1,6 @@
 """Fetch threads inside each loading process, and the model that predicts the loader's plan."""
 
+import dataclasses
 import json
 import multiprocessing
 import threading
@@ -143,7 +144,18 @@ def test_the_probe_measures_what_threads_and_workers_cost_a_sample_and_the_model
     samples = [(torch.randn(128), index % 10) for index in range(128)]
     overheads = loading_overheads(samples, 16, torch.utils.data.default_collate)
     assert 0 < overheads["dispatch_ms"] < 5 and 0 < overheads["handoff_ms"] < 50, overheads
+    assert 0 < overheads["worker_mb"] < 2000, "the worker's own memory, read while it ran"
     free = loading.LoaderCosts(wall_ms=2.0, cpu_ms=0.01, compute_ms=0.5, batch=64, cores=2, compute_cores=1.0)
     paid = loading.LoaderCosts(2.0, 0.01, 0.5, 64, 2, 1.0, dispatch_ms=0.06, handoff_ms=0.05)
     assert loading.rate(paid, 2, 64)[0] < loading.rate(free, 2, 64)[0] / 3, "the cores bound counts every sample's CPU"
     assert loading.rate(paid, 0, 1) == loading.rate(free, 0, 1), "no threads, no workers: neither overhead is paid"
+
+
+def test_a_memory_budget_caps_the_workers_the_model_may_choose():
+    heavy = loading.LoaderCosts(wall_ms=2.0, cpu_ms=0.02, compute_ms=1.0, batch=64, cores=2, compute_cores=1.0,
+                                worker_mb=120.0)
+    assert loading.workers_that_fit(heavy, 8, spare_mb=None) == 8, "no budget, no cap"
+    assert loading.workers_that_fit(heavy, 8, spare_mb=250.0) == 2
+    assert loading.workers_that_fit(dataclasses.replace(heavy, worker_mb=0.0), 8, spare_mb=250.0) == 8, "unmeasured"
+    capped = loading.predict(heavy, loading.workers_that_fit(heavy, 8, spare_mb=130.0), (1, 16, 64))
+    assert capped.plan["dataloader.num_workers"] <= 1 and capped.plan["dataloader.fetch_threads"] > 1, capped

@@ -496,13 +496,24 @@ def loading_overheads(samples: list, batch_size: int, collate: Callable, batches
     try:
         batches_in = iter(loader)
         next(batches_in)  # the worker started and warm
+        worker_mb = unique_mb([w.pid for w in getattr(batches_in, "_workers", [])])
         start = time.process_time()
         received = sum(1 for _ in batches_in)
     except Exception:  # samples a worker cannot send: its plans fail on their own, not this probe
         return found
     finally:
         del loader
-    return {**found, "handoff_ms": 2000 * (time.process_time() - start) / max(1, received * batch_size)}
+    return {**found, "handoff_ms": 2000 * (time.process_time() - start) / max(1, received * batch_size),
+            **({"worker_mb": worker_mb} if worker_mb else {})}
+
+
+def unique_mb(pids: list[int]) -> float:
+    """The memory the processes hold alone (USS: pages no other process shares), in MB: what
+    each more worker adds to a run's peak. 0 where it cannot be read."""
+    try:
+        return sum(psutil.Process(pid).memory_full_info().uss for pid in pids) / (1024 * 1024)
+    except (psutil.Error, OSError):
+        return 0.0
 
 
 def to_device(batch: Any, device: torch.device, plan: dict) -> Any:

@@ -97,12 +97,15 @@ def plan_session(config: AdvisorConfig, evidence: Evidence,
     chosen, skipped = select_recipes(config.search.recipes, context, strict=kind.strict_recipes)
     space = search_space(chosen, context)
     baseline = spelled_out(kind.baseline_plan(config, kind.seen(evidence)), context)
-    loader = loader_model(evidence, context, space, baseline)
+    loader = loader_model(evidence, context, space, baseline, config.constraints.max_memory_mb)
     if loader:  # the prediction in the report's words, before the first trial
         prediction = loader["prediction"]
         loader["said"] = (f"loader model: {prediction['plan'][loading.WORKERS]} worker(s) x "
                           f"{prediction['plan'][loading.FETCH_THREADS]} fetch thread(s) should reach "
-                          f"{prediction['samples_per_s']:,.0f} samples/s, bound by {prediction['why']}")
+                          f"{prediction['samples_per_s']:,.0f} samples/s, bound by {prediction['why']}"
+                          + (f" (the memory budget leaves room for {loader['max_workers']} worker(s) of "
+                             f"{loader['costs']['worker_mb']:,.0f} MB each)"
+                             if loader["max_workers"] < space[loading.WORKERS].high else ""))
     return SessionFacts(
         evidence=evidence,
         context=context,
@@ -176,17 +179,21 @@ def spelled_out(plan: dict, context: Context) -> dict:
     return {**plan, **{key: value for key, value in defaults.items() if plan.get(key) is None}}
 
 
-def loader_model(evidence: Evidence, context: Context, space: dict, baseline: dict) -> dict:
+def loader_model(evidence: Evidence, context: Context, space: dict, baseline: dict,
+                 max_memory_mb: Optional[float] = None) -> dict:
     """The loader the model predicts from the baseline's costs (`advisor.loading`), where the
-    space tunes the DataLoader's workers and the evidence has the costs; {} otherwise."""
+    space tunes the DataLoader's workers and the evidence has the costs; {} otherwise. Under a
+    memory budget, the workers are those that fit beside the baseline's peak."""
     workers, threads = space.get(loading.WORKERS), space.get(loading.FETCH_THREADS)
-    synthetic = evidence.synthetic
+    synthetic, full = evidence.synthetic, evidence.full
     costs = loading.costs_of(evidence.derived, synthetic.cpu_util if synthetic is not None and synthetic.ok else 0.0,
                              int(baseline.get("batch_size") or 0), context.cores)
     if workers is None or costs is None:
         return {}
-    prediction = loading.predict(costs, workers.high, threads.options if threads is not None else (1,))
-    return {"costs": asdict(costs), "prediction": prediction.to_dict()}
+    spare = max_memory_mb - full.peak_memory_mb if max_memory_mb is not None and full.ok else None
+    fit = loading.workers_that_fit(costs, workers.high, spare)
+    prediction = loading.predict(costs, fit, threads.options if threads is not None else (1,))
+    return {"costs": asdict(costs), "prediction": prediction.to_dict(), "max_workers": fit}
 
 
 def textbook_params(facts: SessionFacts) -> list[dict]:
