@@ -192,10 +192,16 @@ RISK_WORDS = {"exact": "exact: the same results", "tolerance": "approximate: res
 
 
 def recipe_table() -> list[dict]:
-    """Every recipe as `advisor recipes` lists it."""
+    """Every recipe as `advisor recipes` lists it: the workload kinds it applies to, as a config
+    names them (a Lightning module takes the training recipes)."""
+    from advisor.config import WORKLOAD_KINDS
     from recipes import RECIPES
 
-    return [{"name": r.name, "summary": r.summary, "kinds": list(r.kinds), "targets": list(r.targets),
+    def kinds_of(families: tuple[str, ...]) -> list[str]:
+        named = [kind for kind, section in WORKLOAD_KINDS.items() if section is not None and section.RECIPES in families]
+        return named + [family for family in families if family not in named and family not in WORKLOAD_KINDS]
+
+    return [{"name": r.name, "summary": r.summary, "kinds": kinds_of(r.kinds), "targets": list(r.targets),
              "risk": r.risk, "knobs": list(r.keys)} for r in RECIPES]
 
 
