@@ -376,6 +376,20 @@ def ranking(payload: dict, folder) -> dict:
     }
 
 
+def ranking_from_runs(workload: str, session: dict, recommendations: list[dict]) -> dict:
+    """`ranking`'s shape from a session's MLflow runs alone (its recommendations.json was not
+    logged): what their metrics and tags hold, every other field null."""
+    def entry(run: dict) -> dict:
+        metrics, tags = run["metrics"], run["tags"]
+        known = {"rank": int(metrics["rank"]), "recipes": tags.get("recipe", "").split("+"), "speedup": metrics.get("speedup"),
+                 "interval": [metrics.get("speedup_low"), metrics.get("speedup_high")],
+                 "verified": tags.get("verified") == "true", "mlflow_run_id": run["run_id"]}
+        return {field: known.get(field) for field in RANKING_FIELDS}
+
+    return {"workload": workload, "unit": None, "results": None, "mlflow_session_run_id": session["run_id"],
+            "baseline": None, "recommendations": [entry(run) for run in recommendations]}
+
+
 def run_retune(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
@@ -469,7 +483,7 @@ def run_report(args: argparse.Namespace) -> int:
         print(json.dumps(ranking(payload, None), indent=2, default=str))
         return 0
     if args.json:
-        print(json.dumps({"workload": config.name, "session": session, "recommendations": recommendations}, indent=2, default=str))
+        print(json.dumps(ranking_from_runs(config.name, session, recommendations), indent=2, default=str))
         return 0
     print(f"{config.name}: session {session['name']} (run {session['run_id']}), bottleneck {session['tags'].get('bottleneck')}")
     failure = session["tags"].get("baseline_failure")

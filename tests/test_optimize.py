@@ -191,3 +191,17 @@ def test_numerics_failure_is_kept_out_of_the_ranking(tmp_path):
     result = optimize(load_config(path))
     assert not any("amp" in r.recipes for r in result.recommendations)
     assert any(r.recipes == ("amp",) and r.reason.startswith("numerics") for r in result.rejected)
+
+
+def test_a_session_without_its_recommendations_json_reports_the_same_json_shape(optimized):
+    """A session whose recommendations.json MLflow did not take: `report --json` builds the same
+    shape from its runs alone, the fields they do not hold null."""
+    from advisor.cli import RANKING_FIELDS, ranking, ranking_from_runs
+
+    payload = json.loads((optimized.results_dir / "recommendations.json").read_text())
+    run = {"run_id": "r1", "metrics": {"rank": 1.0, "speedup": 2.5, "speedup_low": 2.1, "speedup_high": 2.9},
+           "tags": {"recipe": "dataloader+fetch_threads", "verified": "true"}}
+    built = ranking_from_runs("tiny", {"run_id": "s1"}, [run])
+    assert set(built) == set(ranking(payload, None)) and set(built["recommendations"][0]) == set(RANKING_FIELDS)
+    top = built["recommendations"][0]
+    assert top["recipes"] == ["dataloader", "fetch_threads"] and top["interval"] == [2.1, 2.9] and top["verified"]
