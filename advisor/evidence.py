@@ -179,13 +179,12 @@ def derive(full: Measurement, synthetic: Measurement, cached: Measurement) -> di
         derived.update(
             sample_wall_ms=probe["wall_ms"],
             sample_cpu_ms=probe["cpu_ms"],
-            sample_dispatch_ms=probe.get("dispatch_ms", 0.0),
-            sample_handoff_ms=probe.get("handoff_ms", 0.0),
-            loader_worker_mb=probe.get("worker_mb", 0.0),
             fetch_ms_per_step=fetch_ms,
             prep_ms_per_step=prep_ms,
             fetch_share_of_input=fetch_ms / (fetch_ms + prep_ms) if fetch_ms + prep_ms > 0 else 0.0,
         )
+        overheads = {"dispatch_ms": "sample_dispatch_ms", "handoff_ms": "sample_handoff_ms", "worker_mb": "loader_worker_mb"}
+        derived.update({name: probe[key] for key, name in overheads.items() if key in probe})  # the loader model's
     return derived
 
 
