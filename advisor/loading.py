@@ -22,6 +22,7 @@ from typing import Optional
 
 FETCH_THREADS = "dataloader.fetch_threads"  # the plan keys the prediction sets
 WORKERS, PREFETCH, PERSISTENT = "dataloader.num_workers", "dataloader.prefetch_factor", "dataloader.persistent_workers"
+INTRA_OP = "threads.intra_op"  # the step's threads, set beside the loaders where the space tunes them
 NEAR_BEST = 0.97  # plans within 3% of the best predicted rate count as reaching it: the cheapest is taken
 OFF_BY = 1.5  # a prediction further than this from the measurement names the term that was off
 BOUNDS = {
@@ -108,6 +109,18 @@ def predict(costs: LoaderCosts, max_workers: int, thread_choices: tuple[int, ...
     if workers:
         plan.update({PREFETCH: 2, PERSISTENT: True})
     return Prediction(plan, samples, bound)
+
+
+def step_threads(costs: LoaderCosts, prediction: Prediction, most: int) -> int:
+    """The intra-op threads the step keeps beside the predicted loaders: the cores their CPU work
+    leaves (at its predicted rate), at least 1, at most `most`. Worker processes computing beside
+    a step that takes every core slow both down; with no workers the step has the machine."""
+    if not prediction.plan.get(WORKERS):
+        return most
+    threads = int(prediction.plan.get(FETCH_THREADS) or 1)
+    per_sample = costs.cpu_ms + (costs.dispatch_ms if threads > 1 else 0.0) + costs.handoff_ms
+    busy = prediction.samples_per_s / 1000 * per_sample  # cores the loaders keep busy
+    return max(1, min(most, round(costs.cores - busy)))
 
 
 def predicted_for(costs: LoaderCosts, plan: dict) -> Prediction:

@@ -159,3 +159,13 @@ def test_a_memory_budget_caps_the_workers_the_model_may_choose():
     assert loading.workers_that_fit(dataclasses.replace(heavy, worker_mb=0.0), 8, spare_mb=250.0) == 8, "unmeasured"
     capped = loading.predict(heavy, loading.workers_that_fit(heavy, 8, spare_mb=130.0), (1, 16, 64))
     assert capped.plan["dataloader.num_workers"] <= 1 and capped.plan["dataloader.fetch_threads"] > 1, capped
+
+
+def test_the_step_keeps_the_cores_the_loaders_leave():
+    computing = loading.predict(COMPUTING, max_workers=2, thread_choices=(1,))
+    assert computing.plan["dataloader.num_workers"] == 2
+    assert loading.step_threads(COMPUTING, computing, most=2) == 1, "two workers computing: the step gets one thread"
+    serial = dataclasses.replace(computing, plan={"dataloader.num_workers": 0, "dataloader.fetch_threads": 1})
+    assert loading.step_threads(COMPUTING, serial, most=2) == 2, "no workers: the step has the machine"
+    waiting = loading.predict(WAITING, max_workers=1, thread_choices=(16,))
+    assert loading.step_threads(WAITING, waiting, most=2) == 2, "threads that wait take no core"

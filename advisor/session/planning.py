@@ -5,6 +5,7 @@ search space and the first trials, stored in the study so that workers and resum
 from __future__ import annotations
 
 import difflib
+import dataclasses
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
@@ -99,13 +100,7 @@ def plan_session(config: AdvisorConfig, evidence: Evidence,
     baseline = spelled_out(kind.baseline_plan(config, kind.seen(evidence)), context)
     loader = loader_model(evidence, context, space, baseline, config.constraints.max_memory_mb)
     if loader:  # the prediction in the report's words, before the first trial
-        prediction = loader["prediction"]
-        loader["said"] = (f"loader model: {prediction['plan'][loading.WORKERS]} worker(s) x "
-                          f"{prediction['plan'][loading.FETCH_THREADS]} fetch thread(s) should reach "
-                          f"{prediction['samples_per_s']:,.0f} samples/s, bound by {prediction['why']}"
-                          + (f" (the memory budget leaves room for {loader['max_workers']} worker(s) of "
-                             f"{loader['costs']['worker_mb']:,.0f} MB each)"
-                             if loader["max_workers"] < space[loading.WORKERS].high else ""))
+        loader["said"] = loader_said(loader, space[loading.WORKERS].high)
     return SessionFacts(
         evidence=evidence,
         context=context,
@@ -193,7 +188,20 @@ def loader_model(evidence: Evidence, context: Context, space: dict, baseline: di
     spare = max_memory_mb - full.peak_memory_mb if max_memory_mb is not None and full.ok else None
     fit = loading.workers_that_fit(costs, workers.high, spare)
     prediction = loading.predict(costs, fit, threads.options if threads is not None else (1,))
+    if loading.INTRA_OP in space:  # the step's threads leave the loaders the cores they need
+        prediction = dataclasses.replace(prediction, plan={
+            **prediction.plan, loading.INTRA_OP: loading.step_threads(costs, prediction, space[loading.INTRA_OP].high)})
     return {"costs": asdict(costs), "prediction": prediction.to_dict(), "max_workers": fit}
+
+
+def loader_said(loader: dict, most_workers: int) -> str:
+    """The loader model's prediction in the report's words."""
+    plan, prediction = loader["prediction"]["plan"], loader["prediction"]
+    step = f", the step on {plan[loading.INTRA_OP]} intra-op thread(s)," if loading.INTRA_OP in plan else ""
+    capped = (f" (the memory budget leaves room for {loader['max_workers']} worker(s) of "
+              f"{loader['costs']['worker_mb']:,.0f} MB each)" if loader["max_workers"] < most_workers else "")
+    return (f"loader model: {plan[loading.WORKERS]} worker(s) x {plan[loading.FETCH_THREADS]} fetch thread(s){step} "
+            f"should reach {prediction['samples_per_s']:,.0f} samples/s, bound by {prediction['why']}{capped}")
 
 
 def textbook_params(facts: SessionFacts) -> list[dict]:
