@@ -258,7 +258,8 @@ class SearchConfig:
     max_pairs: int = _check((lambda v: 5 <= v <= 40, "a number from 5 to 40"), default=12)  # rounds while a verdict straddles the bar
     prune: bool = True  # stop a trial midway once it cannot end above 70% of the best trial's rate (training, services)
     patience: Optional[int] = _check(_non_negative, default=None)  # with a fix verified, stop after this many trials without a plan 1.2x faster (EARLY_MARGIN); None: trials // 4, at least 3; 0: never
-    objective: Optional[Literal["throughput", "p95"]] = None  # None: p95 for inference, throughput otherwise
+    # None: p95 for inference, throughput otherwise; capacity (inference): the highest arrival rate within constraints.p95_ms
+    objective: Optional[Literal["throughput", "p95", "capacity"]] = None
 
     def __post_init__(self):
         _check_recipe_names(self.recipes)
@@ -309,7 +310,13 @@ class AdvisorConfig:
         if self.objective == "throughput" and self.workload.SERVED and self.constraints.p95_ms is None:
             raise _Invalid("search.objective", "throughput needs constraints.p95_ms, the latency it must keep; "
                                                "set it, or use objective: p95")
-        if self.workload.SERVED and self.load.mode == "open":
+        if self.objective == "capacity" and not self.workload.SERVED:
+            raise _Invalid("search.objective", "capacity is a service's (kind: infer): the highest arrival rate within "
+                                               "its p95 SLO; use throughput for this job")
+        if self.objective == "capacity" and self.constraints.p95_ms is None:
+            raise _Invalid("search.objective", "capacity needs constraints.p95_ms, the latency SLO its arrival rates "
+                                               "must keep; set it (e.g. constraints: {p95_ms: 50}), or use objective: p95")
+        if self.workload.SERVED and self.load.mode == "open" and self.objective != "capacity":
             arriving_s = self.measure.requests / self.load.rate_per_s  # the replay lasts at least this long
             if arriving_s >= self.measure.timeout_s:
                 raise _Invalid("load.rate_per_s", (

@@ -360,7 +360,7 @@ def diagnose_tail(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
     findings = (Finding("p95 over p50", ratio, t.tail_high if severity == "high" else t.tail_moderate),
                 Finding("share of latency spent queueing", derived["queue_share"], t.queueing),
                 Finding("service time p95 over p50", derived.get("service_tail_ratio", 0.0)))
-    fixes = ("dynamic_batching", "threads", "inference_mode") if queued else ("warmup", "threads", "inference_mode")
+    fixes = ("dynamic_batching", "serving", "threads", "inference_mode") if queued else ("warmup", "threads", "inference_mode")
     return Diagnosis("tail", severity, 1 - 1 / ratio, summary, findings, fixes)
 
 
@@ -377,7 +377,7 @@ def diagnose_under_batched(evidence: Evidence, t: Thresholds) -> Optional[Diagno
     findings = (Finding("arrival rate x service time", busy, t.utilisation_high if severity == "high" else t.utilisation_moderate),
                 Finding("service time p50", derived["service_ms_p50"], unit="ms"),
                 Finding("share of latency spent queueing", derived["queue_share"]))
-    return Diagnosis("under-batched", severity, max(derived["queue_share"], 0.0), summary, findings, ("dynamic_batching",))
+    return Diagnosis("under-batched", severity, max(derived["queue_share"], 0.0), summary, findings, ("dynamic_batching", "serving"))
 
 
 def diagnose_serving_compute(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
@@ -397,7 +397,7 @@ def diagnose_serving_compute(evidence: Evidence, t: Thresholds) -> Optional[Diag
     severity = "high" if derived.get("queue_share", 0.0) < t.queueing else "moderate"
     summary = f"compute-bound: the model's own operators take {substantial:.0%} of each request's time"
     return Diagnosis("compute", severity, share, summary, tuple(findings),
-                     ("inference_mode", "amp", "compile", "threads", "quantize_dynamic", "channels_last"))
+                     ("inference_mode", "amp", "compile", "threads", "quantize_dynamic", "channels_last", "serving"))
 
 
 def diagnose_serving_overhead(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
@@ -409,7 +409,7 @@ def diagnose_serving_overhead(evidence: Evidence, t: Thresholds) -> Optional[Dia
                f"{1 - substantial:.0%} of its time is outside substantial operators")
     findings = (Finding("operators per request", per_request, t.overhead_min_ops_per_step),
                 Finding("share of request time in substantial operators", substantial, t.overhead_max_substantial_share))
-    return Diagnosis("overhead", "high", 1 - substantial, summary, findings, ("compile", "inference_mode"))
+    return Diagnosis("overhead", "high", 1 - substantial, summary, findings, ("compile", "inference_mode", "serving"))
 
 
 SERVING_RULES: tuple[Rule, ...] = (diagnose_memory, diagnose_cold_start, diagnose_tail, diagnose_under_batched,

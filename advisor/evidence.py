@@ -68,6 +68,7 @@ def collect_evidence(config: AdvisorConfig, progress: Progress = lambda line: No
         progress(f"      {describe_run(run)}")
         if mode == "full":
             check_losses(run)
+            check_capacity(run)
             if run.environment.get("parameters_changed") is False:
                 progress(f"      warning: the model's parameters did not change over {config.measure.steps} timed steps: "
                          "does the step call optimizer.step()? advisor times what the step does, as it is")
@@ -90,11 +91,31 @@ def check_losses(run: Measurement) -> None:
                         "its data, its loss)")
 
 
+def check_capacity(run: Measurement) -> None:
+    """A service whose own single requests break its SLO has no capacity to raise: say so, with
+    the p95 that breaks it."""
+    from advisor.errors import UserError
+
+    found = run.latency.get("capacity") if run.ok else None
+    if found and found["single_p95_ms"] > found["slo_ms"]:
+        raise UserError(f"constraints.p95_ms: {found['slo_ms']:g} ms is broken by one request at a time, with no "
+                        f"queue (the service's own p95 is {found['single_p95_ms']:.1f} ms): no arrival rate keeps it; "
+                        f"set it above {found['single_p95_ms']:.1f} ms, or use objective: p95 to cut the latency first")
+
+
 def describe_run(run: Measurement) -> str:
     if not run.ok:
         return f"failed: {run.reason}"
     if run.mode == "profile" and run.hotspots:
         return f"{run.hotspots['samples']} stack samples of the transform, {run.wall_s:.1f} s"
+    if run.latency.get("capacity"):
+        from advisor.capacity import capacity_sentence
+
+        found = run.latency["capacity"]
+        return (capacity_sentence(found["per_s"], found["slo_ms"], found["replayed"]) +
+                f"; one request at a time: p95 {found['single_p95_ms']:.1f} ms" +
+                (f"; saturates at {found['saturates_at_per_s']:,.0f}/s" if found.get("saturates_at_per_s") else "") +
+                f", {run.wall_s:.1f} s")
     if run.latency:
         lat = run.latency
         return (f"latency p50 {lat['p50_ms']:.1f} ms, p95 {lat['p95_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "

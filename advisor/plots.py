@@ -106,6 +106,35 @@ def plot_latency(payload: dict, path: Path) -> Path:
     return _save(fig, path)
 
 
+def plot_load_curve(payload: dict, path: Path) -> Path:
+    """Latency against the rate answered, for the baseline and #1: p50, p95 and p99 at each rate
+    the capacity search replayed, the SLO drawn across; a saturated rate is marked where it
+    saturated (its percentiles measure the run's length, so they are not drawn)."""
+    curves = payload["load_curve"]
+    slo = curves["slo_ms"]
+    fig, ax = plt.subplots(figsize=(8, 4.5))
+    for name, color in (("baseline", "#555555"), ("#1", "#2e8b57")):
+        points = sorted(curves.get(name, []), key=lambda p: p["served_per_s"])
+        kept = [p for p in points if not p["saturated"]]
+        label = name if name == "baseline" else row_label(payload["recommendations"][0])
+        for key, style in (("p50_ms", ":"), ("p95_ms", "-"), ("p99_ms", "--")):
+            ax.plot([p["served_per_s"] for p in kept], [p[key] for p in kept], style, color=color, marker="o",
+                    markersize=3, label=f"{label} {key[:3]}" if key != "p50_ms" or name == "baseline" else None)
+        for point in (p for p in points if p["saturated"]):
+            ax.axvline(point["served_per_s"], color=color, linestyle=(0, (1, 3)), linewidth=0.8)
+            ax.plot([point["served_per_s"]], [slo], marker="x", color=color, markersize=8)
+    ax.axhline(slo, color="#c0392b", linewidth=0.8, label=f"SLO p95 {slo:g} ms")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    ax.set_xlabel("requests answered per second (x: saturated, its queue grew without bound)")
+    ax.set_ylabel("latency (ms, from arrival to output)")
+    ax.set_title("Latency against load: p50 dotted, p95 solid, p99 dashed")
+    ax.legend(loc="upper left", fontsize=7)
+    return _save(fig, path)
+
+
 def _save(fig, path: Path) -> Path:
     fig.tight_layout()
     fig.savefig(path, dpi=110)

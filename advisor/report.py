@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
+from advisor.capacity import capacity_sentence
 from advisor.diagnosis import THRESHOLDS, Diagnosis, Finding
 from advisor.evidence import Evidence
 from advisor.measure import BUSY_SHARE
@@ -238,8 +239,31 @@ def unvectorised_lines(payload: dict) -> list[str]:
 
 
 def latency_text(latency: dict) -> str:
-    return (f"p50 {latency['p50_ms']:.1f} ms, p95 {latency['p95_ms']:.1f} ms, p99 {latency['p99_ms']:.1f} ms; "
+    """The percentiles and the cold start; for a saturated replay, that it saturated instead:
+    its percentiles grow with the run's length, so they are not shown."""
+    if latency.get("saturated"):
+        return (f"saturates at {latency['served_per_s']:,.0f}/s: under the offered {latency['offered_per_s'] or 0:,.0f}/s "
+                f"its queue grew while requests arrived, so its p95 measures how long the run lasted, not the service; "
+                f"cold start {latency['cold_start_ms']:.0f} ms")
+    at = f" at {latency['capacity_per_s']:,.0f}/s" if latency.get("capacity_per_s") else ""
+    return (f"p50 {latency['p50_ms']:.1f} ms, p95 {latency['p95_ms']:.1f} ms, p99 {latency['p99_ms']:.1f} ms{at}; "
             f"cold start {latency['cold_start_ms']:.0f} ms")
+
+
+def capacity_lines(payload: dict) -> list[str]:
+    """Objective capacity: what the figure is, how it was found and paired, where the baseline saturates."""
+    base = payload["baseline"].get("latency_ms") or {}
+    if base.get("capacity_per_s") is None:
+        return []
+    curve = (payload.get("load_curve") or {}).get("baseline", [])
+    lines = [f"capacity: the highest Poisson arrival rate whose p95 stays within {base['slo_ms']:g} ms, found by "
+             f"doubling the rate until it breaks, then bisecting ({len(curve)} rates replayed in the baseline's last run); "
+             "each verification round measures the baseline's capacity and each plan's back to back, and the "
+             "interval is over the rounds' ratios of capacities"]
+    if base.get("saturates_at_per_s"):
+        lines.append(f"the baseline saturates at {base['saturates_at_per_s']:,.0f}/s: offered more, its queue grows "
+                     "without bound")
+    return lines
 
 
 def bucket_lines(payload: dict) -> list[str]:
@@ -303,7 +327,7 @@ def render_recommendations(payload: dict) -> str:
         lines[-1:-1] = [f"{len(payload['pruned'])} of {len(payload['pruned']) + len(payload.get('trials', []))} trials "
                         f"pruned midway, clearly losing (trial {', '.join('#' + str(p['number']) for p in payload['pruned'])})"
                         + (f": about {unrun:,.1f} s of their timed windows left unrun, at their pace so far" if unrun else "")]
-    lines[-1:-1] = bucket_lines(payload) + loader_lines(payload)
+    lines[-1:-1] = bucket_lines(payload) + loader_lines(payload) + capacity_lines(payload)
     recs = payload["recommendations"]
     if payload.get("baseline_failure") and not payload.get("memory_fix"):
         lines.append(f"the baseline itself failed ({payload['baseline_failure']}): there is nothing to compare a fix with")
@@ -326,6 +350,8 @@ def render_recommendations(payload: dict) -> str:
             lines.append(f"     {', '.join(f'{k}={v}' for k, v in rec['changes'].items())}")
             if rec.get("leads_because"):
                 lines.append(f"     {rec['leads_because']}")
+            if rec.get("latency_ms", {}).get("capacity_per_s") is not None:
+                lines.append(f"     {capacity_sentence(rec['latency_ms']['capacity_per_s'], rec['latency_ms']['slo_ms'], len(rec.get('load_curve', [])), base['latency_ms'].get('capacity_per_s'))}")
             if rec.get("latency_ms"):
                 lines.append(f"     latency {latency_text(rec['latency_ms'])}")
             lines += rewrite_lines(rec, payload)
@@ -453,6 +479,8 @@ def write_plots(payload: dict, folder: Path) -> list[Path]:
         figures.insert(0, plots.plot_speedups(payload, folder / "speedup.png"))
         if payload["baseline"].get("latency_ms"):  # a service: where its latency lies, not a step's parts
             figures.insert(0, plots.plot_latency(payload, folder / "latency.png"))
+        if payload.get("load_curve"):
+            figures.insert(0, plots.plot_load_curve(payload, folder / "load_curve.png"))
         else:
             figures.insert(0, plots.plot_breakdown(payload, payload["baseline"]["step_breakdown_ms"], folder / "breakdown.png"))
     return figures

@@ -217,6 +217,9 @@ class SessionLog:
                 self.trial(trial["number"], trial["plan"], trial["measurement"], trial["feasible"], None, None)
         for rec in payload["recommendations"]:
             self._call(f"recommendation #{rec['rank']}", self._recommendation, rec, bottleneck)
+        if payload.get("load_curve"):
+            table = load_curve_table(payload["load_curve"])
+            self._call("the load curve", lambda: self.tracker.client.log_table(self.session, table, "load_curve.json"))
         if self.recommendation_ids and len(self.recommendation_ids) == len(payload["recommendations"]):
             for rec, run_id in zip(payload["recommendations"], self.recommendation_ids):
                 rec["mlflow_run_id"] = run_id
@@ -309,6 +312,13 @@ class Tracker:
 
     def attach(self, run_id: str, folder: Path) -> None:
         self.client.log_artifacts(run_id, str(folder))
+
+
+def load_curve_table(curves: dict) -> dict:
+    """The load curves as one table's columns (MLflow shows it beside the session's artifacts):
+    a row per rate replayed, by plan."""
+    rows = [{"plan": name, **point} for name in ("baseline", "#1") for point in curves.get(name, [])]
+    return {column: [row[column] for row in rows] for column in rows[0]} if rows else {}
 
 
 def run_metrics(measurement: dict) -> dict:

@@ -19,6 +19,7 @@ Folds, `applied(hook, value, plan, **facts)`, each recipe's `(value, plan, **fac
   request         a served request (channels_last), as `chain`
   batching        (1, 0.0): a server's largest batch and its wait in seconds (dynamic_batching)
   warm_requests   0: requests served at load time (warmup)
+  instances       (1, "thread"): model instances serving side by side, threads or processes (serving)
   ddp             DistributedDataParallel's keyword options (ddp_buckets, ddp_bucket_view,
                   ddp_static_graph, ddp_unused)
   comm_hook       None, or the (state, hook) DistributedDataParallel communicates through (comm_hook)
@@ -40,7 +41,7 @@ from typing import Any, Callable, ContextManager
 from recipes import (
     allocator, amp, arrow_engine, channels_last, checkpointing, chunked, columns, comm_hook, compile, dask, dataloader,
     ddp_bucket_view, ddp_buckets, ddp_static_graph, ddp_unused, dtypes, dynamic_batching, fetch_threads,
-    grad_accumulation, inference_mode, parquet_cache, quantize_dynamic, threads, vectorise, warmup,
+    grad_accumulation, inference_mode, parquet_cache, quantize_dynamic, serving, threads, vectorise, warmup,
 )
 from recipes.base import Choice, Context, IntRange, Param, Recipe
 
@@ -63,6 +64,7 @@ RECIPES: tuple[Recipe, ...] = (
     inference_mode.RECIPE,
     warmup.RECIPE,
     dynamic_batching.RECIPE,
+    serving.RECIPE,
     quantize_dynamic.RECIPE,
     channels_last.RECIPE,
     # pandas pipelines
@@ -87,7 +89,7 @@ def by_name(name: str) -> Recipe:
 
 # The hooks above, by kind: folds take and return a value, contexts are entered around a call.
 FOLDS = frozenset({"process", "model", "compiled", "grad_scaler", "micro_batches", "loader", "dataset", "queued_batches",
-                   "non_blocking", "ddp", "comm_hook", "request", "batching", "warm_requests", "failure", "prepare", "read_options",
+                   "non_blocking", "ddp", "comm_hook", "request", "batching", "warm_requests", "instances", "failure", "prepare", "read_options",
                    "after_read", "execute"})
 CONTEXTS = frozenset({"around_forward", "around_serve"})
 

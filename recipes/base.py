@@ -43,6 +43,7 @@ class Context:
     # Inference only, from the baseline's runs and the config's load:
     grad_enabled: bool = False  # the service's outputs carry autograd history
     open_load: bool = False  # requests arrive on their own (Poisson), not when the last one returned
+    concurrency: int = 1  # a closed load's clients
     batchable: bool = False  # requests can be joined along their first dimension
     linear_layers: int = 0  # Linear and LSTM layers (dynamic quantization)
     conv_layers: int = 0  # Conv2d layers (channels_last)

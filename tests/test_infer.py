@@ -38,14 +38,15 @@ def test_open_load_counts_queueing_and_batching_takes_what_arrived():
         return [None] * len(batch)
 
     requests = list(range(120))
-    one, services, sizes = open_loop(serve, requests, 400.0, 1, 0.0, seed=0)
+    one, services, sizes, arrivals, completions = open_loop([serve], requests, 400.0, 1, 0.0, seed=0)
     assert sizes == [1] * 120 and one[-1] > 0.1  # the queue grew: the last waited far longer than 4 ms
-    batched, _, sizes = open_loop(serve, requests, 400.0, 8, 0.002, seed=0)
+    batched, _, sizes, _, _ = open_loop([serve], requests, 400.0, 8, 0.002, seed=0)
     assert sum(sizes) == 120 and max(sizes) > 1 and len(sizes) < 100  # fewer calls than requests
     assert sorted(batched)[int(0.95 * 120)] < sorted(one)[int(0.95 * 120)] / 3
-    summary = latency_summary(one, services, [1] * 120, 1.0, 5.0, 0.1)
+    summary = latency_summary(one, services, [1] * 120, 1.0, 5.0, 0.1, arrivals, completions)
     assert summary["p50_ms"] <= summary["p95_ms"] <= summary["p99_ms"] <= summary["max_ms"]
     assert summary["queue_share"] > 0.5
+    assert summary["saturated"] and summary["served_per_s"] < 300, "a 4 ms server answers 250/s at most"
 
 
 def test_the_best_p95_a_replay_can_reach_is_never_harsher_than_its_end():
@@ -86,7 +87,7 @@ def test_a_replay_reports_what_a_plan_that_cannot_keep_up_can_still_reach(tmp_pa
         if path.exists() and (not heard or json.loads(path.read_text()) != heard[-1]):
             heard.append(json.loads(path.read_text()))
 
-    latencies, _, _ = open_loop(serve, list(range(120)), 400.0, 1, 0.0, seed=0, report=spy)
+    latencies, *_ = open_loop([serve], list(range(120)), 400.0, 1, 0.0, seed=0, report=spy)
     assert len([h for h in heard if h["steps"] < 120]) >= 2 and all(h["of"] == 120 for h in heard)
     assert [h["steps"] for h in heard] == sorted({h["steps"] for h in heard}) and heard[-1]["steps"] <= 120
     for h in heard:
@@ -119,7 +120,7 @@ def test_a_service_run_tells_its_watcher_how_it_goes_and_stops_when_told(tmp_pat
 
 def test_closed_load_clients_send_every_request_once():
     seen = []
-    latencies, _, _ = closed_loop(lambda batch: seen.extend(batch) or [None], list(range(30)), 3)
+    latencies, _, _ = closed_loop([lambda batch: seen.extend(batch) or [None]], list(range(30)), 3)
     assert sorted(seen) == list(range(30)) and len(latencies) == 30
 
 

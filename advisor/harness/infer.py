@@ -14,7 +14,9 @@ has arrived, up to the batch size, waiting at most the plan's wait for more.
 
 from __future__ import annotations
 
+import queue
 import random
+import statistics
 import threading
 import time
 from collections.abc import Mapping
@@ -24,8 +26,10 @@ from typing import Any, Callable, Optional
 import psutil
 import torch
 
+from advisor import capacity
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
+from advisor.harness import instances
 from advisor.harness.batches import concat, describe, map_tensors, tensors, to_device
 from advisor.harness.operators import STEP_LABEL, summarize_profile
 from advisor.harness.train import PROGRESS_EVERY_S, cpu_seconds, prepare_process, report_progress, synchronize
@@ -47,43 +51,71 @@ class InferJob:
 def run(config: AdvisorConfig, build_job: Callable[[], InferJob], plan: dict, mode: str,
         output_path: Optional[str] = None, progress: Optional[str] = None) -> dict:
     device, default_threads = prepare_process(config, plan)
+    count, instance_mode = applied("instances", (1, "thread"), plan) if mode == "full" else (1, "thread")
     load_start = time.perf_counter()
     job = build_job()
-    model = prepare_model(job.model, plan, device)
-    serve = make_server(model, job.handler, plan, device)
+    copies = instances.model_copies(job.model, count) if instance_mode == "thread" else [job.model]
+    if len(copies) > 1:
+        torch.set_num_threads(instances.threads_each(count))
+    models = [prepare_model(copy, plan, device) for copy in copies]
+    servers = [make_server(model, job.handler, plan, device) for model in models]
+    serve = servers[0]
     requests = [to_device(request, device) for request in check_requests(job.requests, job.handler is not None)]
     warm_start = time.perf_counter()
     for index in range(applied("warm_requests", 0, plan)):  # the warmup recipe: at load time, before any client
-        serve([requests[index % len(requests)]])
+        for server in servers:
+            server([requests[index % len(requests)]])
     warm_ms = 1000 * (time.perf_counter() - warm_start)
     load_s = time.perf_counter() - load_start
     cold_start = time.perf_counter()
     first_call(serve, requests[0], job)
     cold_start_ms = 1000 * (time.perf_counter() - cold_start)
-    environment = describe_service(job, model, device, default_threads)
+    environment = describe_service(job, models[0], device, default_threads)
     if mode == "profile":
         return {"device": device.type, "setup_s": load_s, "environment": environment,
                 "operators": {**profile_requests(serve, requests, device, config.measure.profile_steps), "per": "request"}}
-    for index in range(config.measure.warmup_requests):
-        serve([requests[(index + 1) % len(requests)]])
+    stop = lambda: None  # noqa: E731
+    if instance_mode == "process" and count > 1:
+        servers, stop = instances.forked(serve, count)
+        serve = servers[0]
+    try:
+        for index in range(config.measure.warmup_requests):  # round the instances
+            servers[index % len(servers)]([requests[(index + 1) % len(requests)]])
+        return timed_replay(config, servers, requests, plan, output_path, progress, device, load_s, cold_start_ms,
+                            warm_ms, environment)
+    finally:
+        stop()
+
+
+def timed_replay(config: AdvisorConfig, servers: list, requests: list, plan: dict, output_path: Optional[str],
+                 progress: Optional[str], device, load_s: float, cold_start_ms: float, warm_ms: float,
+                 environment: dict) -> dict:
+    """The timed requests replayed under the configured load (or, for objective capacity, at
+    the rates its bracketing search picks), then the outputs the numerics compare."""
     timed = [requests[index % len(requests)] for index in range(config.measure.requests)]
     batch, wait_s = applied("batching", (1, 0.0), plan)
     cpu_start, busy_start, window_start = cpu_seconds(), machine_busy_seconds(), time.time()
     wall_start = time.perf_counter()
     report = progress_reporter(progress, config.objective, len(timed))
-    if config.load.mode == "open":
-        latencies, services, sizes = open_loop(serve, timed, config.load.rate_per_s, batch, wait_s, config.measure.seed,
-                                               report)
+    if config.objective == "capacity":
+        latency = capacity_replay(servers, timed, config, batch, wait_s, cold_start_ms, load_s)
+    elif config.load.mode == "open":
+        latencies, services, sizes, arrivals, completions = open_loop(
+            servers, timed, config.load.rate_per_s, batch, wait_s, config.measure.seed, report)
+        latency = latency_summary(latencies, services, sizes, time.perf_counter() - wall_start, cold_start_ms, load_s,
+                                  arrivals, completions)
+        latency["rate_per_s"] = config.load.rate_per_s
     else:
-        latencies, services, sizes = closed_loop(serve, timed, config.load.concurrency, report)
+        latencies, services, sizes = closed_loop(servers, timed, config.load.concurrency, report)
+        latency = latency_summary(latencies, services, sizes, time.perf_counter() - wall_start, cold_start_ms, load_s)
+        latency["rate_per_s"] = None
     wall = time.perf_counter() - wall_start
     cpu_used = cpu_seconds() - cpu_start
     others = other_cpu_share(machine_busy_seconds() - busy_start, cpu_used, wall)  # read with cpu_used: the window alone
-    latency = latency_summary(latencies, services, sizes, wall, cold_start_ms, load_s)
-    latency["rate_per_s"] = config.load.rate_per_s if config.load.mode == "open" else None
     if output_path:
-        torch.save(numerics_outputs(serve, requests, batch), output_path)
-    objective = 1000 / latency["p95_ms"] if config.objective == "p95" else latency["throughput_per_s"]
+        torch.save(numerics_outputs(servers[0], requests, batch), output_path)
+    objective = {"p95": 1000 / latency["p95_ms"], "capacity": latency.get("capacity", {}).get("per_s", 0.0)}.get(
+        config.objective, latency["throughput_per_s"])
     return {
         "device": device.type, "setup_s": load_s, "environment": environment, "samples": len(timed),
         "samples_per_s": objective, "step_ms_mean": latency["mean_ms"], "step_ms_p50": latency["p50_ms"],
@@ -94,6 +126,46 @@ def run(config: AdvisorConfig, build_job: Callable[[], InferJob], plan: dict, mo
         "window": (window_start, time.time()), "memory_end": tree_memory_dict(),
         "output": {"path": output_path, "requests": min(NUMERICS_REQUESTS, len(requests))} if output_path else {},
     }
+
+
+SINGLE_REQUESTS = 50  # served one at a time, no queue, before a capacity search: the latency no rate can beat
+
+
+def capacity_replay(servers: list, timed: list, config: AdvisorConfig, batch: int, wait_s: float,
+                    cold_start_ms: float, load_s: float) -> dict:
+    """Objective capacity: the requests served one at a time first (the p95 no arrival rate
+    can beat), then `capacity.bracket`'s rates replayed as open load, each over the timed
+    requests with the same seeded arrivals scaled. Returns the summary at the capacity (at the
+    lowest rate replayed, when no rate keeps the SLO) with the search under `capacity`."""
+    slo = config.constraints.p95_ms
+    single, _, _ = closed_loop(servers[:1], timed[:SINGLE_REQUESTS], 1)
+    single_ms = [1000 * value for value in single]
+    single_p95 = percentile(single_ms, 95)
+    summaries: dict[float, dict] = {}
+
+    def measure_at(rate: float) -> capacity.Point:
+        start = time.perf_counter()
+        latencies, services, sizes, arrivals, completions = open_loop(servers, timed, rate, batch, wait_s,
+                                                                      config.measure.seed)
+        summary = latency_summary(latencies, services, sizes, time.perf_counter() - start, cold_start_ms, load_s,
+                                  arrivals, completions)
+        summaries[rate] = {**summary, "rate_per_s": rate}
+        shown = None if summary["saturated"] else summary
+        return capacity.Point(rate, summary["served_per_s"], shown and shown["p50_ms"], shown and shown["p95_ms"],
+                              shown and shown["p99_ms"], summary["saturated"])
+
+    found, points = 0.0, []
+    if single_p95 <= slo:
+        start_rate = config.load.rate_per_s or 500.0 / statistics.fmean(single_ms)  # half of one-at-a-time's pace
+        found, points = capacity.bracket(measure_at, slo, start_rate)
+    if not summaries:
+        summary = latency_summary(single, single, [1] * len(single), sum(single), cold_start_ms, load_s)
+        summaries[0.0] = {**summary, "rate_per_s": None}
+    at = summaries[found] if found else summaries[min(summaries)]
+    return {**at, "capacity": {
+        "per_s": found, "slo_ms": slo, "single_p95_ms": single_p95, "points": [p.to_dict() for p in points],
+        "replayed": len(points), "saturates_at_per_s": capacity.saturates_at(points),
+    }}
 
 
 def tree_memory_dict() -> dict:
@@ -140,7 +212,7 @@ def split_output(output: Any, sizes: list[int]) -> list:
             for i in range(len(sizes))]
 
 
-Report = Callable[[int, list, float], None]  # (requests answered, latencies whose first ones are theirs, seconds so far)
+Report = Callable[[int, list, float], None]  # (requests answered, latencies (0.0 or absent: unanswered), seconds so far)
 
 
 def progress_reporter(path: Optional[str], objective: str, total: int) -> Optional[Report]:
@@ -150,7 +222,7 @@ def progress_reporter(path: Optional[str], objective: str, total: int) -> Option
     The p95 of the requests answered so far says little midway: a hiccup early on weighs on the
     few answered (a plan that ended at 0.7 ms read 110 ms at a third of its requests), and a
     queue that grows later has not shown yet."""
-    if not path:
+    if not path or objective == "capacity":  # a capacity's rates come one after another: no running figure
         return None
     reported = 0.0
 
@@ -159,7 +231,7 @@ def progress_reporter(path: Optional[str], objective: str, total: int) -> Option
         if not done or seconds - reported < PROGRESS_EVERY_S:
             return
         reported = seconds
-        lowest = best_case_p95(latencies[:done], total) if objective == "p95" else None
+        lowest = best_case_p95(latencies, total) if objective == "p95" else None  # unanswered: 0.0 or absent
         if lowest == 0.0:
             return  # under 5% of the requests answered: any p95 can still be reached
         report_progress(path, done, total, done, seconds, 1.0 / lowest if lowest else None)  # 1 / p95 s = 1000 / p95 ms
@@ -169,35 +241,53 @@ def progress_reporter(path: Optional[str], objective: str, total: int) -> Option
 
 def best_case_p95(answered: list[float], total: int) -> float:
     """The lowest p95 a replay of `total` requests can still end at: the requests not answered
-    yet taken as instant. Only latencies already over it at 5% of all requests can hold it up."""
+    yet (absent, or 0.0) taken as instant. Only latencies already over it at 5% of all requests
+    can hold it up."""
     return percentile(answered + [0.0] * (total - len(answered)), 95)
 
 
-def closed_loop(serve: Callable, requests: list, concurrency: int, report: Optional[Report] = None) -> tuple[list, list, list]:
-    """`concurrency` clients, each sending its next request when its last returned."""
+def closed_loop(servers: list, requests: list, concurrency: int, report: Optional[Report] = None) -> tuple[list, list, list]:
+    """`concurrency` clients, each sending its next request when its last returned. One server
+    takes every client's call as it comes; several (model instances) are a pool, each serving
+    one call at a time."""
     latencies: list[float] = []
     lock = threading.Lock()
+    pool: "queue.Queue" = queue.Queue()
+    for server in servers:
+        pool.put(server)
     start = time.perf_counter()
 
     def client(mine: list) -> None:
         for request in mine:
             t0 = time.perf_counter()
-            serve([request])
+            if len(servers) == 1:
+                servers[0]([request])
+            else:
+                server = pool.get()
+                try:
+                    server([request])
+                finally:
+                    pool.put(server)
             elapsed = time.perf_counter() - t0
             with lock:
                 latencies.append(elapsed)
                 if report:
                     report(len(latencies), latencies, time.perf_counter() - start)
 
-    if concurrency == 1:
-        client(requests)
-    else:
-        workers = [threading.Thread(target=client, args=(requests[i::concurrency],)) for i in range(concurrency)]
-        for worker in workers:
-            worker.start()
-        for worker in workers:
-            worker.join()
+    together(client, [requests[i::concurrency] for i in range(concurrency)])
     return latencies, list(latencies), [1] * len(latencies)
+
+
+def together(work: Callable, shares: list) -> None:
+    """`work` on each share at once, one thread each (inline when there is one)."""
+    if len(shares) == 1:
+        work(shares[0])
+        return
+    threads = [threading.Thread(target=work, args=(share,)) for share in shares]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
 
 
 def poisson_arrivals(count: int, rate_per_s: float, seed: int) -> list[float]:
@@ -209,55 +299,96 @@ def poisson_arrivals(count: int, rate_per_s: float, seed: int) -> list[float]:
     return arrivals
 
 
-def open_loop(serve: Callable, requests: list, rate_per_s: float, max_batch: int, max_wait_s: float,
-              seed: int, report: Optional[Report] = None) -> tuple[list, list, list]:
-    """Poisson arrivals served in order by one server; a request's latency runs from its arrival
-    (queueing included) to its output. With `max_batch` > 1 the server takes what has arrived,
-    and waits up to `max_wait_s` after the first for more, up to `max_batch`."""
+class Arrivals:
+    """The open load's queue: each free server takes the requests that have arrived (the next
+    one waited for), up to `max_batch`, waiting up to `max_wait_s` after the first for more.
+    One server collects at a time, so requests are served in arrival order."""
+
+    def __init__(self, arrivals: list[float], max_batch: int, max_wait_s: float, start: float):
+        self.arrivals, self.max_batch, self.max_wait_s, self.start = arrivals, max_batch, max_wait_s, start
+        self.index = 0
+        self.lock = threading.Lock()
+
+    def take(self) -> Optional[tuple[int, int]]:
+        """The next batch's first and past-last positions; None when every request is taken."""
+        arrivals, count = self.arrivals, len(self.arrivals)
+        with self.lock:
+            index = self.index
+            if index >= count:
+                return None
+            now = time.perf_counter() - self.start
+            if arrivals[index] > now:
+                time.sleep(arrivals[index] - now)
+            end = index + 1
+            deadline = max(arrivals[index], time.perf_counter() - self.start) + self.max_wait_s
+            while end < count and end - index < self.max_batch:
+                now = time.perf_counter() - self.start
+                if arrivals[end] <= now:
+                    end += 1
+                elif arrivals[end] <= deadline:
+                    time.sleep(arrivals[end] - now)
+                else:
+                    break
+            self.index = end
+            return index, end
+
+
+def open_loop(servers: list, requests: list, rate_per_s: float, max_batch: int, max_wait_s: float,
+              seed: int, report: Optional[Report] = None) -> tuple[list, list, list, list, list]:
+    """Poisson arrivals served in order by the servers (one, or a model instance each); a
+    request's latency runs from its arrival (queueing included) to its output. With `max_batch`
+    > 1 a server takes what has arrived, and waits up to `max_wait_s` after the first for more,
+    up to `max_batch`. Returns latencies, service times, batch sizes, arrivals and completions
+    (seconds from the start)."""
     arrivals = poisson_arrivals(len(requests), rate_per_s, seed)
-    latencies, services, sizes = [0.0] * len(requests), [], []
+    latencies, completions = [0.0] * len(requests), [0.0] * len(requests)
+    services, sizes = [], []
+    lock = threading.Lock()
     start = time.perf_counter()
-    index = 0
-    while index < len(requests):
-        now = time.perf_counter() - start
-        if arrivals[index] > now:
-            time.sleep(arrivals[index] - now)
-        end = index + 1
-        deadline = max(arrivals[index], time.perf_counter() - start) + max_wait_s
-        while end < len(requests) and end - index < max_batch:
-            now = time.perf_counter() - start
-            if arrivals[end] <= now:
-                end += 1
-            elif arrivals[end] <= deadline:
-                time.sleep(arrivals[end] - now)
-            else:
-                break
-        t0 = time.perf_counter()
-        serve(requests[index:end])
-        done = time.perf_counter()
-        services.append(done - t0)
-        sizes.append(end - index)
-        for position in range(index, end):
-            latencies[position] = done - start - arrivals[position]
-        index = end
-        if report:
-            report(index, latencies, done - start)
-    return latencies, services, sizes
+    queue_ = Arrivals(arrivals, max_batch, max_wait_s, start)
+    answered = 0
+
+    def server_loop(serve: Callable) -> None:
+        nonlocal answered
+        while (taken := queue_.take()) is not None:
+            index, end = taken
+            t0 = time.perf_counter()
+            serve(requests[index:end])
+            done = time.perf_counter()
+            with lock:
+                services.append(done - t0)
+                sizes.append(end - index)
+                for position in range(index, end):
+                    latencies[position] = done - start - arrivals[position]
+                    completions[position] = done - start
+                answered += end - index
+                if report:
+                    report(answered, latencies, done - start)
+
+    together(server_loop, servers)
+    return latencies, services, sizes, arrivals, completions
 
 
 def latency_summary(latencies: list, services: list, sizes: list, wall: float, cold_start_ms: float,
-                    load_s: float) -> dict:
+                    load_s: float, arrivals: Optional[list] = None, completions: Optional[list] = None) -> dict:
+    """The replay's percentiles, throughput, service times and queueing; for open load (its
+    arrivals and completions given) also what was answered a second and whether the queue grew
+    without bound (`capacity.saturated`): then the percentiles measure the run's length."""
     ms = [1000 * value for value in latencies]
     service_ms = [1000 * value for value in services]
     mean = sum(ms) / len(ms)
     mean_service = sum(s * n for s, n in zip(service_ms, sizes)) / sum(sizes)  # per request served
-    return {
+    summary = {
         "p50_ms": percentile(ms, 50), "p95_ms": percentile(ms, 95), "p99_ms": percentile(ms, 99), "max_ms": max(ms),
         "mean_ms": mean, "throughput_per_s": len(ms) / wall, "cold_start_ms": cold_start_ms, "load_s": load_s,
         "service_ms_p50": percentile(service_ms, 50), "service_ms_p95": percentile(service_ms, 95),
         "queue_share": max(0.0, mean - mean_service) / mean if mean else 0.0,
         "mean_batch": sum(sizes) / len(sizes), "latencies_ms": ms,
     }
+    if arrivals is not None and completions is not None:
+        summary["served_per_s"] = capacity.served_rate(arrivals, completions)
+        summary["saturated"] = capacity.saturated(arrivals, completions, ms)
+    return summary
 
 
 def numerics_outputs(serve: Callable, requests: list, max_batch: int) -> list:

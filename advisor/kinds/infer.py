@@ -21,6 +21,17 @@ from advisor.failures import SLO_FAILURE
 
 
 
+def no_capacity(latency: dict) -> str:
+    """Why a capacity search found no rate: the single-request p95 itself, or the rates tried."""
+    found = latency.get("capacity", {})
+    single, slo = found.get("single_p95_ms", 0.0), found.get("slo_ms", 0.0)
+    if single > slo:
+        return (f"one request at a time already takes {single:.1f} ms at p95, over constraints.p95_ms {slo:g} ms: "
+                "no arrival rate keeps it")
+    lowest = min((p["offered_per_s"] for p in found.get("points", [])), default=0.0)
+    return f"even {lowest:,.1f} requests/s breaks constraints.p95_ms {slo:g} ms (one at a time: {single:.1f} ms at p95)"
+
+
 class InferKind:
     name = "infer"
     recipe_family = "infer"
@@ -36,7 +47,8 @@ class InferKind:
     evidence_is_a_trial = False  # a trial keeps its outputs; the diagnosis does not
 
     def unit(self, config: AdvisorConfig) -> str:
-        return "/s (1000 / p95 ms)" if config.objective == "p95" else "requests/s"
+        return {"p95": "/s (1000 / p95 ms)", "capacity": f"requests/s within {config.constraints.p95_ms or 0:g} ms p95"}.get(
+            config.objective, "requests/s")
 
     def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
         return {
@@ -50,6 +62,8 @@ class InferKind:
             "dynamic_batching.max_wait_ms": 0.0,
             "quantize_dynamic.dtype": None,
             "channels_last.enabled": False,
+            "serving.instances": 1,
+            "serving.mode": "thread",
         }
 
     def derive(self, evidence: Evidence) -> dict:
@@ -69,7 +83,8 @@ class InferKind:
             device=seen.get("device", "cpu"), cores=os.cpu_count() or 1,
             default_threads=seen.get("default_threads", os.cpu_count() or 1), blocks=0, cpu_bf16=cpu_has_bf16(),
             bottlenecks=bottlenecks, kind=self.recipe_family, grad_enabled=seen.get("grad_enabled_outputs", True),
-            open_load=config.load.rate_per_s is not None and config.load.mode == "open",
+            open_load=config.objective == "capacity" or (config.load.rate_per_s is not None and config.load.mode == "open"),
+            concurrency=config.load.concurrency,
             batchable=seen.get("batchable", False), linear_layers=seen.get("linear_layers", 0),
             conv_layers=seen.get("conv_layers", 0),
         )
@@ -87,6 +102,9 @@ class InferKind:
         def measure(plan: dict, watch=None) -> Measurement:
             run = run_measurement(config, plan, "full", 1, config.measure.timeout_s, limit,
                                   output_path=output_path(config, plan, ".pt"), watch=watch, fresh=fresh)
+            if run.ok and config.objective == "capacity":  # its SLO is in the figure: no rate kept it, or some did
+                return run if run.samples_per_s > 0 or slo is None else dataclasses.replace(
+                    run, status="failed", reason=f"{SLO_FAILURE}: {no_capacity(run.latency)}")
             if run.ok and slo is not None and run.latency["p95_ms"] > slo:
                 return dataclasses.replace(run, status="failed", reason=f"{SLO_FAILURE}: {run.latency['p95_ms']:.1f} ms "
                                                                         f"against constraints.p95_ms {slo:g} ms")

@@ -21,7 +21,7 @@ from advisor.session.planning import plan_or_resume
 from advisor.session.ranking import rank_session
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection, SessionResult
 from advisor.session.trials import run_search, trial_recorder
-from advisor.session.verification import Verified, choose_candidates, latency_of, verify_candidates
+from advisor.session.verification import Verified, choose_candidates, latency_of, load_curve_of, verify_candidates
 from advisor.verify import step_breakdown
 
 
@@ -75,6 +75,7 @@ def _result(session: Session, trials: list[search.TrialResult], ranked: list[Rec
         baseline_peak_mb=baseline_run.peak_memory_mb, numerics_reference=reference.note,
         numerics_envelope=envelope.summary() if envelope else {},
         baseline_latency_ms=latency_of(verified.baseline_runs or [reference.base_run]),
+        baseline_load_curve=load_curve_of(verified.baseline_runs or [reference.base_run]),
         first_verified_s=verified.first_s,
         loader_model=loader_verdicts(facts.loader, trials, ranked, baseline_run.samples_per_s),
     )

@@ -55,4 +55,17 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
                    for number, plan, reason, unrun in result.pruned],
         "pruned_unrun_s": sum(unrun for *_, unrun in result.pruned),  # what pruning saved, at the trials' pace
         "loader_model": result.loader_model,
+        "load_curve": load_curves(result),
     }
+
+
+def load_curves(result: SessionResult) -> dict:
+    """Objective capacity: the baseline's and #1's load curves (each rate replayed: offered and
+    answered a second, p50, p95, p99, saturated), with the SLO; {} otherwise."""
+    if not result.baseline_load_curve:
+        return {}
+    curves = {"slo_ms": result.config.constraints.p95_ms, "baseline": result.baseline_load_curve}
+    top = result.recommendations[0] if result.recommendations else None
+    if top is not None and top.load_curve:
+        curves["#1"] = top.load_curve
+    return curves

@@ -43,6 +43,7 @@ class Recommendation:
     ideal_speedup: Optional[float] = None  # input-bound jobs: the ideal over the baseline, in the same rounds
     gap_recovered: Optional[float] = None  # the share of the gap to that ideal the fix recovers
     latency_ms: dict = field(default_factory=dict)  # inference: p50, p95, p99 and cold start over its verification runs
+    load_curve: list = field(default_factory=list)  # objective capacity: the rates its last run replayed (`capacity.Point`)
     leads_because: str = ""  # why it leads a fix with a higher speedup: that fix, measured beside it, ran slower
     mlflow_run_id: Optional[str] = None
 
@@ -84,6 +85,7 @@ class SessionResult:
     numerics_reference: str = "the baseline"  # whose results the candidates reproduce
     numerics_envelope: dict = field(default_factory=dict)  # how far rounding alone moves it (`Envelope.summary`)
     baseline_latency_ms: dict = field(default_factory=dict)  # inference: over the verification rounds' baseline runs
+    baseline_load_curve: list = field(default_factory=list)  # objective capacity: the rates the baseline's last run replayed
     first_verified_s: Optional[float] = None  # from the session's start to its first verified fix
     pruned: tuple = ()  # the trials stopped midway, clearly losing: (number, plan, reason, seconds of window unrun)
     loader_model: dict = field(default_factory=dict)  # the loader model's predictions beside the measurements

@@ -166,7 +166,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
             busy_share=max((r.other_cpu_share for r in [*runs, *rounds.baseline] if r.ok), default=0.0),
             rounds=len(rounds.baseline), set_aside_rounds=set_aside[0], set_aside_share=set_aside[1],
             ideal_speedup=ideal_speedup, gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
-            latency_ms=latency_of(runs),
+            latency_ms=latency_of(runs), load_curve=load_curve_of(runs),
         ))
     return recommendations, rounds.baseline, rejections
 
@@ -294,10 +294,25 @@ def _snippet_for(plan: dict, recipes: tuple[Recipe, ...], context: Optional[Cont
 
 
 def latency_of(runs: list[Measurement]) -> dict:
-    """Inference: each latency figure averaged over the runs that have one."""
+    """Inference: each latency figure averaged over the runs that have one; for objective
+    capacity also the capacity's mean and the rate the last run saturated at."""
     good = [r.latency for r in runs if r.ok and r.latency]
     keys = ("p50_ms", "p95_ms", "p99_ms", "cold_start_ms")
-    return {key: sum(lat[key] for lat in good) / len(good) for key in keys} if good else {}
+    figures = {key: sum(lat[key] for lat in good) / len(good) for key in keys} if good else {}
+    if any(lat.get("saturated") for lat in good) and not any(lat.get("capacity") for lat in good):
+        figures.update(saturated=True, offered_per_s=good[-1].get("rate_per_s"),
+                       served_per_s=sum(lat["served_per_s"] for lat in good) / len(good))
+    found = [lat["capacity"] for lat in good if lat.get("capacity")]
+    if found:
+        figures.update(capacity_per_s=sum(f["per_s"] for f in found) / len(found), slo_ms=found[-1]["slo_ms"],
+                       saturates_at_per_s=found[-1]["saturates_at_per_s"])
+    return figures
+
+
+def load_curve_of(runs: list[Measurement]) -> list[dict]:
+    """The rates the last run's capacity search replayed, by rate (its load curve); [] without one."""
+    found = [r.latency["capacity"] for r in runs if r.ok and r.latency.get("capacity")]
+    return found[-1]["points"] if found else []
 
 
 def _mean_rate(runs: list[Measurement]) -> float:

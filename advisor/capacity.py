@@ -1,0 +1,110 @@
+"""A service's capacity under its latency SLO: the highest open-load arrival rate whose p95
+stays within `constraints.p95_ms`, and the load curve the search leaves behind.
+
+Pure functions: the harness replays one arrival rate at a time (`Point`); these choose the
+rates (doubling from a start until one breaks the SLO, then bisecting between the highest that
+kept it and the lowest that broke it), and tell a queue that grows without bound (saturation)
+from one that merely waits. A saturated replay's p95 measures how long the run lasted, not
+the service: it breaks the SLO whatever it reads, and the curve shows no percentile for it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Callable, Optional
+
+PRECISION = 1.04  # bracketing stops once the rate that broke the SLO is within 4% of the one that kept it
+MAX_POINTS = 12  # rates replayed at most, per capacity
+HALVINGS = 4  # below its start rate / 2**4 a plan is said to keep the SLO at no rate
+SERVED_SHARE = 0.9  # saturated: fewer answers than this share of the arrivals, over the same window ...
+GROWTH = 1.5  # ... and the last quarter's median latency this many times the first quarter's
+
+
+@dataclass(frozen=True)
+class Point:
+    """One rate's replay: what was offered, what was answered while requests arrived, the
+    latency percentiles (None when saturated), whether the queue grew without bound."""
+
+    offered_per_s: float
+    served_per_s: float
+    p50_ms: Optional[float]
+    p95_ms: Optional[float]
+    p99_ms: Optional[float]
+    saturated: bool
+
+    def within(self, slo_ms: float) -> bool:
+        return not self.saturated and self.p95_ms is not None and self.p95_ms <= slo_ms
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def saturated(arrivals: list[float], completions: list[float], latencies_ms: list[float]) -> bool:
+    """Whether the server fell behind for good: over the arrivals' last three quarters, it
+    answered under 90% as many requests as arrived, and the latest requests waited clearly
+    longer than the first. A queue that is long but steady answers as fast as requests arrive."""
+    count = len(arrivals)
+    if count < 8:
+        return False
+    window_start, window_end = arrivals[count // 4], arrivals[-1]
+    arrived = count - count // 4
+    answered = sum(1 for done in completions if window_start < done <= window_end)
+    quarter = max(1, count // 4)
+    first, last = sorted(latencies_ms[:quarter]), sorted(latencies_ms[-quarter:])
+    growing = last[len(last) // 2] > GROWTH * first[len(first) // 2]
+    return answered < SERVED_SHARE * arrived and growing
+
+
+def served_rate(arrivals: list[float], completions: list[float]) -> float:
+    """Requests answered per second from the first arrival to the last answer."""
+    span = max(completions) - arrivals[0]
+    return len(completions) / span if span > 0 else 0.0
+
+
+def bracket(measure_at: Callable[[float], Point], slo_ms: float, start_per_s: float) -> tuple[float, list[Point]]:
+    """The highest rate found to keep the SLO (0.0: none down to the start / 2**HALVINGS), and
+    every point replayed, by rate. Doubles from `start_per_s` until a rate breaks the SLO (or
+    halves, when the start already does), then bisects (geometrically) until the two are
+    within `PRECISION`, at most `MAX_POINTS` replays in all. While doubling, a rate that breaks
+    the SLO is replayed once more before it bounds the search: one stall in one replay (a p95
+    over a few hundred requests rests on its slowest few) would otherwise halve the figure."""
+    points: list[Point] = []
+
+    def keeps(rate: float) -> bool:
+        points.append(measure_at(rate))
+        return points[-1].within(slo_ms)
+
+    low, high, rate = 0.0, math.inf, start_per_s
+    while high == math.inf and len(points) < MAX_POINTS:
+        if keeps(rate) or (low > 0 and keeps(rate)):  # a hiccup must not halve the capacity: confirmed once
+            low, rate = rate, rate * 2
+        else:
+            high = rate
+    while low == 0.0 and high > start_per_s / 2 ** HALVINGS and len(points) < MAX_POINTS:
+        rate = high / 2
+        if keeps(rate):
+            low = rate
+        else:
+            high = rate
+    while low > 0 and high / low > PRECISION and len(points) < MAX_POINTS:
+        middle = math.sqrt(low * high)
+        if keeps(middle):
+            low = middle
+        else:
+            high = middle
+    return low, sorted(points, key=lambda p: p.offered_per_s)
+
+
+def saturates_at(points: list[Point]) -> Optional[float]:
+    """The most a saturated replay answered a second: the rate the server cannot go past."""
+    served = [p.served_per_s for p in points if p.saturated]
+    return max(served) if served else None
+
+
+def capacity_sentence(capacity_per_s: float, slo_ms: float, points: int, baseline_per_s: Optional[float] = None) -> str:
+    """'serves 410 requests/s within 50 ms p95 (baseline 160/s): 2.6x capacity'."""
+    text = f"serves {capacity_per_s:,.0f} requests/s within {slo_ms:g} ms p95"
+    if baseline_per_s:
+        text += f" (baseline {baseline_per_s:,.0f}/s): {capacity_per_s / baseline_per_s:.2f}x capacity"
+    return text + f" ({points} rates replayed)"
