@@ -174,11 +174,14 @@ BAD = [
      "workload.handler: it raised on request 0 (ValueError: the request's 'text' field is missing)"),
     ({"load": {"mode": "open", "rate_per_s": 0}}, "load.rate_per_s: expected a number > 0"),
     ({"search": {"objective": "throughput"}}, "search.objective: throughput needs constraints.p95_ms"),
+    ({"search": {"objective": "capacity"}}, "search.objective: capacity needs constraints.p95_ms"),
+    ({"search": {"objective": "capacity"}, "constraints": {"p95_ms": 0.001}},
+     "constraints.p95_ms: 0.001 ms is broken by one request at a time, with no queue (the service's own p95 is"),
 ]
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("changes, message", BAD, ids=["request-shape", "handler-raises", "rate-0", "throughput-no-slo"])
+@pytest.mark.parametrize("changes, message", BAD, ids=["request-shape", "handler-raises", "rate-0", "throughput-no-slo", "capacity-no-slo", "slo-broken-alone"])
 def test_bad_service_input_is_one_line_and_exit_2(tmp_path, changes, message):
     path = write_config(tmp_path, {**SERVED, **changes})
     result = run_cli("diagnose", str(path), timeout=120)
@@ -290,6 +293,40 @@ def test_batching_raises_throughput_within_the_slo_the_baseline_breaks(tmp_path)
     top = done.recommendations[0]
     assert top.recipes == ("dynamic_batching",) and top.verified, (top.speedup, top.interval, top.reason)
     assert top.interval[0] > 1.05 and top.latency_ms["p95_ms"] <= 50 and top.failed_runs == 0
+    said = done.payload["baseline"]["latency_ms"]  # the reference, overloaded: its p95 is the run's length
+    assert said["saturated"] and said["served_per_s"] < service["load"]["rate_per_s"], said
+    assert "saturates at" in (done.folder / "report.md").read_text()
+
+
+@pytest.mark.integration
+def test_capacity_under_the_slo_is_verified_with_its_load_curve(tmp_path):
+    """Objective capacity on the batching reference, reduced: the baseline's and #1's capacity
+    (the highest Poisson rate within the p95 SLO), dynamic batching's gain verified on their
+    paired ratios, each load curve of at least 4 rates in recommendations.json, the report
+    and MLflow; past its capacity the baseline saturates, said so."""
+    import json
+
+    from mlflow import MlflowClient
+
+    from advisor.api import optimize
+
+    service = reduced_service("serve_capacity")
+    service["measure"]["requests"] = 150
+    service["search"] = {**service["search"], "trials": 2}
+    done = optimize(service, root=tmp_path)
+    top, base = done.recommendations[0], done.payload["baseline"]["latency_ms"]
+    assert top.recipes == ("dynamic_batching",) and top.verified, (top.speedup, top.interval, top.reason)
+    assert top.latency_ms["capacity_per_s"] > 1.5 * base["capacity_per_s"] > 0 and base["saturates_at_per_s"]
+    curves = json.loads((done.folder / "recommendations.json").read_text())["load_curve"]
+    assert curves["slo_ms"] == 20 and len(curves["baseline"]) >= 4 and len(curves["#1"]) >= 4
+    for point in curves["baseline"] + curves["#1"]:
+        assert (point["p95_ms"] is None) == point["saturated"] and point["served_per_s"] > 0
+        assert point["saturated"] or point["p50_ms"] <= point["p95_ms"] <= point["p99_ms"]
+    report = (done.folder / "report.md").read_text()
+    assert "![load_curve](load_curve.png)" in report and "x capacity" in report and "the baseline saturates at" in report
+    client = MlflowClient(done.payload["mlflow"]["uri"])
+    logged = {a.path for a in client.list_artifacts(done.payload["mlflow"]["session_run_id"])}
+    assert "load_curve.json" in logged, logged
 
 
 def test_a_dtype_clash_between_autocast_and_int8_layers_names_both_recipes():

@@ -1,0 +1,113 @@
+"""Objective capacity: the bracketing search over arrival rates, saturation told from a long
+but steady queue, and model instances serving side by side (threads, and forked processes)."""
+
+import os
+import time
+
+import psutil
+import pytest
+import torch
+
+from advisor import capacity
+from advisor.harness import instances
+from advisor.harness.infer import latency_summary, open_loop
+
+
+def service_with_capacity(limit: float, calls: list):
+    """A synthetic service whose p95 stays at 5 ms up to `limit` requests/s and saturates past it."""
+    def measure_at(rate: float) -> capacity.Point:
+        calls.append(rate)
+        if rate > limit:
+            return capacity.Point(rate, limit, None, None, None, True)
+        return capacity.Point(rate, rate, 2.0, 5.0, 6.0, False)
+
+    return measure_at
+
+
+@pytest.mark.parametrize("start", [10.0, 90.0, 4000.0])
+def test_the_bracketing_search_lands_within_its_precision_below_the_limit(start):
+    calls = []
+    found, points = capacity.bracket(service_with_capacity(437.0, calls), 50.0, start)
+    assert 437.0 / capacity.PRECISION <= found <= 437.0, (found, calls)
+    assert len(points) == len(calls) <= capacity.MAX_POINTS and len(points) >= 4
+    assert [p.offered_per_s for p in points] == sorted(calls)
+    assert capacity.saturates_at(points) == 437.0
+
+
+def test_one_stall_while_doubling_does_not_halve_the_capacity():
+    """The first replay at 320/s stalls (a p95 over the SLO), the second keeps it: the search
+    doubles on; without the second look the capacity would read under 320/s."""
+    calls, steady = [], service_with_capacity(1000.0, [])
+
+    def stalls_once(rate: float) -> capacity.Point:
+        calls.append(rate)
+        if rate == 320.0 and calls.count(320.0) == 1:
+            return capacity.Point(rate, rate, 2.0, 80.0, 90.0, False)
+        return steady(rate)
+
+    found, _ = capacity.bracket(stalls_once, 50.0, 10.0)
+    assert found > 900.0 and calls.count(320.0) == 2, calls
+
+
+def test_no_rate_within_the_slo_is_capacity_zero_after_a_few_halvings():
+    calls = []
+    found, points = capacity.bracket(lambda rate: calls.append(rate) or capacity.Point(rate, rate, 9, 90, 99, False),
+                                     50.0, 100.0)
+    assert found == 0.0 and min(calls) == 100.0 / 2 ** capacity.HALVINGS and len(points) == len(calls)
+
+
+def sleeper(seconds: float):
+    def serve(batch):
+        time.sleep(seconds)
+        return [None] * len(batch)
+
+    return serve
+
+
+def test_saturation_is_a_queue_that_grows_not_a_queue_that_waits():
+    """A 4 ms server: at 400/s it falls behind for good (saturated, answering ~250/s); at 150/s
+    requests still wait now and then, and the queue drains (not saturated)."""
+    requests = list(range(200))
+    for rate, expected in ((400.0, True), (150.0, False)):
+        latencies, services, sizes, arrivals, completions = open_loop([sleeper(0.004)], requests, rate, 1, 0.0, seed=0)
+        summary = latency_summary(latencies, services, sizes, 1.0, 0.0, 0.0, arrivals, completions)
+        assert summary["saturated"] is expected, (rate, summary["served_per_s"])
+    assert summary["served_per_s"] > 120
+
+
+def test_two_instances_answer_what_one_cannot_keep_up_with():
+    """Two 4 ms servers take 400/s (500/s between them) where one saturates; every request is
+    answered once, in arrival order of taking."""
+    requests, seen = list(range(200)), []
+
+    def recording(batch):
+        seen.extend(batch)
+        time.sleep(0.004)
+        return [None] * len(batch)
+
+    latencies, _, _, arrivals, completions = open_loop([recording, sleeper(0.004)], requests, 400.0, 1, 0.0, seed=0)
+    assert not capacity.saturated(arrivals, completions, [1000 * x for x in latencies])
+    assert all(done >= arrived for done, arrived in zip(completions, arrivals))
+    assert seen == sorted(seen) and 0 < len(seen) < 200, "the first server took its share, in order"
+
+
+def test_forked_instances_answer_as_the_model_does_and_stop_with_no_process_left():
+    torch.manual_seed(0)
+    model = torch.nn.Linear(4, 3).eval()
+
+    def serve(batch):
+        with torch.inference_mode():
+            return [model(x) for x in batch]
+
+    servers, stop = instances.forked(serve, 2)
+    children = psutil.Process(os.getpid()).children()
+    try:
+        requests = [torch.randn(1, 4) for _ in range(6)]
+        for server in servers:
+            outputs = server(requests)
+            assert all(torch.equal(out, serve([x])[0]) for out, x in zip(outputs, requests))
+        assert instances.threads_each(2) == max(1, min(torch.get_num_threads(), (os.cpu_count() or 1) // 2))
+    finally:
+        stop()
+    assert len(children) >= 2 and not any(child.is_running() and child.status() != psutil.STATUS_ZOMBIE
+                                          for child in children)
