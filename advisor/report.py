@@ -306,8 +306,10 @@ def loader_lines(payload: dict) -> list[str]:
 def render_recommendations(payload: dict) -> str:
     """The ranked table the terminal shows, and `advisor report` prints from MLflow."""
     base = payload["baseline"]
+    capacity = (base.get("latency_ms") or {}).get("capacity_per_s")  # over the rounds the speedups pair with
     lines = [
-        f"baseline: {base['samples_per_s']:,.0f} {payload['unit']}"
+        (f"baseline: {capacity:,.0f} {payload['unit']} (over its verification rounds)" if capacity is not None else
+         f"baseline: {base['samples_per_s']:,.0f} {payload['unit']}")
         + (f" (ideal {base['ideal_samples_per_s']:,.0f})" if base.get("ideal_samples_per_s") else ""),
         "",
     ]

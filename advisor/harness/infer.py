@@ -134,13 +134,16 @@ SINGLE_REQUESTS = 50  # served one at a time, no queue, before a capacity search
 def capacity_replay(servers: list, timed: list, config: AdvisorConfig, batch: int, wait_s: float,
                     cold_start_ms: float, load_s: float) -> dict:
     """Objective capacity: the requests served one at a time first (the p95 no arrival rate
-    can beat), then `capacity.bracket`'s rates replayed as open load, each over the timed
+    can beat; over the SLO, served once more before it counts), then `capacity.bracket`'s rates replayed as open load, each over the timed
     requests with the same seeded arrivals scaled. Returns the summary at the capacity (at the
     lowest rate replayed, when no rate keeps the SLO) with the search under `capacity`."""
     slo = config.constraints.p95_ms
-    single, _, _ = closed_loop(servers[:1], timed[:SINGLE_REQUESTS], 1)
-    single_ms = [1000 * value for value in single]
-    single_p95 = percentile(single_ms, 95)
+    for _ in range(2):  # over the SLO once may be a burst of other work: it must be so twice
+        single, _, _ = closed_loop(servers[:1], timed[:SINGLE_REQUESTS], 1)
+        single_ms = [1000 * value for value in single]
+        single_p95 = percentile(single_ms, 95)
+        if single_p95 <= slo:
+            break
     summaries: dict[float, dict] = {}
 
     def measure_at(rate: float) -> capacity.Point:
