@@ -373,6 +373,7 @@ def ranking(payload: dict, folder) -> dict:
         "mlflow_session_run_id": (payload.get("mlflow") or {}).get("session_run_id"),
         "baseline": {"samples_per_s": payload["baseline"]["samples_per_s"], "latency_ms": payload["baseline"].get("latency_ms")},
         "recommendations": [{k: rec.get(k) for k in RANKING_FIELDS} for rec in payload["recommendations"]],
+        "load_curve": payload.get("load_curve") or None,  # objective capacity: the baseline's and #1's
     }
 
 
@@ -387,7 +388,7 @@ def ranking_from_runs(workload: str, session: dict, recommendations: list[dict])
         return {field: known.get(field) for field in RANKING_FIELDS}
 
     return {"workload": workload, "unit": None, "results": None, "mlflow_session_run_id": session["run_id"],
-            "baseline": None, "recommendations": [entry(run) for run in recommendations]}
+            "baseline": None, "recommendations": [entry(run) for run in recommendations], "load_curve": None}
 
 
 def run_retune(args: argparse.Namespace) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from advisor.report import SHOWN_REJECTIONS, loader_lines, render_recommendations, write_plots
 
-FIGURES = ("latency.png", "breakdown.png", "speedup.png", "history.png")  # in the page's order, where a session has them
+FIGURES = ("load_curve.png", "latency.png", "breakdown.png", "speedup.png", "history.png")  # in the page's order, where a session has them
 
 STYLE = """
 body { font: 15px/1.45 system-ui, sans-serif; margin: 2em auto; max-width: 1100px; color: #222; padding: 0 1em; }
