@@ -97,9 +97,11 @@ def bracket(measure_at: Callable[[float], Point], slo_ms: float, start_per_s: fl
 
 
 def saturates_at(points: list[Point]) -> Optional[float]:
-    """The most a saturated replay answered a second: the rate the server cannot go past."""
-    served = [p.served_per_s for p in points if p.saturated]
-    return max(served) if served else None
+    """The lowest offered rate whose replay saturated: from there on the queue grows without
+    bound. (What a saturated replay answered a second is on its point: with the drain after the
+    last arrival, it can read under a capacity measured in another run.)"""
+    offered = [p.offered_per_s for p in points if p.saturated]
+    return min(offered) if offered else None
 
 
 def capacity_sentence(capacity_per_s: float, slo_ms: float, points: int, baseline_per_s: Optional[float] = None) -> str:

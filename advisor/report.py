@@ -261,8 +261,8 @@ def capacity_lines(payload: dict) -> list[str]:
              "each verification round measures the baseline's capacity and each plan's back to back, and the "
              "interval is over the rounds' ratios of capacities"]
     if base.get("saturates_at_per_s"):
-        lines.append(f"the baseline saturates at {base['saturates_at_per_s']:,.0f}/s: offered more, its queue grows "
-                     "without bound")
+        lines.append(f"the baseline saturates at {base['saturates_at_per_s']:,.0f}/s offered (in its last run): from there "
+                     "on its queue grows without bound, and no p95 is shown for those rates")
     return lines
 
 

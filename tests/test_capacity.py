@@ -31,7 +31,7 @@ def test_the_bracketing_search_lands_within_its_precision_below_the_limit(start)
     assert 437.0 / capacity.PRECISION <= found <= 437.0, (found, calls)
     assert len(points) == len(calls) <= capacity.MAX_POINTS and len(points) >= 4
     assert [p.offered_per_s for p in points] == sorted(calls)
-    assert capacity.saturates_at(points) == 437.0
+    assert 437.0 < capacity.saturates_at(points) <= 437.0 * capacity.PRECISION, "the lowest rate offered that saturated"
 
 
 def test_one_stall_while_doubling_does_not_halve_the_capacity():
