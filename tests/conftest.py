@@ -13,6 +13,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+from advisor.measure import cpu_has_bf16
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"
 sys.path.insert(0, str(FIXTURES))  # the fixture modules (tables, broken) import as top-level modules
@@ -175,3 +177,8 @@ def optimized(tmp_path_factory, mlflow_server) -> Session:
     result = run_cli("optimize", str(path), timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     return Session(path, result, Path(re.search(r"results: (\S+)", result.stdout).group(1)), mlflow_server)
+
+
+# bf16 autocast needs the CPU's own bfloat16 arithmetic: without it oneDNN cannot build an LSTM's
+# bf16 kernel, and the amp recipe does not apply (`recipes.amp.why_not`)
+needs_bf16 = pytest.mark.skipif(not cpu_has_bf16(), reason="this CPU has no native bfloat16, so bf16 cannot be checked here")

@@ -5,13 +5,15 @@ it. The pieces are pure functions of trials and verdicts, tested here on made-up
 import dataclasses
 import math
 
+import pytest
+
 from advisor.config import load_config
 from advisor.measure import Measurement
 from advisor.search import TrialResult
 from advisor.session import Recommendation
 from advisor.session.policies import early_candidate, plateau, stacked_singles
 from advisor.session.verification import Verified, confirm_beside_fix, still_to_verify
-from conftest import TINY, write_config
+from conftest import TINY, needs_bf16, write_config
 
 BASELINE = {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": False}
 
@@ -372,6 +374,7 @@ def test_a_run_measured_after_the_search_is_kept_as_a_trial_the_sampler_learns_f
     assert all(set(params) == set(space) for params in asked), "its distributions are the space's: TPE samples on"
 
 
+@needs_bf16
 def test_a_session_ends_on_the_winner_without_the_recipe_that_slowed_it(tmp_path):
     """The whole end of a session on a real study, with a made-up measure: bf16 doubles the
     rate, one thread takes 30% off. The search's winner has both; leaving threads out of it

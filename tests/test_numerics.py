@@ -7,6 +7,7 @@ first, reject a changed learning rate there, and reject bf16 on the second."""
 import math
 
 import pytest
+
 import torch
 
 from advisor.config import load_config
@@ -15,7 +16,7 @@ from advisor.harness.train import nudge_by_one_ulp
 from advisor.kinds import baseline_plan, kind_of
 from advisor.session.gate import compare_outputs, judged
 from advisor.verify import AMPLIFIED, ENVELOPE_MULTIPLE, EXACT_RTOL, Envelope, envelope_of
-from conftest import ROOT, write_config
+from conftest import ROOT, needs_bf16, write_config
 
 WORD_LM = ROOT / "experiments" / "workloads" / "word_lm.py"
 
@@ -34,6 +35,7 @@ def runs_of(config, plans: dict[str, dict], mode: str = "full") -> dict:
     return {name: run_measurement(config, {**base, **plan}, mode, config.measure.steps, 600) for name, plan in plans.items()}
 
 
+@needs_bf16
 def test_a_chaotic_job_accepts_bf16_and_compile_and_rejects_another_learning_rate(tmp_path):
     config = lstm_config(tmp_path)
     runs = runs_of(config, {"baseline": {}, "bf16": {"amp.dtype": "bfloat16"}, "compile": {"compile.mode": "default"}})

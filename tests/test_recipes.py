@@ -75,7 +75,8 @@ def test_recipe_contract(recipe):
                     "inference_mode.enabled": False, "warmup.requests": 0, "dynamic_batching.max_batch": 1,
                     "dynamic_batching.max_wait_ms": 0.0, "channels_last.enabled": False,
                     "ddp.bucket_cap_mb": context.bucket_cap_mb, "ddp.gradient_as_bucket_view": False,
-                    "ddp.static_graph": False, "ddp.find_unused_parameters": context.find_unused_parameters}
+                    "ddp.static_graph": False, "ddp.find_unused_parameters": context.find_unused_parameters,
+                    "serving.instances": 1, "serving.mode": "thread"}
         off = {key: baseline[key] for key in space}
         assert all(in_space(value, space[key]) for key, value in off.items()), "the search can turn it off"
         plan = {**baseline, **textbook}
@@ -88,7 +89,7 @@ def test_recipe_contract(recipe):
 FOLD_VALUES = {"process": None, "grad_scaler": None, "micro_batches": 1, "queued_batches": 0, "non_blocking": False,
                "request": object(), "batching": (1, 0.0), "warm_requests": 0, "failure": "", "read_options": {},
                "after_read": object(), "execute": object(), "ddp": {"bucket_cap_mb": 25.0}, "comm_hook": None,
-               "dataset": object()}
+               "dataset": object(), "instances": (1, "thread")}
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.name)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import ROOT, run_cli, write_config
+from conftest import ROOT, needs_bf16, run_cli, write_config
 
 pytestmark = pytest.mark.integration
 
@@ -140,6 +140,7 @@ for i in range(0, stream.size(0) - 1 - BPTT, BPTT):
 '''
 
 
+@needs_bf16
 def test_a_chaotic_script_is_judged_against_its_own_rounding_envelope(tmp_path):
     """The nudged run moves the parameters the script's gradients reach by one unit in the last
     place: rounding grows over the steps, so bf16 passes within that envelope; twice the
