@@ -96,9 +96,7 @@ def plot_latency(payload: dict, path: Path) -> Path:
         ax.step(values, shares, where="post", color=color, label=f"{label} (p95 {latency['p95_ms']:.1f} ms)")
         ax.axvline(latency["p95_ms"], color=color, linestyle=":", linewidth=0.8)
     ax.axhline(0.95, color="#c0392b", linewidth=0.6)
-    ax.set_xscale("log")
-    ax.xaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-    ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    plain_log_scale(ax, "x")
     ax.set_xlabel("latency (ms, from arrival to output)")
     ax.set_ylabel("share of requests within")
     ax.set_title("Latency distribution, before and after")
@@ -124,15 +122,21 @@ def plot_load_curve(payload: dict, path: Path) -> Path:
             ax.axvline(point["served_per_s"], color=color, linestyle=(0, (1, 3)), linewidth=0.8)
             ax.plot([point["served_per_s"]], [slo], marker="x", color=color, markersize=8)
     ax.axhline(slo, color="#c0392b", linewidth=0.8, label=f"SLO p95 {slo:g} ms")
-    ax.set_yscale("log")
-    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
-    ax.yaxis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
-    ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
+    plain_log_scale(ax, "y")
     ax.set_xlabel("requests answered per second (x: saturated, its queue grew without bound)")
     ax.set_ylabel("latency (ms, from arrival to output)")
     ax.set_title("Latency against load: p50 dotted, p95 solid, p99 dashed")
     ax.legend(loc="upper left", fontsize=7)
     return _save(fig, path)
+
+
+def plain_log_scale(ax, which: str) -> None:
+    """A log axis ("x" or "y") labelled 1, 2, 5, 10, 20 rather than in powers of ten."""
+    getattr(ax, f"set_{which}scale")("log")
+    axis = getattr(ax, f"{which}axis")
+    axis.set_major_locator(matplotlib.ticker.LogLocator(subs=(1.0, 2.0, 5.0)))
+    axis.set_major_formatter(matplotlib.ticker.FormatStrFormatter("%g"))
+    axis.set_minor_formatter(matplotlib.ticker.NullFormatter())
 
 
 def _save(fig, path: Path) -> Path:
