@@ -316,14 +316,16 @@ def test_capacity_under_the_slo_is_verified_with_its_load_curve(tmp_path):
     done = optimize(service, root=tmp_path)
     top, base = done.recommendations[0], done.payload["baseline"]["latency_ms"]
     assert top.recipes == ("dynamic_batching",) and top.verified, (top.speedup, top.interval, top.reason)
-    assert top.latency_ms["capacity_per_s"] > 1.5 * base["capacity_per_s"] > 0 and base["saturates_at_per_s"]
+    assert top.latency_ms["capacity_per_s"] > 1.5 * base["capacity_per_s"] > 0
     curves = json.loads((done.folder / "recommendations.json").read_text())["load_curve"]
     assert curves["slo_ms"] == 20 and len(curves["baseline"]) >= 4 and len(curves["#1"]) >= 4
     for point in curves["baseline"] + curves["#1"]:
         assert (point["p95_ms"] is None) == point["saturated"] and point["served_per_s"] > 0
         assert point["saturated"] or point["p50_ms"] <= point["p95_ms"] <= point["p99_ms"]
     report = (done.folder / "report.md").read_text()
-    assert "![load_curve](load_curve.png)" in report and "x capacity" in report and "the baseline saturates at" in report
+    assert "![load_curve](load_curve.png)" in report and "x capacity" in report
+    saturated = [p["offered_per_s"] for p in curves["baseline"] if p["saturated"]]  # a rate may break the SLO unsaturated
+    assert ("the baseline saturates at" in report) == bool(base["saturates_at_per_s"]) == bool(saturated)
     client = MlflowClient(done.payload["mlflow"]["uri"])
     logged = {a.path for a in client.list_artifacts(done.payload["mlflow"]["session_run_id"])}
     assert "load_curve.json" in logged, logged
