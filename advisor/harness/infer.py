@@ -100,11 +100,8 @@ def timed_replay(config: AdvisorConfig, servers: list, requests: list, plan: dic
     if config.objective == "capacity":
         latency = capacity_replay(servers, timed, config, batch, wait_s, cold_start_ms, load_s)
     elif config.load.mode == "open":
-        latencies, services, sizes, arrivals, completions = open_loop(
-            servers, timed, config.load.rate_per_s, batch, wait_s, config.measure.seed, report)
-        latency = latency_summary(latencies, services, sizes, time.perf_counter() - wall_start, cold_start_ms, load_s,
-                                  arrivals, completions)
-        latency["rate_per_s"] = config.load.rate_per_s
+        latency = open_replay(servers, timed, config.load.rate_per_s, batch, wait_s, config.measure.seed, cold_start_ms,
+                              load_s, report)
     else:
         latencies, services, sizes = closed_loop(servers, timed, config.load.concurrency, report)
         latency = latency_summary(latencies, services, sizes, time.perf_counter() - wall_start, cold_start_ms, load_s)
@@ -128,14 +125,25 @@ def timed_replay(config: AdvisorConfig, servers: list, requests: list, plan: dic
     }
 
 
+def open_replay(servers: list, timed: list, rate_per_s: float, batch: int, wait_s: float, seed: int,
+                cold_start_ms: float, load_s: float, report: Optional[Report] = None) -> dict:
+    """The timed requests replayed as open load at one rate, summarised (saturation included)."""
+    start = time.perf_counter()
+    latencies, services, sizes, arrivals, completions = open_loop(servers, timed, rate_per_s, batch, wait_s, seed, report)
+    summary = latency_summary(latencies, services, sizes, time.perf_counter() - start, cold_start_ms, load_s,
+                              arrivals, completions)
+    return {**summary, "rate_per_s": rate_per_s}
+
+
 SINGLE_REQUESTS = 50  # served one at a time, no queue, before a capacity search: the latency no rate can beat
 
 
 def capacity_replay(servers: list, timed: list, config: AdvisorConfig, batch: int, wait_s: float,
                     cold_start_ms: float, load_s: float) -> dict:
     """Objective capacity: the requests served one at a time first (the p95 no arrival rate
-    can beat; over the SLO, served once more before it counts), then `capacity.bracket`'s rates replayed as open load, each over the timed
-    requests with the same seeded arrivals scaled. Returns the summary at the capacity (at the
+    can beat; over the SLO, served once more before it counts), then `capacity.bracket`'s
+    rates replayed as open load, each over the timed requests with the same seeded arrivals
+    scaled. Returns the summary at the capacity (at the
     lowest rate replayed, when no rate keeps the SLO) with the search under `capacity`."""
     slo = config.constraints.p95_ms
     for _ in range(2):  # over the SLO once may be a burst of other work: it must be so twice
@@ -147,12 +155,8 @@ def capacity_replay(servers: list, timed: list, config: AdvisorConfig, batch: in
     summaries: dict[float, dict] = {}
 
     def measure_at(rate: float) -> capacity.Point:
-        start = time.perf_counter()
-        latencies, services, sizes, arrivals, completions = open_loop(servers, timed, rate, batch, wait_s,
-                                                                      config.measure.seed)
-        summary = latency_summary(latencies, services, sizes, time.perf_counter() - start, cold_start_ms, load_s,
-                                  arrivals, completions)
-        summaries[rate] = {**summary, "rate_per_s": rate}
+        summaries[rate] = summary = open_replay(servers, timed, rate, batch, wait_s, config.measure.seed, cold_start_ms,
+                                                load_s)
         shown = None if summary["saturated"] else summary
         return capacity.Point(rate, summary["served_per_s"], shown and shown["p50_ms"], shown and shown["p95_ms"],
                               shown and shown["p99_ms"], summary["saturated"])
@@ -348,12 +352,12 @@ def open_loop(servers: list, requests: list, rate_per_s: float, max_batch: int, 
     services, sizes = [], []
     lock = threading.Lock()
     start = time.perf_counter()
-    queue_ = Arrivals(arrivals, max_batch, max_wait_s, start)
+    waiting = Arrivals(arrivals, max_batch, max_wait_s, start)
     answered = 0
 
     def server_loop(serve: Callable) -> None:
         nonlocal answered
-        while (taken := queue_.take()) is not None:
+        while (taken := waiting.take()) is not None:
             index, end = taken
             t0 = time.perf_counter()
             serve(requests[index:end])
