@@ -91,12 +91,18 @@ def test_table_and_csv_carry_every_arm(tmp_path):
         "ideal_ratio": 5.0, "gap_recovered": 0.5, "claim": {"speedup": 2.9, "interval": [2.5, 3.3], "memory_fix": False},
     }
     calibration = {"aa": {"config": "prep_stall", "repeats": 20, "pairs": 5, "verified": 1, "min": 0.97, "max": 1.04},
-                   "claims": [{"workload": "quickstart", "claimed": 2.9, "measured": 3.0, "error": 3.0 / 2.9 - 1}]}
+                   "claims": [{"workload": "quickstart", "claimed": 2.9, "measured": 3.0, "error": 3.0 / 2.9 - 1,
+                               "source": "plain loop", "advisor_now": 3.1, "loops": [1.03, 0.95, 1.12]},
+                              {"workload": "rowwise", "claimed": 50.0, "measured": 45.0, "error": -0.1,
+                               "source": "bench re-measurement"}]}
     text = markdown([row], calibration, "header")
     line = next(line for line in text.splitlines() if line.startswith("| quickstart"))
     assert "100 samples/s" in line and "0.90x ✗ results changed" in line and "0.97x (0.90-1.05)" in line and "1.50x (1.20-1.80) vs random search" in line
     assert "12 / 2.0 min" in line and "50%" in line
     assert "1 of 20" in text and "error +3.4%" in text
+    assert "plain loop 3.00x (advisor's measurement in the same rounds 3.10x; advisor / plain 1.03x (0.95-1.12))" in text
+    assert "bench re-measurement 45.00x | error -10.0%" in text, "no same-round figures where there was no plain loop"
+    assert "mean absolute error over 2 claim(s) | 6.7% (worst 10.0%)" in text
     write_csv([row], tmp_path / "bench.csv")
     (written,) = list(csv.DictReader((tmp_path / "bench.csv").open()))
     assert written["advisor_speedup"] == "3.0000" and written["blog_problem"] == "results changed"
@@ -128,3 +134,14 @@ def test_resume_keeps_only_rows_of_the_asked_workloads_and_rounds(tmp_path):
     assert [r["workload"] for r in rows_so_far(done, kept)] == ["shard_open", "quickstart"], \
         "a kept row that comes later in the order is written too: cut off again, it is not lost"
     assert rows_so_far(done + [kept["quickstart"]], kept) == done + [kept["quickstart"]]
+
+
+def test_same_round_agreement_pairs_each_loops_speedup_round_by_round():
+    from experiments.agreement import loops_ratio, speedups
+
+    rates = {("advisor", "baseline"): [100.0, 100.0, 50.0], ("advisor", "plan"): [200.0, 0.0, 100.0],
+             ("plain", "baseline"): [100.0, 100.0, 50.0], ("plain", "plan"): [180.0, 300.0, 90.0]}
+    assert speedups(rates) == {"advisor": [2.0, 2.0], "plain": [1.8, 3.0, 1.8]}, "a failed run drops its round"
+    mid, low, high = loops_ratio(rates)
+    assert math.isclose(mid, 2.0 / 1.8) and math.isclose(low, high), \
+        "pairs are of the same round (not the failed one's), and a drift both loops share cancels out"
