@@ -1,12 +1,17 @@
 """The verifier's calibration: does its interval cover what it says, and does it call nothing fast?
 
     python -m experiments.calibrate --coverage [--sets 4000]
+    python -m experiments.calibrate --precision [--sets 4000]
     python -m experiments.calibrate [configs/prep_stall.yaml] [--repeats 20] [--pairs 5]
 
 `--coverage` simulates paired log-ratios with a known true speedup, at 3, 5 and 8 pairs, under
 normal noise and heavy-tailed noise, and runs each set through the verifier's own interval
 (`advisor.verify.paired_interval`). One line per case: the nominal level, n, the noise, the
 measured coverage, and how often the lower end lands above the truth (a false claim of speed).
+
+`--precision` simulates, under the same stopping rule, how far a verified claim's number lies
+from the truth and from a 5-round replay of it, at per-round noise of 0.05 to 0.3: what a bound
+on reproduction can ask of claims at a given noise.
 
 Without `--coverage`, the live A/A check: the baseline plan verified against itself, as
 `advisor optimize` verifies (fresh interleaved child runs under the sequential rule, paired
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import math
 import random
+import statistics
 from dataclasses import dataclass
 from typing import Callable
 
@@ -137,6 +143,56 @@ def sequential_coverage(noise: str, truth: float, sets: int, pairs: int = 5, mos
     return Sequential(noise, truth, covered / sets, verified / sets, early / sets, rounds / sets, schedule)
 
 
+@dataclass(frozen=True)
+class Precision:
+    truth: float
+    spread: float  # per-round log-ratio sd
+    bias: float  # the claims that verified, against the truth (geometric mean of claimed / truth, less 1)
+    error: float  # their mean absolute distance from the truth
+    replay_error: float  # mean absolute distance of a REPLAY_ROUNDS-round replay from the claim
+    replay_over: float  # share of replays off the claim by more than 10% (issue 31's worst)
+    mean_rounds: float
+
+    def line(self) -> str:
+        return (f"truth {self.truth}x, per-round sd {self.spread}: claims verified after {self.mean_rounds:.1f} rounds "
+                f"on average are off the truth by {self.error:.1%} (bias {self.bias:+.1%}); a {REPLAY_ROUNDS}-round "
+                f"replay is off the claim by {self.replay_error:.1%} on average, by over 10% in {self.replay_over:.0%}")
+
+
+REPLAY_ROUNDS = 5
+
+
+def claim_precision(truth: float, spread: float, sets: int, pairs: int = 5, most: int = 12, seed: int = 0) -> Precision:
+    """How far a verified claim's number lies from the truth, and from a replay of it, under the
+    verifier's stopping rule with normal per-round noise of sd `spread`: what a reproduction
+    bound can ask of claims at a given noise. The rule stops as soon as the verdict is clear, so
+    a claim rests on 3 rounds where it is far above the bar, and one near the bar is read at the
+    look where chance lifted it over (the bias)."""
+    rng = random.Random(f"precision-{seed}-{truth}-{spread}")
+    schedule = look_schedule(pairs, most)
+    deciding = look_confidence(len(schedule))
+    logs, replays, rounds = [], [], 0
+    for _ in range(sets):
+        ratios: list[float] = []
+        for look in schedule:
+            ratios += [truth * math.exp(rng.gauss(0.0, spread)) for _ in range(look - len(ratios))]
+            if settled(ratios, BAR, confidence=deciding):
+                break
+        claimed, low, _ = paired_interval(ratios, reported_confidence(schedule, len(ratios), True))
+        if low < BAR:
+            continue
+        rounds += len(ratios)
+        replay = truth * math.exp(statistics.fmean(rng.gauss(0.0, spread) for _ in range(REPLAY_ROUNDS)))
+        logs.append(math.log(claimed / truth))
+        replays.append(replay / claimed - 1)
+    if not logs:
+        return Precision(truth, spread, math.nan, math.nan, math.nan, math.nan, 0.0)
+    return Precision(truth, spread, math.exp(statistics.fmean(logs)) - 1,
+                     statistics.fmean(abs(math.exp(v) - 1) for v in logs),
+                     statistics.fmean(map(abs, replays)), sum(abs(r) > 0.10 for r in replays) / len(replays),
+                     rounds / len(logs))
+
+
 def sequential_table(sets: int, seed: int = 0) -> list[Sequential]:
     return [sequential_coverage(noise, truth, sets, seed=seed) for truth in (BAR, 1.1, TRUE_SPEEDUP) for noise in NOISES]
 
@@ -185,6 +241,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config", nargs="?", default="configs/prep_stall.yaml")
     parser.add_argument("--coverage", action="store_true", help="simulate the interval's coverage (no runs)")
+    parser.add_argument("--precision", action="store_true",
+                        help="simulate how far verified claims lie from the truth and from a replay (no runs)")
     parser.add_argument("--sets", type=int, default=4000, help="simulated verifications per case")
     parser.add_argument("--repeats", type=int, default=20)
     parser.add_argument("--pairs", type=int, default=5)
@@ -199,6 +257,11 @@ def main() -> None:
         for result in sequential:
             print(result.line() + ("" if sequential_within_bounds(result) else "  OUT OF BOUNDS"))
         print(f"{sum(map(sequential_within_bounds, sequential))} of {len(sequential)} sequential cases within bounds")
+        return
+    if args.precision:
+        for spread in (0.05, 0.1, 0.15, 0.3):
+            for truth in (1.3, 2.0):
+                print(claim_precision(truth, spread, args.sets).line())
         return
     from advisor.config import load_config
 

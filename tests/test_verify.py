@@ -212,6 +212,20 @@ def test_the_sequential_rule_keeps_the_promise():
     assert near.mean_rounds > 8 and near.verified > fixed + 0.05, (near.line(), fixed)
 
 
+def test_a_claims_distance_from_a_replay_grows_with_the_noise_and_its_bias_near_the_bar():
+    """What a reproduction bound can ask of claims: under the stopping rule, a claim far above the
+    bar rests on about 3 rounds and is unbiased; near the bar, under heavy noise, it is read at
+    the look where chance lifted it over. A replay's distance from a claim is the two readings'
+    noise: small at little noise, over 10% for half of the claims at a per-round sd of 0.3."""
+    from experiments.calibrate import claim_precision
+
+    quiet, noisy = claim_precision(2.0, 0.02, sets=600), claim_precision(2.0, 0.3, sets=600)
+    assert quiet.replay_error < 0.02 and quiet.replay_over == 0 and abs(quiet.bias) < 0.01, quiet.line()
+    assert noisy.replay_error > 0.1 and noisy.replay_over > 0.4, noisy.line()
+    near = claim_precision(1.3, 0.3, sets=600)
+    assert near.bias > 0.05 and near.mean_rounds > noisy.mean_rounds, near.line()
+
+
 def test_rounds_stop_when_enough_says_so():
     from advisor.verify import FIRST_LOOK, settled
 
