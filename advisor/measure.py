@@ -239,6 +239,12 @@ def tree_memory(pid: int, with_pss: bool = True) -> TreeMemory:
     )
 
 
+def pss_needed(reading: TreeMemory, limit_mb: float) -> bool:
+    """Whether only the tree's PSS can tell if it is within `limit_mb`: a process's PSS never
+    exceeds its RSS, so a summed RSS under the limit rules the limit out without it."""
+    return reading.rss_sum_mb >= limit_mb
+
+
 DATA_HEADROOM = 4  # RLIMIT_DATA counts address space: allocators (pyarrow's, glibc's arenas) reserve far more than they touch
 DATA_HEADROOM_MIN_MB = 1024
 
@@ -301,11 +307,17 @@ class ResourceSampler:
     """Watches a child's process tree from a thread: memory (and the GPU, when there is one).
 
     Every tick reads each process's RSS and kernel high-water mark (/proc/PID/status, cheap);
-    every PSS_EVERY-th tick also the tree's PSS (a few ms per process). The tree is killed as
-    soon as a reading passes `memory_limit_mb`, and `killed_reason` says so. Every tick walks
-    /proc, and on a 2-core machine each wake-up can stall a 2-thread OpenMP region of the child:
-    at 50 ms it slowed a compute-bound baseline measurably, so it ticks at 200 ms; a burst
-    between ticks still shows in the high-water mark.
+    every PSS_EVERY-th tick also the tree's PSS, but only where the summed RSS, which no PSS can
+    exceed, does not already rule out the limit (`pss_needed`): the kernel walks each process's
+    page tables under its memory map's lock, and the workers' own mappings wait for it. Read every
+    second regardless, over 32 rounds of a plan of 4 DataLoader workers, it read 0.85x, 1.04x and
+    0.89x of the rate read with PSS as needed, its slowest runs 25% under theirs, while the rate
+    with PSS as needed stayed within 1.3% of the plain loop's (`python -m experiments.sampler`).
+    The child reads its tree's PSS itself once its timed window is over. The tree is killed as soon as a reading passes
+    `memory_limit_mb`, and `killed_reason` says so. Every tick walks /proc, and on a 2-core
+    machine each wake-up can stall a 2-thread OpenMP region of the child: at 50 ms it slowed a
+    compute-bound baseline measurably, so it ticks at 200 ms; a burst between ticks still shows
+    in the high-water mark.
     """
 
     PSS_EVERY = 5
@@ -334,7 +346,9 @@ class ResourceSampler:
     def _run(self) -> None:
         tick = 0
         while not self._stop.is_set():
-            self.observe(tree_memory(self.pid, with_pss=tick % self.PSS_EVERY == 0))
+            cheap = tree_memory(self.pid, with_pss=False)
+            due = tick % self.PSS_EVERY == 0 and pss_needed(cheap, self.memory_limit_mb)
+            self.observe(tree_memory(self.pid) if due else cheap)
             if self._gpu.available:
                 self.gpu_samples.append((time.time(), *self._gpu.sample()))
             tick += 1

@@ -220,3 +220,30 @@ def test_persistent_workers_see_the_same_batches_in_every_epoch(tiny_config):
     for run in (fresh_workers, persistent):
         assert run.losses == base.losses
         assert compare_outputs(run, base, "exact", config).passed
+
+
+def test_the_sampler_reads_a_trees_pss_only_where_its_summed_rss_cannot_rule_out_the_limit():
+    """PSS costs the watched processes (the kernel walks their page tables under their map's
+    lock): under a far limit only the cheap readings are taken. Two processes sharing 70 MB
+    (a worker forked from its parent) sum over 140 MB of RSS: under a 100 MB limit only their PSS
+    (each page counted once) tells that they are within it, so it is read, and they live."""
+    import subprocess
+    import sys
+
+    from advisor.measure import ResourceSampler
+
+    sharing = ("import os, time\nx = bytearray(70 * 2**20)\nfor i in range(0, len(x), 4096): x[i] = 1\n"
+               "os.fork()\ntime.sleep(4)")
+    for limit_mb in (100_000.0, 100.0):
+        child = subprocess.Popen([sys.executable, "-c", sharing], start_new_session=True)
+        try:
+            with ResourceSampler(child.pid, limit_mb, interval_s=0.05) as sampler:
+                time.sleep(1)
+        finally:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+        assert sampler.memory.rss_sum_mb > 140 and sampler.memory.hwm_mb < 100 and not sampler.killed_reason, sampler.memory
+        if limit_mb > 1000:
+            assert sampler.memory.pss_mb == 0, "nothing but the cheap readings under a far limit"
+        else:
+            assert 70 < sampler.memory.pss_mb < 100, sampler.memory
