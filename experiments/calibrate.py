@@ -118,6 +118,17 @@ class Sequential:
 BAR = 1.05
 
 
+def rounds_until_settled(draw: Callable[[], float], schedule: tuple[int, ...], deciding: float) -> list[float]:
+    """The verifier's stopping rule over drawn ratios: rounds up to each look of `schedule`,
+    stopping at the first look where the verdict is settled at the `deciding` level."""
+    ratios: list[float] = []
+    for look in schedule:
+        ratios += [draw() for _ in range(look - len(ratios))]
+        if settled(ratios, BAR, confidence=deciding):
+            break
+    return ratios
+
+
 def sequential_coverage(noise: str, truth: float, sets: int, pairs: int = 5, most: int = 12, seed: int = 0) -> Sequential:
     """Simulates the verifier's own stopping rule (`advisor.session.verification._interleaved`):
     a look after each round count of `look_schedule(pairs, most)`, stopped at the first where the
@@ -130,11 +141,7 @@ def sequential_coverage(noise: str, truth: float, sets: int, pairs: int = 5, mos
     deciding = look_confidence(len(schedule))
     covered = verified = early = rounds = 0
     for _ in range(sets):
-        ratios: list[float] = []
-        for look in schedule:
-            ratios += [truth * math.exp(draw(rng)) for _ in range(look - len(ratios))]
-            if settled(ratios, BAR, confidence=deciding):
-                break
+        ratios = rounds_until_settled(lambda: truth * math.exp(draw(rng)), schedule, deciding)
         early += len(ratios) == FIRST_LOOK
         rounds += len(ratios)
         _, low, high = paired_interval(ratios, reported_confidence(schedule, len(ratios), True))
@@ -173,11 +180,7 @@ def claim_precision(truth: float, spread: float, sets: int, pairs: int = 5, most
     deciding = look_confidence(len(schedule))
     logs, replays, rounds = [], [], 0
     for _ in range(sets):
-        ratios: list[float] = []
-        for look in schedule:
-            ratios += [truth * math.exp(rng.gauss(0.0, spread)) for _ in range(look - len(ratios))]
-            if settled(ratios, BAR, confidence=deciding):
-                break
+        ratios = rounds_until_settled(lambda: truth * math.exp(rng.gauss(0.0, spread)), schedule, deciding)
         claimed, low, _ = paired_interval(ratios, reported_confidence(schedule, len(ratios), True))
         if low < BAR:
             continue
