@@ -98,10 +98,11 @@ def main() -> None:
         while True:
             yield from loader
 
-    samples, started, timed = 0, None, 0
+    # the clock starts when the warm-up's last step ends, before the first timed batch is fetched:
+    # started once that batch is in hand, a loop that waits on its input leaves one wait in `steps` untimed
+    samples, timed = 0, 0
+    started = time.perf_counter() if warmup == 0 else None
     for index, (x, y) in enumerate(batches()):
-        if index == warmup:
-            started = time.perf_counter()
         if not late_zero_grad:
             optimizer.zero_grad()
         loss = 0.0
@@ -114,6 +115,8 @@ def main() -> None:
             loss = loss + part.detach()
         optimizer.step()
         float(loss)
+        if index == warmup - 1:
+            started = time.perf_counter()
         if index >= warmup:
             samples += len(x)
             timed += 1

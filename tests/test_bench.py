@@ -145,3 +145,24 @@ def test_same_round_agreement_pairs_each_loops_speedup_round_by_round():
     mid, low, high = loops_ratio(rates)
     assert math.isclose(mid, 2.0 / 1.8) and math.isclose(low, high), \
         "pairs are of the same round (not the failed one's), and a drift both loops share cancels out"
+
+
+def test_the_plain_loop_times_every_fetch_of_its_window(tmp_path):
+    """The reproduction's plain loop over a job that waits at least 5 ms a sample (20 ms a batch
+    of 4) cannot run faster than 200 samples/s. Started once the first timed batch was in hand, it
+    timed 2 steps over 1 wait and read twice that (with 15 steps, 7% high: every input fix's plain
+    speedup read that much low against advisor's claim)."""
+    import json
+    import subprocess
+    import sys
+
+    from conftest import ROOT, TINY, merged
+
+    (tmp_path / "latency.txt").write_text("5.0")
+    config = write_config(tmp_path, merged(TINY, {
+        "workload": {"model": "broken:small_mlp", "dataset": "broken:file_latency_dataset", "batch_size": 4},
+        "measure": {"warmup_steps": 1, "steps": 2}}))
+    output = subprocess.run([sys.executable, "-m", "experiments.plain_loop", str(config)], cwd=ROOT,
+                            capture_output=True, text=True, check=True).stdout
+    rate = json.loads(output.strip().splitlines()[-1])["samples_per_s"]
+    assert 100 < rate <= 200, rate
