@@ -233,10 +233,15 @@ def tree_memory(pid: int, with_pss: bool = True) -> TreeMemory:
     pids = [proc.pid for proc in process_tree(pid)]
     status = [_status_mb(p, ("VmRSS", "VmHWM")) for p in pids]
     return TreeMemory(
-        pss_mb=sum(pss_mb(p) for p in pids) if with_pss else 0.0,
+        pss_mb=tree_pss_mb(pid, pids) if with_pss else 0.0,
         hwm_mb=max((s.get("VmHWM", 0.0) for s in status), default=0.0),
         rss_sum_mb=sum(s.get("VmRSS", 0.0) for s in status),
     )
+
+
+def tree_pss_mb(pid: int, pids: Optional[list[int]] = None) -> float:
+    """The tree's summed PSS (each shared page counted once in all)."""
+    return sum(pss_mb(p) for p in (pids if pids is not None else [proc.pid for proc in process_tree(pid)]))
 
 
 def pss_needed(reading: TreeMemory, limit_mb: float) -> bool:
@@ -313,11 +318,11 @@ class ResourceSampler:
     second regardless, over 32 rounds of a plan of 4 DataLoader workers, it read 0.85x, 1.04x and
     0.89x of the rate read with PSS as needed, its slowest runs 25% under theirs, while the rate
     with PSS as needed stayed within 1.3% of the plain loop's (`python -m experiments.sampler`).
-    The child reads its tree's PSS itself once its timed window is over. The tree is killed as soon as a reading passes
-    `memory_limit_mb`, and `killed_reason` says so. Every tick walks /proc, and on a 2-core
-    machine each wake-up can stall a 2-thread OpenMP region of the child: at 50 ms it slowed a
-    compute-bound baseline measurably, so it ticks at 200 ms; a burst between ticks still shows
-    in the high-water mark.
+    The child reads its tree's PSS itself once its timed window is over. The tree is killed as
+    soon as a reading passes `memory_limit_mb`, and `killed_reason` says so. Every tick walks
+    /proc, and on a 2-core machine each wake-up can stall a 2-thread OpenMP region of the child:
+    at 50 ms it slowed a compute-bound baseline measurably, so it ticks at 200 ms; a burst
+    between ticks still shows in the high-water mark.
     """
 
     PSS_EVERY = 5
@@ -346,9 +351,10 @@ class ResourceSampler:
     def _run(self) -> None:
         tick = 0
         while not self._stop.is_set():
-            cheap = tree_memory(self.pid, with_pss=False)
-            due = tick % self.PSS_EVERY == 0 and pss_needed(cheap, self.memory_limit_mb)
-            self.observe(tree_memory(self.pid) if due else cheap)
+            reading = tree_memory(self.pid, with_pss=False)
+            if tick % self.PSS_EVERY == 0 and pss_needed(reading, self.memory_limit_mb):
+                reading = dataclasses.replace(reading, pss_mb=tree_pss_mb(self.pid))
+            self.observe(reading)
             if self._gpu.available:
                 self.gpu_samples.append((time.time(), *self._gpu.sample()))
             tick += 1
