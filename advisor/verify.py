@@ -423,6 +423,36 @@ def settled(ratios: Sequence[float], min_speedup: float, failures: Sequence[str]
     return low >= min_speedup or high < min_speedup
 
 
+def half_width(ratios: Sequence[float], confidence: float = 0.95) -> float:
+    """How far the interval reaches either side of the speedup, as a share of it (the geometric
+    half-width: 2.0x (1.8-2.2x) is about 0.1); infinite under two ratios."""
+    _, low, high = paired_interval(ratios, confidence)
+    return math.sqrt(high / low) - 1 if low > 0 and math.isfinite(high) else math.inf
+
+
+def rounds_to_pin(claims: dict[str, Sequence[float]], min_speedup: float, precision: float,
+                  confidence: float = 0.95) -> tuple[Optional[str], int]:
+    """The candidate a user would adopt (the fastest whose interval clears `min_speedup`), and
+    the rounds its interval says it needs to reach no further than `precision` either side of
+    its speedup (a width shrinks as one over the root of the rounds); (None, 0) when none clears
+    the bar or `precision` is 0 (off). A verdict settles as soon as the interval clears the bar,
+    often after 3 rounds with an interval of +-20-40%: the number a user plans on, and
+    re-measures, deserves the rounds that pin it down. The rounds are fixed once, from the
+    rounds that settled the verdict: stopping whenever a later interval happened to look
+    narrow would stop on rounds that agree by chance, and the intervals would cover less than
+    they say (`python -m experiments.calibrate --coverage` measures it)."""
+    if precision <= 0:
+        return None, 0
+    cleared = {name: paired_interval(ratios, confidence) for name, ratios in claims.items() if len(ratios) >= 2}
+    cleared = {name: interval for name, interval in cleared.items() if interval[1] >= min_speedup}
+    if not cleared:
+        return None, 0
+    best = max(cleared, key=lambda name: cleared[name][0])
+    _, low, high = cleared[best]
+    reach = math.log(high / low) / 2
+    return best, math.ceil(len(claims[best]) * (reach / math.log(1 + precision)) ** 2)
+
+
 @dataclass(frozen=True)
 class Rounds:
     """The runs of an interleaved verification: per round, the baseline and each candidate."""

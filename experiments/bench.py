@@ -160,6 +160,10 @@ def bench_workload(name: str, rounds: int, folder: Path, progress: Progress, gri
     advisor_s = result.finished - result.started
     top = next((r for r in result.recommendations if r.verified), None)
     baseline = result.baseline
+    claim = {"speedup": top.speedup, "interval": list(top.interval), "memory_fix": result.memory_fix, "plan": top.plan,
+             "kind": config.kind, "config": str(config.path), "rounds": top.rounds} if top else None
+    replay = (replay_in_plain_loop(name, claim, rounds, progress)
+              if claim and not claim["memory_fix"] and claim["kind"] == "train" else None)
     space = search_space([by_name(n) for n in result.chosen], result.context)
     budget = result.trials_run
 
@@ -183,7 +187,7 @@ def bench_workload(name: str, rounds: int, folder: Path, progress: Progress, gri
     }
     input_bound = any(d.bottleneck in INPUT_BOUND and d.severity in ("high", "moderate") for d in result.diagnoses)
     arm_runs = measure_arms(chosen, config, rounds, input_bound, progress, name)
-    summary = summarize(name, config, result, chosen, arm_runs, top, {
+    summary = summarize(name, config, result, chosen, arm_runs, claim, {
         "advisor": (budget, advisor_s), "random": (len(random_trials), random_s), "oracle": (len(grid_trials), grid_s),
     })
     summary["costs"]["oracle"]["of"] = grid_size
@@ -193,7 +197,7 @@ def bench_workload(name: str, rounds: int, folder: Path, progress: Progress, gri
                                "random": trials_to_reach(random_trials, best_grid)} if best_grid else None
     if config.workload.SERVED and config.objective != "capacity":
         summary["capacity"] = capacity_of(config, chosen, arm_runs["default"], rounds, progress, name)
-    summary.update(rounds=rounds, finished=time.strftime("%Y-%m-%d %H:%M"))
+    summary.update(rounds=rounds, replay=replay, finished=time.strftime("%Y-%m-%d %H:%M"))
     return summary
 
 
@@ -276,7 +280,7 @@ def measure_arms(chosen: dict, config, rounds: int, ideal: bool, progress: Progr
     return {**{arm: runs[labels[key_of[arm]]] for arm in ARMS}, **({"ideal": runs["ideal"]} if ideal else {})}
 
 
-def summarize(name, config, result, chosen, arm_runs, top, costs) -> dict:
+def summarize(name, config, result, chosen, arm_runs, claim, costs) -> dict:
     baseline, default_runs = chosen["default"], arm_runs["default"]
     budget = config.constraints.max_memory_mb
     arms = {}
@@ -312,8 +316,7 @@ def summarize(name, config, result, chosen, arm_runs, top, costs) -> dict:
         "ideal_ratio": ideal_ratio,
         # in ratios to the default, so the default's rate is 1
         "gap_recovered": None if math.isnan(advisor_speedup) else gap_recovered(advisor_speedup, 1.0, ideal_ratio),
-        "claim": {"speedup": top.speedup, "interval": list(top.interval), "memory_fix": result.memory_fix,
-                  "plan": top.plan, "kind": config.kind, "config": str(config.path)} if top else None,
+        "claim": claim,
     }
 
 
@@ -400,8 +403,9 @@ def markdown(rows: list[dict], calibration: dict, header: str) -> str:
     for claim in calibration.get("claims", []):
         same = (f" (advisor's measurement in the same rounds {claim['advisor_now']:.2f}x; advisor / plain "
                 f"{ratio_cell(claim['loops'])})" if claim.get("loops") else "")
+        over = f" over {claim['rounds']} rounds" if claim.get("rounds") else ""
         lines.append(f"| reproduction, {claim['workload']}: claimed {claim['claimed']:.2f}x, "
-                     f"{claim.get('source', 're-measured')} {claim['measured']:.2f}x{same} | error {claim['error']:+.1%} |")
+                     f"{claim.get('source', 're-measured')} {claim['measured']:.2f}x{over}{same} | error {claim['error']:+.1%} |")
     for row in rows:
         reached = row.get("to_grid_best")
         if reached:
@@ -487,34 +491,40 @@ def plot(rows: list[dict], path: Path) -> Path:
 
 # ---------------------------------------------------------------- the run
 
-def reproduce_claims(rows: list[dict], rounds: int, progress: Progress) -> list[dict]:
-    """Each verified speed claim re-measured from outside advisor: training plans in the plain
-    loop (experiments/plain_loop.py), in the same rounds as advisor's own measurement of the
-    baseline and the plan (`experiments.agreement`), so that a claim's distance from the plain
-    loop splits into the machine's drift since the claim (both loops moved) and a bias of the
-    harness (advisor / plain, round by round, clear of 1.0); services and pipelines have no plain
-    runner yet, so their claims are checked against the bench's own re-measurement, and say so."""
+def replay_in_plain_loop(name: str, claim: dict, rounds: int, progress: Progress) -> dict:
+    """A verified training claim re-measured from outside advisor, right after the session that
+    made it (the host's speed drifts within minutes here): in the plain loop
+    (experiments/plain_loop.py), in the same rounds as advisor's own measurement of the baseline
+    and the plan (`experiments.agreement`), so that a claim's distance from the plain loop
+    splits into the machine's drift since the claim (both loops moved) and a bias of the
+    harness (advisor / plain, round by round, clear of 1.0). As many rounds as the claim took,
+    `rounds` at least: a replay noisier than its claim would measure itself."""
+    replayed = max(rounds, claim.get("rounds") or 0)
+    progress(f"{name}: its claim replayed in the plain loop and in advisor's measurement, {replayed} rounds of both")
+    rates = same_rounds(Path(claim["config"]), claim["plan"], replayed, lambda line: progress("  " + line))
+    ratios = speedups(rates)
+    return {"measured": paired_interval(ratios["plain"])[0], "source": "plain loop", "rounds": replayed,
+            "advisor_now": paired_interval(ratios["advisor"])[0], "loops": list(loops_ratio(rates))}
+
+
+def reproduce_claims(rows: list[dict]) -> list[dict]:
+    """Each verified speed claim against its re-measurement from outside advisor: training plans
+    in the plain loop (`replay_in_plain_loop`, run with the row); services and pipelines have no
+    plain runner yet, so their claims are checked against the bench's own re-measurement, and
+    say so."""
     claims = []
     for row in rows:
         claim = row["claim"]
         if not claim or claim["memory_fix"]:
             continue
-        found = {"workload": row["workload"], "claimed": claim["speedup"]}
-        if claim["kind"] == "train":
-            progress(f"reproduction: {row['workload']}'s claim in the plain loop and in advisor's measurement, "
-                     f"{rounds} rounds of both")
-            rates = same_rounds(Path(claim["config"]), claim["plan"], rounds, lambda line: progress("  " + line))
-            ratios = speedups(rates)
-            found.update(measured=paired_interval(ratios["plain"])[0], source="plain loop",
-                         advisor_now=paired_interval(ratios["advisor"])[0], loops=list(loops_ratio(rates)))
-        else:
-            found.update(measured=row["arms"]["advisor"]["speedup"], source="bench re-measurement")
+        found = {"workload": row["workload"], "claimed": claim["speedup"], **(row.get("replay") or {
+            "measured": row["arms"]["advisor"]["speedup"], "source": "bench re-measurement"})}
         claims.append({**found, "error": found["measured"] / claim["speedup"] - 1})
     return claims
 
 
-def calibrate(rows: list[dict], aa_name: str, repeats: int, folder: Path, progress: Progress, rounds: int = 5) -> dict:
-    calibration: dict = {"claims": reproduce_claims(rows, rounds, progress)}
+def calibrate(rows: list[dict], aa_name: str, repeats: int, folder: Path, progress: Progress) -> dict:
+    calibration: dict = {"claims": reproduce_claims(rows)}
     if repeats:
         config = scratch_config(aa_name, folder)
         progress(f"calibration: the default plan of {aa_name} against itself, {repeats} verifications")
@@ -562,7 +572,7 @@ def main() -> None:
     for name in names:
         rows.append(kept.get(name) or bench_workload(name, args.rounds, studies, progress, args.grid_cap))
         (args.out / "bench.json").write_text(json.dumps({"rows": rows_so_far(rows, kept)}, indent=2, default=str))
-    calibration = calibrate(rows, args.aa_config, args.aa_repeats, studies, progress, args.rounds)
+    calibration = calibrate(rows, args.aa_config, args.aa_repeats, studies, progress)
     finished = sorted(row.get("finished", "?") for row in rows)
     header = (f"Benchmark suite{' (--quick)' if args.quick else ''}, {time.strftime('%Y-%m-%d')}, "
               + (f"resumed ({len(kept)} of {len(rows)} rows kept; rows finished {finished[0]} to {finished[-1]}), "

@@ -10,8 +10,9 @@ normal noise and heavy-tailed noise, and runs each set through the verifier's ow
 measured coverage, and how often the lower end lands above the truth (a false claim of speed).
 
 `--precision` simulates, under the same stopping rule, how far a verified claim's number lies
-from the truth and from a 5-round replay of it, at per-round noise of 0.05 to 0.3: what a bound
-on reproduction can ask of claims at a given noise.
+from the truth and from a replay of it (as many rounds as the claim took, 5 at least), at
+per-round noise of 0.05 to 0.3, with the rule stopping at the verdict and with the default
+`search.precision`: what a bound on reproduction can ask of claims at a given noise.
 
 Without `--coverage`, the live A/A check: the baseline plan verified against itself, as
 `advisor optimize` verifies (fresh interleaved child runs under the sequential rule, paired
@@ -28,8 +29,9 @@ import statistics
 from dataclasses import dataclass
 from typing import Callable
 
-from advisor.verify import (FIRST_LOOK, Verdict, interleave, judge, look_confidence, look_schedule, paired_interval,
-                            reported_confidence, settled)
+from advisor.config import SearchConfig
+from advisor.verify import (FIRST_LOOK, Verdict, interleave, judge, look_confidence, look_schedule,
+                            paired_interval, reported_confidence, rounds_to_pin, settled)
 
 TRUE_SPEEDUP = 1.5
 NOISE_SD = 0.1  # per-pair log-ratio spread; single pairs on the 2-core machine span 1.3x-2.6x at worst
@@ -118,18 +120,30 @@ class Sequential:
 BAR = 1.05
 
 
-def rounds_until_settled(draw: Callable[[], float], schedule: tuple[int, ...], deciding: float) -> list[float]:
-    """The verifier's stopping rule over drawn ratios: rounds up to each look of `schedule`,
-    stopping at the first look where the verdict is settled at the `deciding` level."""
+PRECISION = SearchConfig().precision  # the verifier's default search.precision
+
+
+def rounds_until_settled(draw: Callable[[], float], schedule: tuple[int, ...], deciding: float,
+                         precision: float = PRECISION) -> list[float]:
+    """The verifier's stopping rule over drawn ratios (`Stopping`, without its time budget):
+    rounds up to each look of `schedule`, stopping at the first look where the verdict is
+    settled at the `deciding` level and, where it is verified, has the rounds `rounds_to_pin`
+    asked at the first settled look to pin it to `precision`."""
     ratios: list[float] = []
+    pinned = None
     for look in schedule:
         ratios += [draw() for _ in range(look - len(ratios))]
-        if settled(ratios, BAR, confidence=deciding):
+        if not settled(ratios, BAR, confidence=deciding):
+            continue
+        if pinned is None:
+            pinned = rounds_to_pin({"#1": ratios}, BAR, precision, reported_confidence(schedule, len(ratios), True))[1]
+        if len(ratios) >= pinned:
             break
     return ratios
 
 
-def sequential_coverage(noise: str, truth: float, sets: int, pairs: int = 5, most: int = 12, seed: int = 0) -> Sequential:
+def sequential_coverage(noise: str, truth: float, sets: int, pairs: int = 5, most: int = 12, seed: int = 0,
+                        precision: float = PRECISION) -> Sequential:
     """Simulates the verifier's own stopping rule (`advisor.session.verification._interleaved`):
     a look after each round count of `look_schedule(pairs, most)`, stopped at the first where the
     verdict is settled at Pocock's level for the whole schedule, and the interval then drawn at
@@ -141,7 +155,7 @@ def sequential_coverage(noise: str, truth: float, sets: int, pairs: int = 5, mos
     deciding = look_confidence(len(schedule))
     covered = verified = early = rounds = 0
     for _ in range(sets):
-        ratios = rounds_until_settled(lambda: truth * math.exp(draw(rng)), schedule, deciding)
+        ratios = rounds_until_settled(lambda: truth * math.exp(draw(rng)), schedule, deciding, precision)
         early += len(ratios) == FIRST_LOOK
         rounds += len(ratios)
         _, low, high = paired_interval(ratios, reported_confidence(schedule, len(ratios), True))
@@ -154,50 +168,59 @@ def sequential_coverage(noise: str, truth: float, sets: int, pairs: int = 5, mos
 class Precision:
     truth: float
     spread: float  # per-round log-ratio sd
+    precision: float  # search.precision: the interval's reach, either side, a verified claim is measured to
     bias: float  # the claims that verified, against the truth (geometric mean of claimed / truth, less 1)
     error: float  # their mean absolute distance from the truth
-    replay_error: float  # mean absolute distance of a REPLAY_ROUNDS-round replay from the claim
+    replay_error: float  # mean absolute distance of a replay from the claim
     replay_over: float  # share of replays off the claim by more than 10% (issue 31's worst)
-    mean_rounds: float
+    mean_rounds: float  # the claims' rounds, on average
+    replay_rounds: float  # the replays' rounds, on average
 
     def line(self) -> str:
-        return (f"truth {self.truth}x, per-round sd {self.spread}: claims verified after {self.mean_rounds:.1f} rounds "
-                f"on average are off the truth by {self.error:.1%} (bias {self.bias:+.1%}); a {REPLAY_ROUNDS}-round "
-                f"replay is off the claim by {self.replay_error:.1%} on average, by over 10% in {self.replay_over:.0%}")
+        return (f"truth {self.truth}x, per-round sd {self.spread}, search.precision {self.precision}: claims verified "
+                f"after {self.mean_rounds:.1f} rounds on average are off the truth by {self.error:.1%} (bias "
+                f"{self.bias:+.1%}); a replay of {self.replay_rounds:.1f} rounds is off the claim by "
+                f"{self.replay_error:.1%} on average, by over 10% in {self.replay_over:.0%}")
 
 
-REPLAY_ROUNDS = 5
+REPLAY_ROUNDS = 5  # the fewest rounds a replay takes; one of a claim measured longer takes as many as it did
 
 
-def claim_precision(truth: float, spread: float, sets: int, pairs: int = 5, most: int = 12, seed: int = 0) -> Precision:
-    """How far a verified claim's number lies from the truth, and from a replay of it, under the
-    verifier's stopping rule with normal per-round noise of sd `spread`: what a reproduction
-    bound can ask of claims at a given noise. The rule stops as soon as the verdict is clear, so
-    a claim rests on 3 rounds where it is far above the bar, and one near the bar is read at the
-    look where chance lifted it over (the bias)."""
+def claim_precision(truth: float, spread: float, sets: int, pairs: int = 5, most: int = 12, seed: int = 0,
+                    precision: float = PRECISION, replay_rounds: int = 0) -> Precision:
+    """How far a verified claim's number lies from the truth, and from a replay of it (of
+    `replay_rounds`, or as many as the claim took and REPLAY_ROUNDS at least, as the benchmark
+    suite replays), under the verifier's stopping rule with normal per-round noise of sd
+    `spread`: what a reproduction bound can ask of claims at a given noise. Without
+    `precision`, the rule stops as soon as the verdict is clear, so a claim rests on 3 rounds
+    where it is far above the bar, and one near the bar is read at the look where chance lifted
+    it over (the bias); with it, a verified claim takes rounds until its interval is that narrow."""
     rng = random.Random(f"precision-{seed}-{truth}-{spread}")
     schedule = look_schedule(pairs, most)
     deciding = look_confidence(len(schedule))
-    logs, replays, rounds = [], [], 0
+    logs, replays, rounds, replay_total = [], [], 0, 0
     for _ in range(sets):
-        ratios = rounds_until_settled(lambda: truth * math.exp(rng.gauss(0.0, spread)), schedule, deciding)
+        ratios = rounds_until_settled(lambda: truth * math.exp(rng.gauss(0.0, spread)), schedule, deciding, precision)
         claimed, low, _ = paired_interval(ratios, reported_confidence(schedule, len(ratios), True))
         if low < BAR:
             continue
         rounds += len(ratios)
-        replay = truth * math.exp(statistics.fmean(rng.gauss(0.0, spread) for _ in range(REPLAY_ROUNDS)))
+        replayed = replay_rounds or max(REPLAY_ROUNDS, len(ratios))
+        replay_total += replayed
+        replay = truth * math.exp(statistics.fmean(rng.gauss(0.0, spread) for _ in range(replayed)))
         logs.append(math.log(claimed / truth))
         replays.append(replay / claimed - 1)
     if not logs:
-        return Precision(truth, spread, math.nan, math.nan, math.nan, math.nan, 0.0)
-    return Precision(truth, spread, math.exp(statistics.fmean(logs)) - 1,
+        return Precision(truth, spread, precision, math.nan, math.nan, math.nan, math.nan, 0.0, 0.0)
+    return Precision(truth, spread, precision, math.exp(statistics.fmean(logs)) - 1,
                      statistics.fmean(abs(math.exp(v) - 1) for v in logs),
                      statistics.fmean(map(abs, replays)), sum(abs(r) > 0.10 for r in replays) / len(replays),
-                     rounds / len(logs))
+                     rounds / len(logs), replay_total / len(logs))
 
 
-def sequential_table(sets: int, seed: int = 0) -> list[Sequential]:
-    return [sequential_coverage(noise, truth, sets, seed=seed) for truth in (BAR, 1.1, TRUE_SPEEDUP) for noise in NOISES]
+def sequential_table(sets: int, seed: int = 0, precision: float = PRECISION) -> list[Sequential]:
+    return [sequential_coverage(noise, truth, sets, seed=seed, precision=precision)
+            for truth in (BAR, 1.1, TRUE_SPEEDUP) for noise in NOISES]
 
 
 def sequential_within_bounds(result: Sequential) -> bool:
@@ -256,15 +279,18 @@ def main() -> None:
         for result in results:
             print(result.line() + ("" if within_bounds(result) else "  OUT OF BOUNDS"))
         print(f"{sum(map(within_bounds, results))} of {len(results)} cases within bounds")
-        sequential = sequential_table(args.sets)
-        for result in sequential:
-            print(result.line() + ("" if sequential_within_bounds(result) else "  OUT OF BOUNDS"))
-        print(f"{sum(map(sequential_within_bounds, sequential))} of {len(sequential)} sequential cases within bounds")
+        for precision in (0.0, PRECISION):
+            print(f"the sequential rule, search.precision {precision}" + (" (stopping at the verdict)" if not precision else ""))
+            sequential = sequential_table(args.sets, precision=precision)
+            for result in sequential:
+                print(result.line() + ("" if sequential_within_bounds(result) else "  OUT OF BOUNDS"))
+            print(f"{sum(map(sequential_within_bounds, sequential))} of {len(sequential)} sequential cases within bounds")
         return
     if args.precision:
         for spread in (0.05, 0.1, 0.15, 0.3):
             for truth in (1.3, 2.0):
-                print(claim_precision(truth, spread, args.sets).line())
+                for precision in (0.0, PRECISION):  # stopping at the verdict, then the default
+                    print(claim_precision(truth, spread, args.sets, precision=precision).line())
         return
     from advisor.config import load_config
 

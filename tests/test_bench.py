@@ -4,6 +4,8 @@ the table's arithmetic. The suite's runs themselves are measured by running it."
 import csv
 import math
 
+import pytest
+
 from advisor.config import load_config
 from advisor.measure import Measurement
 from advisor.search import TrialResult
@@ -92,7 +94,7 @@ def test_table_and_csv_carry_every_arm(tmp_path):
     }
     calibration = {"aa": {"config": "prep_stall", "repeats": 20, "pairs": 5, "verified": 1, "min": 0.97, "max": 1.04},
                    "claims": [{"workload": "quickstart", "claimed": 2.9, "measured": 3.0, "error": 3.0 / 2.9 - 1,
-                               "source": "plain loop", "advisor_now": 3.1, "loops": [1.03, 0.95, 1.12]},
+                               "source": "plain loop", "rounds": 9, "advisor_now": 3.1, "loops": [1.03, 0.95, 1.12]},
                               {"workload": "rowwise", "claimed": 50.0, "measured": 45.0, "error": -0.1,
                                "source": "bench re-measurement"}]}
     text = markdown([row], calibration, "header")
@@ -100,13 +102,31 @@ def test_table_and_csv_carry_every_arm(tmp_path):
     assert "100 samples/s" in line and "0.90x ✗ results changed" in line and "0.97x (0.90-1.05)" in line and "1.50x (1.20-1.80) vs random search" in line
     assert "12 / 2.0 min" in line and "50%" in line
     assert "1 of 20" in text and "error +3.4%" in text
-    assert "plain loop 3.00x (advisor's measurement in the same rounds 3.10x; advisor / plain 1.03x (0.95-1.12))" in text
+    assert "plain loop 3.00x over 9 rounds (advisor's measurement in the same rounds 3.10x; advisor / plain 1.03x (0.95-1.12))" in text
     assert "bench re-measurement 45.00x | error -10.0%" in text, "no same-round figures where there was no plain loop"
     assert "mean absolute error over 2 claim(s) | 6.7% (worst 10.0%)" in text
     write_csv([row], tmp_path / "bench.csv")
     (written,) = list(csv.DictReader((tmp_path / "bench.csv").open()))
     assert written["advisor_speedup"] == "3.0000" and written["blog_problem"] == "results changed"
     assert written["advisor_vs_oracle_low"] == "0.9000" and written["best_other"] == "random"
+
+
+def test_each_claim_is_checked_against_its_rows_replay_or_the_benchs_own_rounds():
+    """A training row carries its plain-loop replay (run right after its session); a claim
+    without one is checked against the bench's re-measurement; memory fixes and rows with no
+    claim make no speed claim."""
+    from experiments.bench import reproduce_claims
+
+    claim = {"speedup": 2.0, "interval": [1.8, 2.2], "memory_fix": False}
+    rows = [{"workload": "quickstart", "claim": claim, "arms": {"advisor": {"speedup": 1.5}},
+             "replay": {"measured": 1.9, "source": "plain loop", "rounds": 12}},
+            {"workload": "rowwise", "claim": {**claim, "speedup": 50.0}, "arms": {"advisor": {"speedup": 55.0}}},
+            {"workload": "memory_budget", "claim": {**claim, "memory_fix": True}, "arms": {"advisor": {"speedup": 1.4}}},
+            {"workload": "serve_batching", "claim": None, "arms": {"advisor": {"speedup": 1.0}}}]
+    found = reproduce_claims(rows)
+    assert [c["workload"] for c in found] == ["quickstart", "rowwise"]
+    assert found[0]["source"] == "plain loop" and found[0]["error"] == pytest.approx(-0.05) and found[0]["rounds"] == 12
+    assert found[1]["source"] == "bench re-measurement" and found[1]["error"] == pytest.approx(0.1)
 
 
 def test_repeated_plans_count_trials_equal_in_effect():

@@ -20,8 +20,8 @@ from advisor.session.bundle import Session, round_measures
 from advisor.session.gate import gate_candidates, rounding_envelope, worst_numerics
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
-from advisor.verify import (Envelope, Rounds, interleave, judge, look_confidence, look_schedule, paired_interval,
-                            reported_confidence, settled, step_breakdown)
+from advisor.verify import (Envelope, Rounds, half_width, interleave, judge, look_confidence,
+                            look_schedule, paired_interval, reported_confidence, rounds_to_pin, settled, step_breakdown)
 from recipes import Context, Recipe
 
 @dataclass
@@ -174,8 +174,11 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
 @dataclass
 class Stopping:
     """When a verification has rounds enough, asked after each round: at the rounds of the
-    `look_schedule`, once every verdict is settled at Pocock's level for the whole schedule;
-    past `search.pairs`, growing only while one straddles the bar and the time budget allows.
+    `look_schedule`, once every verdict is settled at Pocock's level for the whole schedule and
+    the fastest verified candidate has the rounds its first settled interval says pin its
+    number to `search.precision` (while the next look's rounds fit the time budget); past
+    `search.pairs`, growing only while a verdict straddles the bar or those rounds are not
+    run yet, and the time budget allows.
     A round that other processes disturbed is set aside and run again once the machine is
     quiet, `search.pairs` of them at most. Memory fixes, judged on every run, take every round."""
 
@@ -186,6 +189,8 @@ class Stopping:
     started: float = field(default_factory=time.time)
     quiet_rounds: int = 0  # so far
     settled_at_stop: bool = False
+    pinned: Optional[int] = None  # the rounds the fastest verified candidate's number needs (`rounds_to_pin`)
+    pin_reason: str = ""
 
     def __post_init__(self) -> None:
         search_config = self.config.search
@@ -214,20 +219,30 @@ class Stopping:
             return False
         self.settled_at_stop = all(settled(quiet.ratios(name), search_config.min_speedup, rounds.failures(name),
                                            self.deciding) for name in self.names)
-        if done == self.schedule[-1] or (self.settled_at_stop and not self.memory_fix):
+        if done == self.schedule[-1]:
             return True
+        if self.settled_at_stop and not self.memory_fix:
+            if self.pinned is None:  # fixed once, at the first settled look (`rounds_to_pin`)
+                claims = {name: quiet.ratios(name) for name in self.names if not rounds.failures(name)}
+                name, needed = rounds_to_pin(claims, search_config.min_speedup, search_config.precision, self.confidence)
+                self.pinned = needed
+                if done < needed:
+                    reach = half_width(claims[name], self.confidence)
+                    self.pin_reason = (f"{name} is verified, its speedup known to +-{reach:.0%}; about {needed} rounds "
+                                       f"pin it to +-{search_config.precision:.0%} (search.precision)")
+            return done >= self.pinned or not self._grow(done, len(rounds.baseline), self.pin_reason)
         if done < search_config.pairs or self.memory_fix:
             return False
-        return not self._grow(done, len(rounds.baseline))
+        return not self._grow(done, len(rounds.baseline), "a verdict still straddles the bar")
 
-    def _grow(self, done: int, rounds_run: int) -> bool:
-        """Whether the next look's rounds fit the time budget (said when they do)."""
-        served = self.config.workload.SERVED
+    def _grow(self, done: int, rounds_run: int, why: str) -> bool:
+        """Whether the next look's rounds fit the time budget (said, with `why`, when they do)."""
+        served = self.config.workload.SERVED and done >= self.config.search.pairs
         following = self.schedule[self.schedule.index(done) + 1]
         elapsed = time.time() - self.started
         if elapsed + elapsed / rounds_run * (following - done) * (2 if served else 1) > self.config.search.time_budget_s:
             return False
-        self.progress(f"  a verdict still straddles the bar: {following - done} more rounds"
+        self.progress(f"  {why}: {following - done} more rounds"
                       + (", serving twice the requests per run" if served else ""))
         return True
 
