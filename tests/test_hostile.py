@@ -357,11 +357,11 @@ def test_a_store_that_is_not_a_database_is_named_before_anything_runs(tmp_path):
 
 TRAIN = TINY
 LIGHTNING = {"name": "lit", "workload": {"kind": "lightning", "module": "shapes:lit_module", "datamodule": "shapes:lit_data"},
-             "measure": {"warmup_steps": 1, "steps": 4, "profile_steps": 2, "timeout_s": 60}}
+             "measure": {"warmup_steps": 1, "steps": 4, "profile_steps": 2, "timeout_s": 60}, "search": {"precision": 0}}
 SERVICE = {"name": "svc", "workload": {"kind": "infer", "model": "shapes:served_model", "requests": "shapes:served_requests"},
-           "measure": {"warmup_requests": 2, "requests": 20, "profile_steps": 2, "timeout_s": 60}}
+           "measure": {"warmup_requests": 2, "requests": 20, "profile_steps": 2, "timeout_s": 60}, "search": {"precision": 0}}
 PIPELINE = {"name": "pipe", "workload": {"kind": "pipeline", "source": {"path": "sales.csv"}, "transform": "tables:total_by_key"},
-            "measure": {"timeout_s": 60}}
+            "measure": {"timeout_s": 60}, "search": {"precision": 0}}
 BASES = {"train": TRAIN, "lightning": LIGHTNING, "infer": SERVICE, "pipeline": PIPELINE}
 ADVISORS_OWN = ("advisor-results", "advisor-cache", "mlflow.db", "mlruns")  # and the study's journal
 

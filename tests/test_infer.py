@@ -18,6 +18,7 @@ SERVED = {
     "name": "served",
     "workload": {"kind": "infer", "model": "shapes:served_model", "requests": "shapes:served_requests"},
     "measure": {"warmup_requests": 2, "requests": 20, "profile_steps": 2, "timeout_s": 60},
+    "search": {"precision": 0},  # verdicts stop once clear, for the suite's time (search.precision: test_verify)
 }
 
 
@@ -213,7 +214,7 @@ def reduced_service(name: str) -> dict:
         file, attr = config["workload"][key].rsplit(":", 1)
         config["workload"][key] = f"{(ROOT / 'configs' / file).resolve()}:{attr}"
     config["measure"] = {"warmup_requests": 10, "requests": 300, "fresh_rounds": False}  # the suite's time
-    config["search"] = {**config["search"], "recipes": ["dynamic_batching"], "trials": 3, "verify_top": 1}
+    config["search"] = {**config["search"], "recipes": ["dynamic_batching"], "trials": 3, "verify_top": 1, "precision": 0}
     return config
 
 

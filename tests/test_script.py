@@ -55,7 +55,7 @@ def script_config(tmp_path: Path, args: list) -> Path:
     (tmp_path / "train.py").write_text(SCRIPT)
     (tmp_path / "metrics.json").write_text(json.dumps({"the user's": "own"}))  # the script overwrites it each epoch
     return write_config(tmp_path, {"name": "script", "workload": {"kind": "script", "script": "train.py", "args": args},
-                                   "measure": {"warmup_steps": 2, "steps": 8}}, name="advisor.yaml")
+                                   "measure": {"warmup_steps": 2, "steps": 8}, "search": {"precision": 0}}, name="advisor.yaml")
 
 
 def test_a_script_is_diagnosed_from_its_own_steps_and_its_folder_is_left_byte_identical(tmp_path):
@@ -296,7 +296,8 @@ def test_a_scripts_dataloader_is_set_from_outside_verified_and_anchored_at_its_l
     config = write_config(tmp_path, {
         "name": "cnn", "workload": {"kind": "script", "script": "cnn_train.py", "args": ["--epochs", "100", "--images", "256"]},
         "measure": {"warmup_steps": 3, "steps": 10},
-        "search": {"recipes": ["dataloader"], "trials": 2, "verify_top": 1}}, name="advisor.yaml")  # the baseline and the textbook plan
+        "search": {"recipes": ["dataloader"], "trials": 2, "verify_top": 1, "precision": 0}},  # the baseline and the textbook plan
+        name="advisor.yaml")
     before = folder_digest(tmp_path)
     result = run_cli("optimize", str(config), "--json", "-q", timeout=600)
     assert result.returncode == 0, result.stderr

@@ -131,7 +131,7 @@ def notes_config(folder, rows: int = 6_000):
         "name": "notes",
         "workload": {"kind": "pipeline", "source": {"path": "notes.csv"}, "transform": "row_functions:transform",
                      "partition_safe": True},
-        "search": {"trials": 3, "verify_top": 1},
+        "search": {"trials": 3, "verify_top": 1, "precision": 0},
     })
 
 
