@@ -143,7 +143,9 @@ def test_the_probe_measures_what_threads_and_workers_cost_a_sample_and_the_model
 
     samples = [(torch.randn(128), index % 10) for index in range(128)]
     overheads = loading_overheads(samples, 16, torch.utils.data.default_collate)
-    assert 0 < overheads["dispatch_ms"] < 5 and 0 < overheads["handoff_ms"] < 50, overheads
+    # measured, not bounded tightly: the probe reads its process's CPU time, and in the suite's
+    # process other tests' threads add to it (a full run read 10 ms where a quiet one reads 0.1)
+    assert 0 < overheads["dispatch_ms"] < 50 and 0 < overheads["handoff_ms"] < 50, overheads
     assert 0 < overheads["worker_mb"] < 2000, "the worker's own memory, read while it ran"
     free = loading.LoaderCosts(wall_ms=2.0, cpu_ms=0.01, compute_ms=0.5, batch=64, cores=2, compute_cores=1.0)
     paid = loading.LoaderCosts(2.0, 0.01, 0.5, 64, 2, 1.0, dispatch_ms=0.06, handoff_ms=0.05)
