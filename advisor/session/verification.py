@@ -190,7 +190,7 @@ class Stopping:
     quiet_rounds: int = 0  # so far
     settled_at_stop: bool = False
     pinned: Optional[int] = None  # the rounds the fastest verified candidate's number needs (`rounds_to_pin`)
-    pin_reason: str = ""
+    pinned_name: Optional[str] = None  # that candidate
 
     def __post_init__(self) -> None:
         search_config = self.config.search
@@ -224,13 +224,14 @@ class Stopping:
         if self.settled_at_stop and not self.memory_fix:
             if self.pinned is None:  # fixed once, at the first settled look (`rounds_to_pin`)
                 claims = {name: quiet.ratios(name) for name in self.names if not rounds.failures(name)}
-                name, needed = rounds_to_pin(claims, search_config.min_speedup, search_config.precision, self.confidence)
-                self.pinned = needed
-                if done < needed:
-                    reach = half_width(claims[name], self.confidence)
-                    self.pin_reason = (f"{name} is verified, its speedup known to +-{reach:.0%}; about {needed} rounds "
-                                       f"pin it to +-{search_config.precision:.0%} (search.precision)")
-            return done >= self.pinned or not self._grow(done, len(rounds.baseline), self.pin_reason)
+                self.pinned_name, self.pinned = rounds_to_pin(claims, search_config.min_speedup, search_config.precision,
+                                                              self.confidence)
+            if done >= self.pinned:
+                return True
+            reach = half_width(quiet.ratios(self.pinned_name), self.confidence)
+            return not self._grow(done, len(rounds.baseline), (
+                f"{self.pinned_name} is verified, its speedup known to +-{reach:.0%}; about {self.pinned} rounds pin it "
+                f"to +-{search_config.precision:.0%} (search.precision)"))
         if done < search_config.pairs or self.memory_fix:
             return False
         return not self._grow(done, len(rounds.baseline), "a verdict still straddles the bar")
