@@ -448,9 +448,8 @@ def rounds_to_pin(claims: dict[str, Sequence[float]], min_speedup: float, precis
     if not cleared:
         return None, 0
     best = max(cleared, key=lambda name: cleared[name][0])
-    _, low, high = cleared[best]
-    reach = math.log(high / low) / 2
-    return best, math.ceil(len(claims[best]) * (reach / math.log(1 + precision)) ** 2)
+    reach = math.log1p(half_width(claims[best], confidence))  # in logs, where a width shrinks as one over the root
+    return best, math.ceil(len(claims[best]) * (reach / math.log1p(precision)) ** 2)
 
 
 @dataclass(frozen=True)
