@@ -260,15 +260,48 @@ def test_the_stopping_rule_measures_a_wide_verified_claim_on(tiny_config):
         spread = iter([1.0, 1.25, 0.8] * 10)
         measure = lambda plan: Measurement("full", plan, "ok", samples_per_s=100 * (3 * next(spread) if plan["x"] else 1))  # noqa: E731
         lines = []
-        stopping = Stopping(config, ["#1"], memory_fix=False, progress=lines.append)
+        stopping = Stopping(config, ["#1"], memory_fix=False, progress=lines.append,
+                            announce=lambda name, interval: lines.append(f"announced {name} {interval[0]:.2f}x"))
         rounds = interleave({"x": 0}, {"#1": {"x": 1}}, measure, 20, lines.append, enough=stopping,
                             rounds_total=stopping.round_of)
         return len(rounds.baseline), lines
 
-    assert verify(0.0)[0] == 3
+    rounds, lines = verify(0.0)
+    assert rounds == 3 and not any(line.startswith("announced") for line in lines), "its verdict is the announcement"
     rounds, lines = verify(0.1)
     assert rounds == 12, "+-25% at 3 rounds asks for about 40: the schedule's last look"
     assert any("#1 is verified, its speedup known to +-" in line and "search.precision" in line for line in lines), lines
+    announced = [place for place, line in enumerate(lines) if line.startswith("announced #1 ")]
+    assert len(announced) == 1 and lines[announced[0] - 1].startswith("  round 3/3:"), "said once, at the settled look"
+
+
+def test_the_first_fix_is_announced_at_its_settled_look_and_taken_back_if_its_rounds_undo_it():
+    """`Verified` says "first verified fix" when a verdict settles, before the rounds that pin its
+    number; the verdict at the end does not say it again, and one that the rounds undid says so
+    and leaves the first fix to come."""
+    import time
+
+    from advisor.session.verification import Verified
+
+    def verdict(verified: bool) -> dict:
+        return {"verified": verified, "speedup": 1.9, "low": 1.6, "high": 2.2, "reason": "straddles the bar" * (not verified)}
+
+    lines = []
+    ledger = Verified(time.time() - 40, progress=lines.append)
+    ledger.settled("#1", (2.0, 1.5, 2.6))
+    assert ledger.first_s == pytest.approx(40, abs=5)
+    assert lines == [f"first verified fix {ledger.first_s:.0f} s after the start: #1 2.00x (1.50-2.60x); "
+                     "its rounds go on to pin the number"]
+    ledger.heard("#1", {}, verdict(True), 0, time.time())
+    assert len(lines) == 1 and ledger.first_s == pytest.approx(40, abs=5), "the pinned verdict is not a second first"
+
+    lines.clear()
+    undone = Verified(time.time() - 40, progress=lines.append)
+    undone.settled("#2", (1.3, 1.06, 1.6))
+    undone.heard("#2", {}, verdict(False), 0, time.time())
+    assert undone.first_s is None and lines[-1] == "#2, announced verified, is not after the rounds that pinned it: straddles the bar"
+    undone.heard("#3", {}, verdict(True), 0, time.time())
+    assert lines[-1].startswith("first verified fix ") and " #3 1.90x (1.60-2.20x)" in lines[-1]
 
 
 def test_rounds_stop_when_enough_says_so():

@@ -72,7 +72,7 @@ class EarlyVerification(SearchPolicy):
         if early is not None:
             session.progress(f"  trial #{early.number} clears the bar by far: verifying it now, then the search goes on")
             # beside the baseline's trial as the reference: an input-bound job's rounds measure the ideal too
-            verified.add(*verify_each(with_reference(session, measured), [early], verified.heard))
+            verified.add(*verify_each(with_reference(session, measured), [early], verified))
 
 
 class PlateauStop(SearchPolicy):

@@ -27,7 +27,7 @@ def rank_session(session: Session, verified: Verified,
     baseline, measure, pairs, progress = session.baseline, session.round_measure, session.config.search.pairs, session.progress
 
     def verify(candidates: list[search.TrialResult]) -> list[Recommendation]:
-        recommendations, baseline_runs, rejections = verify_each(session, candidates, verified.heard)
+        recommendations, baseline_runs, rejections = verify_each(session, candidates, verified)
         verified.add(recommendations, baseline_runs, rejections)
         return recommendations
 

@@ -36,8 +36,23 @@ class Verified:
     rejections: list = field(default_factory=list)
     baseline_runs: list = field(default_factory=list)
     first_s: Optional[float] = None
+    announced: Optional[str] = None  # the candidate announced verified at its settled look, its rounds still running
+
+    def settled(self, name: str, interval: tuple[float, float, float]) -> None:
+        """A candidate's verdict settled verified, its number not yet pinned (`Stopping`): the
+        moment a user has advice to trust, said now rather than after the pinning rounds."""
+        if self.first_s is None:
+            self.first_s, self.announced = time.time() - self.started, name
+            speedup, low, high = interval
+            self.progress(f"first verified fix {self.first_s:.0f} s after the start: {name} {speedup:.2f}x "
+                          f"({low:.2f}-{high:.2f}x); its rounds go on to pin the number")
 
     def heard(self, name: str, plan: dict, verdict: dict, start: float, end: float) -> None:
+        if name == self.announced:
+            self.announced = None
+            if not verdict["verified"]:  # the pinning rounds took it back: the user hears so
+                self.progress(f"{name}, announced verified, is not after the rounds that pinned it: {verdict['reason']}")
+                self.first_s = None
         if verdict["verified"] and self.first_s is None:  # the moment a user has advice to trust
             self.first_s = end - self.started
             self.progress(f"first verified fix {self.first_s:.0f} s after the start: {name} "
@@ -125,20 +140,22 @@ def confirm_beside_fix(candidates: list[search.TrialResult], verified: Verified,
 
 
 def verify_each(session: Session, candidates: list[search.TrialResult],
-                heard: Callable[..., None] = lambda *args: None) -> tuple[list[Recommendation], list[Measurement], list[Rejection]]:
+                verified: Optional[Verified] = None) -> tuple[list[Recommendation], list[Measurement], list[Rejection]]:
     """Re-measures the candidates interleaved with the reference (the baseline, run as the user
     runs it: without the memory budget the candidates must keep), for as many rounds as the
     verdicts need (`_interleaved`), judged on the quiet ones. Once the
     search is done, the session's `Reference` says whose plan is the reference, whether fixes
     are judged on fitting the budget, and whether the baseline fed one reused batch joins every
     round: the ideal an input fix can reach, measured beside it, so the share of the gap a fix
-    recovers compares like with like. `heard` hears each verdict.
+    recovers compares like with like. `verified`, the session's ledger, hears each verdict, and
+    the first fix verified as soon as its verdict settles.
 
     Returns the recommendations (unranked), the reference's runs and the rejections."""
     config, baseline = session.config, session.baseline
     memory_fix = session.reference is not None and session.reference.memory_fix
     plans = {f"#{t.number}": t for t in candidates}
-    every_round, confidence, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix)
+    announce = verified.settled if verified is not None else lambda name, interval: None
+    every_round, confidence, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce)
     rounds, set_aside = every_round.quiet(), every_round.set_aside()
     recommendations, rejections = [], []
     for name, trial in plans.items():
@@ -151,7 +168,8 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
             failures=every_round.failures(name), pairs=len(rounds.baseline), confidence=confidence,
             set_aside=set_aside,
         )
-        heard(name, trial.plan, verdict.to_dict(), started, finished)
+        if verified is not None:
+            verified.heard(name, trial.plan, verdict.to_dict(), started, finished)
         if numerics is not None and not numerics.passed:
             rejections.append(Rejection.of(trial, baseline, verdict.reason))
             continue
@@ -191,6 +209,7 @@ class Stopping:
     settled_at_stop: bool = False
     pinned: Optional[int] = None  # the rounds the fastest verified candidate's number needs (`rounds_to_pin`)
     pinned_name: Optional[str] = None  # that candidate
+    announce: Callable[[str, tuple[float, float, float]], None] = lambda name, interval: None  # hears it, settled
 
     def __post_init__(self) -> None:
         search_config = self.config.search
@@ -226,6 +245,8 @@ class Stopping:
                 claims = {name: quiet.ratios(name) for name in self.names if not rounds.failures(name)}
                 self.pinned_name, self.pinned = rounds_to_pin(claims, search_config.min_speedup, search_config.precision,
                                                               self.confidence)
+                if self.pinned_name is not None and done < self.pinned:
+                    self.announce(self.pinned_name, paired_interval(quiet.ratios(self.pinned_name), self.confidence))
             if done >= self.pinned:
                 return True
             reach = half_width(quiet.ratios(self.pinned_name), self.confidence)
@@ -248,12 +269,13 @@ class Stopping:
         return True
 
 
-def _interleaved(session: Session, plans: dict[str, search.TrialResult],
-                 memory_fix: bool) -> tuple[Rounds, float, Optional[float], float, float]:
+def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_fix: bool,
+                 announce: Callable[[str, tuple[float, float, float]], None]) -> tuple[Rounds, float, Optional[float], float, float]:
     """The verification rounds: the reference and each candidate (and the ideal, for an input
     fix) back to back, until `Stopping` says they are enough (past `search.pairs`, a service's
     runs serve twice the requests). Returns the rounds, the level of the intervals to report,
-    the ideal's speedup over the reference, and when the rounds began and ended."""
+    the ideal's speedup over the reference, and when the rounds began and ended. `announce`
+    hears the fastest verified candidate as soon as its verdict settles."""
     config, reference = session.config, session.reference
     with_ideal = reference is not None and reference.with_ideal
     reference_plan = reference.run.plan if reference is not None and reference.run is not None else session.baseline
@@ -261,7 +283,7 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult],
     ideal_plan = dict(reference_plan)  # told apart by identity: the same plan, another mode
     if with_ideal:
         arms["ideal"] = ideal_plan
-    stopping = Stopping(config, list(plans), memory_fix, session.progress)
+    stopping = Stopping(config, list(plans), memory_fix, session.progress, announce=announce)
     planned = (session.round_measure, session.round_reference)
     longer = round_measures(more_requests(config)) if config.workload.SERVED else planned
 
@@ -347,7 +369,7 @@ def gap_recovered(speedup: float, baseline_rate: float, ideal_rate: Optional[flo
 def verify_candidates(session: Session, candidates: list[search.TrialResult], verified: "Verified") -> None:
     """Verifies the candidates (when there are any) into the session's ledger."""
     if candidates:
-        verified.add(*verify_each(session, candidates, verified.heard))
+        verified.add(*verify_each(session, candidates, verified))
 
 
 def _one_off_costs(recipes: tuple[Recipe, ...], runs: list[Measurement], reference_runs: list[Measurement],
