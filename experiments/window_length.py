@@ -1,0 +1,66 @@
+"""Does a plan's measured speedup hang on how long its timed window is? A verification round
+times `measure.steps` steps (an input plan at least twice the batches its workers can queue); a
+user's epoch runs thousands. Within a short window two transients weigh: the batches the workers
+queued during the warm-up (served at the step's pace: the rate reads high) and workers still
+starting up (the rate reads low). A long window dilutes both.
+
+    python -m experiments.window_length CONFIG PLAN_JSON [--rounds 6] [--times 8]
+
+Each round runs four fresh processes as a verification round measures them (`round_measures`),
+order rotated: the baseline and the plan at the config's window, and both again at `--times` as
+many steps. Prints each window's speedup (geometric mean of the rounds' ratios, 95% interval) and
+the short window's speedup over the long one's, round by round: an interval clear of 1.0 says
+claims made on the short window do not hold over a long run.
+"""
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+from advisor.config import load_config
+from advisor.kinds import baseline_plan
+from advisor.session import round_measures
+from advisor.verify import paired_interval
+
+
+def with_steps(config, steps: int):
+    """The config whose runs time `steps` steps (the warm-up unchanged)."""
+    return dataclasses.replace(config, measure=dataclasses.replace(config.measure, steps=steps))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config", type=Path)
+    parser.add_argument("plan", type=Path, help="a JSON object of the plan's knobs (a claim's `plan`)")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--times", type=int, default=8, help="the long window's steps over the config's")
+    args = parser.parse_args()
+    config = load_config(args.config.resolve())
+    plan = {**baseline_plan(config), **json.loads(args.plan.read_text())}
+    windows = {"short": config, "long": with_steps(config, args.times * config.measure.steps)}
+    runs = {}
+    for window, windowed in windows.items():
+        measure, measure_reference = round_measures(windowed)
+        runs[(window, "baseline")] = lambda m=measure_reference: m(baseline_plan(config))
+        runs[(window, "plan")] = lambda m=measure: m(plan)
+    names = list(runs)
+    rates: dict = {name: [] for name in names}
+    for index in range(args.rounds):
+        for name in names[index % len(names):] + names[:index % len(names)]:
+            rates[name].append(runs[name]().samples_per_s)
+        print(f"round {index + 1}/{args.rounds}: " + ", ".join(
+            f"{window} {what} {rates[(window, what)][-1]:,.0f}/s" for window, what in names), flush=True)
+    ratios = {window: [p / b for p, b in zip(rates[(window, "plan")], rates[(window, "baseline")]) if p > 0 and b > 0]
+              for window in windows}
+    for window, found in ratios.items():
+        mid, low, high = paired_interval(found)
+        print(f"{window:<5} window ({windows[window].measure.steps} steps asked): speedup {mid:.2f}x (95% {low:.2f}-{high:.2f}x)")
+    mid, low, high = paired_interval([s / l for s, l in zip(ratios["short"], ratios["long"])])
+    print(f"short / long, round by round: {mid:.3f}x (95% {low:.3f}-{high:.3f}x): "
+          + ("the window's length makes no difference the rounds can see" if low <= 1.0 <= high
+             else "the short window's claim does not hold over a long run"))
+
+
+if __name__ == "__main__":
+    main()
