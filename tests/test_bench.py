@@ -167,6 +167,15 @@ def test_same_round_agreement_pairs_each_loops_speedup_round_by_round():
         "pairs are of the same round (not the failed one's), and a drift both loops share cancels out"
 
 
+def test_the_long_window_times_more_steps_after_the_same_warm_up(tmp_path):
+    from experiments.window_length import with_steps
+
+    config = load_config(write_config(tmp_path, TINY))
+    longer = with_steps(config, 8 * config.measure.steps)
+    assert longer.measure.steps == 8 * config.measure.steps and longer.measure.warmup_steps == config.measure.warmup_steps
+    assert longer.workload == config.workload and config.measure.steps != longer.measure.steps, "the config itself is unchanged"
+
+
 def test_the_plain_loop_times_every_fetch_of_its_window(tmp_path):
     """The reproduction's plain loop over a job that waits at least 5 ms a sample (20 ms a batch
     of 4) cannot run faster than 200 samples/s. Started once the first timed batch was in hand, it
