@@ -46,13 +46,20 @@ def same_rounds(config_path: Path, plan: dict, rounds: int,
             ("plain", "baseline"): lambda: plain_run(config_path, baseline_file),
             ("plain", "plan"): lambda: plain_run(config_path, plan_file),
         }
-        names = list(runs)
-        rates: dict = {name: [] for name in names}
-        for index in range(rounds):
-            for name in names[index % len(names):] + names[:index % len(names)]:
-                rates[name].append(runs[name]())
-            progress(f"round {index + 1}/{rounds}: " + ", ".join(f"{loop} {what} {rates[(loop, what)][-1]:,.0f}/s"
-                                                                for loop, what in names))
+        return rotated_rounds(runs, rounds, progress)
+
+
+def rotated_rounds(runs: dict[tuple[str, str], Callable[[], float]], rounds: int,
+                   progress: Callable[[str], None] = print) -> dict[tuple[str, str], list[float]]:
+    """Each of `runs` ({(loop, "baseline" | "plan"): a run's rate}) once a round, `rounds` rounds,
+    the order rotated each round; the rates by run."""
+    names = list(runs)
+    rates: dict = {name: [] for name in names}
+    for index in range(rounds):
+        for name in names[index % len(names):] + names[:index % len(names)]:
+            rates[name].append(runs[name]())
+        progress(f"round {index + 1}/{rounds}: " + ", ".join(f"{loop} {what} {rates[(loop, what)][-1]:,.0f}/s"
+                                                            for loop, what in names))
     return rates
 
 
@@ -66,10 +73,11 @@ def speedups(rates: dict[tuple[str, str], list[float]]) -> dict[str, list[float]
     return {loop: [r for r in per_round(rates, loop) if r is not None] for loop in LOOPS}
 
 
-def loops_ratio(rates: dict[tuple[str, str], list[float]]) -> tuple[float, float, float]:
-    """advisor's speedup over the plain loop's, paired round by round (rounds where both loops
-    ran), with its 95% interval."""
-    paired = [a / p for a, p in zip(per_round(rates, "advisor"), per_round(rates, "plain")) if a and p]
+def loops_ratio(rates: dict[tuple[str, str], list[float]], first: str = "advisor",
+                second: str = "plain") -> tuple[float, float, float]:
+    """`first`'s speedup over `second`'s (advisor's over the plain loop's), paired round by round
+    (rounds where both ran), with its 95% interval."""
+    paired = [a / p for a, p in zip(per_round(rates, first), per_round(rates, second)) if a and p]
     return paired_interval(paired) if paired else (float("nan"),) * 3
 
 

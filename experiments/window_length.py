@@ -22,6 +22,7 @@ from advisor.config import load_config
 from advisor.kinds import baseline_plan
 from advisor.session import round_measures
 from advisor.verify import paired_interval
+from experiments.agreement import loops_ratio, per_round, rotated_rounds
 
 
 def with_steps(config, steps: int):
@@ -42,21 +43,13 @@ def main() -> None:
     runs = {}
     for window, windowed in windows.items():
         measure, measure_reference = round_measures(windowed)
-        runs[(window, "baseline")] = lambda m=measure_reference: m(baseline_plan(config))
-        runs[(window, "plan")] = lambda m=measure: m(plan)
-    names = list(runs)
-    rates: dict = {name: [] for name in names}
-    for index in range(args.rounds):
-        for name in names[index % len(names):] + names[:index % len(names)]:
-            rates[name].append(runs[name]().samples_per_s)
-        print(f"round {index + 1}/{args.rounds}: " + ", ".join(
-            f"{window} {what} {rates[(window, what)][-1]:,.0f}/s" for window, what in names), flush=True)
-    ratios = {window: [p / b for p, b in zip(rates[(window, "plan")], rates[(window, "baseline")]) if p > 0 and b > 0]
-              for window in windows}
-    for window, found in ratios.items():
-        mid, low, high = paired_interval(found)
-        print(f"{window:<5} window ({windows[window].measure.steps} steps asked): speedup {mid:.2f}x (95% {low:.2f}-{high:.2f}x)")
-    mid, low, high = paired_interval([s / l for s, l in zip(ratios["short"], ratios["long"])])
+        runs[(window, "baseline")] = lambda m=measure_reference: m(baseline_plan(config)).samples_per_s
+        runs[(window, "plan")] = lambda m=measure: m(plan).samples_per_s
+    rates = rotated_rounds(runs, args.rounds, lambda line: print(line, flush=True))
+    for window, windowed in windows.items():
+        mid, low, high = paired_interval([r for r in per_round(rates, window) if r is not None])
+        print(f"{window:<5} window ({windowed.measure.steps} steps asked): speedup {mid:.2f}x (95% {low:.2f}-{high:.2f}x)")
+    mid, low, high = loops_ratio(rates, "short", "long")
     print(f"short / long, round by round: {mid:.3f}x (95% {low:.3f}-{high:.3f}x): "
           + ("the window's length makes no difference the rounds can see" if low <= 1.0 <= high
              else "the short window's claim does not hold over a long run"))

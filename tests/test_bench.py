@@ -174,6 +174,13 @@ def test_the_long_window_times_more_steps_after_the_same_warm_up(tmp_path):
     longer = with_steps(config, 8 * config.measure.steps)
     assert longer.measure.steps == 8 * config.measure.steps and longer.measure.warmup_steps == config.measure.warmup_steps
     assert longer.workload == config.workload and config.measure.steps != longer.measure.steps, "the config itself is unchanged"
+    from experiments.agreement import loops_ratio
+
+    rates = {("short", "baseline"): [100.0, 100.0, 50.0], ("short", "plan"): [0.0, 300.0, 150.0],
+             ("long", "baseline"): [100.0, 100.0, 50.0], ("long", "plan"): [200.0, 300.0, 150.0]}
+    mid, low, high = loops_ratio(rates, "short", "long")
+    assert math.isclose(mid, 1.0) and math.isclose(low, high), \
+        "round 2 is paired with round 2, not shifted onto round 1 past its failed run (that pairing reads 1.5x)"
 
 
 def test_the_plain_loop_times_every_fetch_of_its_window(tmp_path):
