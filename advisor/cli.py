@@ -361,8 +361,8 @@ def print_session(config, payload: dict, folder, log, config_arg: str, as_json: 
     print(f"review the ranked recommendations at {base.rstrip('/')}/{log.review}", file=out)
 
 
-RANKING_FIELDS = ("rank", "recipes", "speedup", "interval", "verified", "reason", "changes", "plan", "numerics",
-                  "peak_memory_mb", "latency_ms", "snippet", "mlflow_run_id")
+RANKING_FIELDS = ("rank", "recipes", "speedup", "speedup_basis", "interval", "verified", "reason", "changes", "plan",
+                  "numerics", "peak_memory_mb", "latency_ms", "snippet", "mlflow_run_id")
 
 
 def ranking(payload: dict, folder) -> dict:
@@ -384,7 +384,8 @@ def ranking_from_runs(workload: str, session: dict, recommendations: list[dict])
         metrics, tags = run["metrics"], run["tags"]
         known = {"rank": int(metrics["rank"]), "recipes": tags.get("recipe", "").split("+"), "speedup": metrics.get("speedup"),
                  "interval": [metrics.get("speedup_low"), metrics.get("speedup_high")],
-                 "verified": tags.get("verified") == "true", "mlflow_run_id": run["run_id"]}
+                 "verified": tags.get("verified") == "true", "mlflow_run_id": run["run_id"],
+                 "speedup_basis": tags.get("speedup_basis")}
         return {field: known.get(field) for field in RANKING_FIELDS}
 
     return {"workload": workload, "unit": None, "results": None, "mlflow_session_run_id": session["run_id"],

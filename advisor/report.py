@@ -266,6 +266,18 @@ def capacity_lines(payload: dict) -> list[str]:
     return lines
 
 
+def answered_lines(payload: dict) -> list[str]:
+    """Where a p95 objective's speedups are of requests answered a second (`speedup_basis`): why."""
+    if not any(rec.get("speedup_basis") == "answered" for rec in payload["recommendations"]):
+        return []
+    base = payload["baseline"].get("latency_ms") or {}
+    keeps = (f"the {base['offered_per_s']:,.0f}/s offered (it answers {base['served_per_s']:,.0f}/s)"
+             if base.get("offered_per_s") and base.get("served_per_s") else "the load offered")
+    return [f"speedups are of requests answered a second, not of p95s: the baseline cannot keep up with {keeps}, so "
+            "its queue grows while requests arrive and its p95 measures how long the replay ran; a fix that keeps up "
+            "answers about every arrival, and its own p95 is shown under it"]
+
+
 def bucket_lines(payload: dict) -> list[str]:
     """Each DistributedDataParallel bucket size tried on its own, its trial's rate over the
     baseline's: reported whatever it came to, noise included (one trial each, not verified)."""
@@ -329,7 +341,7 @@ def render_recommendations(payload: dict) -> str:
         lines[-1:-1] = [f"{len(payload['pruned'])} of {len(payload['pruned']) + len(payload.get('trials', []))} trials "
                         f"pruned midway, clearly losing (trial {', '.join('#' + str(p['number']) for p in payload['pruned'])})"
                         + (f": about {unrun:,.1f} s of their timed windows left unrun, at their pace so far" if unrun else "")]
-    lines[-1:-1] = bucket_lines(payload) + loader_lines(payload) + capacity_lines(payload)
+    lines[-1:-1] = bucket_lines(payload) + loader_lines(payload) + capacity_lines(payload) + answered_lines(payload)
     recs = payload["recommendations"]
     if payload.get("baseline_failure") and not payload.get("memory_fix"):
         lines.append(f"the baseline itself failed ({payload['baseline_failure']}): there is nothing to compare a fix with")

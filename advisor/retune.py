@@ -18,7 +18,7 @@ from advisor.errors import UserError
 from advisor.fingerprint import describe_changes, fingerprint, workload_section
 from advisor.kinds import baseline_plan
 from advisor.session import round_measures, optimize
-from advisor.verify import paired_interval, interleave, judge
+from advisor.verify import OBJECTIVE, interleave, judge, paired_interval
 
 # A re-check may stop after EARLY_ROUNDS when even a stricter interval clears the bar: looking
 # early spends part of the error rate, so the early look uses 99%, the full check 95%.
@@ -81,7 +81,8 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
         rounds = interleave(baseline, plans, measure, EARLY_ROUNDS, progress, first_reference_run=probe, rounds_total=pairs,
                             measure_reference=measure_baseline)
         memory_fix = previous.get("memory_fix", False)
-        early = (clearly_holds(rounds.ratios("#1"), config.search.min_speedup) and not memory_fix
+        basis = best.get("speedup_basis", OBJECTIVE)  # re-read as it was claimed (`speedup_basis`)
+        early = (clearly_holds(rounds.ratios("#1", basis), config.search.min_speedup) and not memory_fix
                  and not rounds.failures("#1"))
         if early:
             progress(f"  the {EARLY_CONFIDENCE:.0%} interval after {EARLY_ROUNDS} rounds clears the bar: stopping early")
@@ -90,7 +91,7 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
                                             rounds_before=EARLY_ROUNDS, rounds_total=pairs,
                                             measure_reference=measure_baseline))
         disturbed = rounds.disturbed("#1")
-        verdict = judge("#1", rounds.ratios("#1"), config.search.min_speedup, None, memory_fix,
+        verdict = judge("#1", rounds.ratios("#1", basis), config.search.min_speedup, None, memory_fix,
                         [r.peak_memory_mb for r in rounds.candidates["#1"] if r.ok], config.constraints.max_memory_mb,
                         failures=rounds.failures("#1"), pairs=len(rounds.baseline), disturbed=disturbed)
         was = f"{best['speedup']:.2f}x (95% {best['interval'][0]:.2f}-{best['interval'][1]:.2f}x)"

@@ -236,7 +236,8 @@ class SessionLog:
         run_id = self.tracker.start(
             recommendation_name(rec, bottleneck),
             {"kind": "recommendation", "verified": str(rec["verified"]).lower(), "recipe": "+".join(rec["recipes"]),
-             "bottleneck": bottleneck, "workload": self.config.name},
+             "bottleneck": bottleneck, "workload": self.config.name,
+             "speedup_basis": rec.get("speedup_basis", "objective")},
             parent=self.session, start_time=started,
             description=f"{rec['reason']}\n\n```python\n{rec['snippet']}\n```",
         )

@@ -67,3 +67,22 @@ def test_rank_keeps_speed_order_for_small_memory_differences_or_clear_gaps():
     slower = recommendation(2.0, (1.9, 2.1), 300)
     unverified = recommendation(5.0, (0.9, 9.0), 100, verified=False)
     assert rank([slower, unverified, close, fast]) == [fast, close, slower, unverified]
+
+
+def test_rank_puts_the_lowest_p95_first_among_fixes_that_keep_up_with_a_saturated_baseline():
+    """Where the speedups are of requests answered a second (the baseline saturates), fixes that
+    keep up answer about every arrival alike: of those the measurements cannot tell apart, the
+    one with the lowest p95 leads; a clearly higher speedup still leads."""
+    import dataclasses
+
+    def served(speedup, interval, p95_ms):
+        return dataclasses.replace(recommendation(speedup, interval, 500), speedup_basis="answered",
+                                   latency_ms={"p95_ms": p95_ms})
+
+    batching = served(1.40, (1.37, 1.43), 16.6)
+    quantized = served(1.39, (1.36, 1.42), 3.2)
+    assert rank([batching, quantized]) == [quantized, batching]
+    two_instances = served(2.2, (2.1, 2.3), 30.0)  # a plan that answers clearly more leads whatever its p95
+    assert rank([batching, quantized, two_instances])[0] is two_instances
+    plain = [dataclasses.replace(r, speedup_basis="objective") for r in (batching, quantized)]
+    assert rank(plain) == plain, "judged on the objective, the faster leads"

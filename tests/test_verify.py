@@ -390,3 +390,66 @@ def test_planted_flaky_plan_is_reported_flaky_not_verified(tmp_path):
     assert flaky.reason.startswith(f"flaky: failed in {flaky.failed_runs} of "), "every failed run counted ..."
     assert f" of {config.search.pairs} runs: " in flaky.reason or " of 3 runs: " in flaky.reason, "... of those made"
     assert "killed by signal" in flaky.reason or "exited unexpectedly" in flaky.reason
+
+
+def served_run(plan: dict, p95_ms: float, served_per_s: float, saturated: bool) -> Measurement:
+    """A service's run under open load as the harness reports it (objective p95: 1000 / p95 ms)."""
+    return Measurement("full", plan, "ok", samples_per_s=1000 / p95_ms,
+                       latency={"p95_ms": p95_ms, "served_per_s": served_per_s, "saturated": saturated})
+
+
+def test_a_saturated_baseline_has_its_speedups_read_as_requests_answered():
+    """Under open load a baseline that cannot keep up has a p95 that grows with the replay's
+    length: its p95 objective's speedups are of the requests answered a second instead, as long
+    as it saturated in half its runs or more; any other objective or load keeps its own figure."""
+    from advisor.verify import ANSWERED, OBJECTIVE, Rounds, speedup_basis
+
+    saturated = [served_run({}, p95, 420, True) for p95 in (300, 600, 150)]  # 600, 1200, 300 requests: p95 ~ length
+    steady = [served_run({}, 40, 598, False)] * 2
+    assert speedup_basis("p95", True, saturated) == ANSWERED
+    assert speedup_basis("p95", True, saturated[:1] + steady) == OBJECTIVE, "one saturated run in three"
+    assert speedup_basis("p95", True, saturated[:2] + steady) == ANSWERED
+    assert speedup_basis("p95", False, saturated) == OBJECTIVE and speedup_basis("throughput", True, saturated) == OBJECTIVE
+    assert speedup_basis("p95", True, [Measurement("full", {}, "failed")]) == OBJECTIVE
+
+    kept_up = [served_run({"x": 1}, 16, 583, False)] * 3
+    rounds = Rounds(saturated, {"#1": kept_up})
+    assert rounds.ratios("#1") == pytest.approx([300 / 16, 600 / 16, 150 / 16]), "the p95 ratio follows the run's length"
+    assert rounds.ratios("#1", ANSWERED) == pytest.approx([583 / 420] * 3), "what each answered a second does not"
+
+
+def test_a_saturated_baseline_is_not_run_longer_and_its_claim_is_of_requests_answered(tmp_path):
+    """`Stopping` past `search.pairs`: a service judged on p95 serves twice the requests per run,
+    unless its baseline saturates (a longer run only lengthens its p95); and the interval it pins
+    is of what each answered a second, narrow where the p95 ratio swings with the baseline's queue."""
+    from advisor.session.verification import Stopping
+    from advisor.verify import ANSWERED, OBJECTIVE
+
+    service = {"name": "svc", "workload": {"kind": "infer", "model": "m.py:build", "requests": "m.py:requests"},
+               "load": {"mode": "open", "rate_per_s": 600}, "search": {"objective": "p95", "precision": 0.1}}
+    (tmp_path / "m.py").write_text("def build():\n    return None\n\ndef requests():\n    return []\n")
+    config = load_config(write_config(tmp_path, service))
+
+    def verify(saturates: bool) -> tuple[Stopping, object, list[str]]:
+        queue = iter([2.0, 9.0, 1.0, 5.0, 13.0, 3.0] * 5)  # the saturated baseline's p95 swings round to round
+        answered = iter([1.0, 1.03, 0.98] * 10)
+
+        def measure(plan: dict) -> Measurement:
+            if plan["x"]:
+                return served_run(plan, 16, 583, False)
+            return (served_run(plan, 100 * next(queue), 420 * next(answered), True) if saturates
+                    else served_run(plan, 40 * next(answered), 598, False))
+
+        lines = []
+        stopping = Stopping(config, ["#1"], memory_fix=False, progress=lines.append)
+        rounds = interleave({"x": 0}, {"#1": {"x": 1}}, measure, 20, lines.append, enough=stopping,
+                            rounds_total=stopping.round_of)
+        return stopping, rounds, lines
+
+    stopping, rounds, lines = verify(saturates=True)
+    assert stopping.basis == ANSWERED and not stopping.longer_runs(config.search.pairs + 1)
+    assert not any("twice the requests" in line for line in lines), lines
+    _, low, high = paired_interval(rounds.quiet().ratios("#1", ANSWERED))
+    assert 583 / 420 / 1.1 < low < high < 583 / 420 * 1.1, (low, high)
+    stopping, _, _ = verify(saturates=False)
+    assert stopping.basis == OBJECTIVE and stopping.longer_runs(config.search.pairs)

@@ -15,7 +15,8 @@ from advisor.session.bundle import Session
 from advisor.session.margins import MEMORY_TIE_SAVING
 from advisor.session.results import Progress, Recommendation
 from advisor.session.verification import Verified, verify_each
-from advisor.verify import FIRST_LOOK, Rounds, interleave, look_confidence, paired_interval, reported_confidence
+from advisor.verify import (ANSWERED, FIRST_LOOK, Rounds, interleave, look_confidence, paired_interval,
+                            reported_confidence)
 from recipes import by_name
 
 
@@ -40,12 +41,17 @@ def rank_session(session: Session, verified: Verified,
 
 def rank(recommendations: list[Recommendation]) -> list[Recommendation]:
     """Verified first, fastest first; but when a fix the measurements cannot tell apart from the
-    fastest (its interval reaches the fastest's speedup) needs much less memory, it leads."""
+    fastest (its interval reaches the fastest's speedup) needs much less memory, it leads; and
+    where the speedups are of requests answered (a saturated baseline), the lowest p95 of those
+    leads."""
     ordered = sorted(recommendations, key=lambda r: (not r.verified, -r.speedup))
     if not ordered:
         return ordered
     best = ordered[0]
     tied = [r for r in ordered if r.verified == best.verified and r.interval[1] >= best.speedup]
+    if best.speedup_basis == ANSWERED:  # fixes that keep up answer about every arrival alike: the lower p95 serves them sooner
+        quickest = min(tied, key=lambda r: r.latency_ms.get("p95_ms", math.inf))
+        return [quickest] + [r for r in ordered if r is not quickest]
     leanest = min(tied, key=lambda r: r.peak_memory_mb)
     if leanest.peak_memory_mb < (1 - MEMORY_TIE_SAVING) * best.peak_memory_mb:
         return [leanest] + [r for r in ordered if r is not leanest]

@@ -20,8 +20,8 @@ from advisor.session.bundle import Session, round_measures
 from advisor.session.gate import gate_candidates, rounding_envelope, worst_numerics
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
-from advisor.verify import (Envelope, Rounds, half_width, interleave, judge, look_confidence,
-                            look_schedule, paired_interval, reported_confidence, rounds_to_pin, settled, step_breakdown)
+from advisor.verify import (OBJECTIVE, Envelope, Rounds, half_width, interleave, judge, look_confidence, look_schedule,
+                            paired_interval, reported_confidence, rounds_to_pin, settled, speedup_basis, step_breakdown)
 from recipes import Context, Recipe
 
 @dataclass
@@ -157,13 +157,14 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
     announce = verified.settled if verified is not None else lambda name, interval: None
     every_round, confidence, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce)
     rounds, set_aside = every_round.quiet(), every_round.set_aside()
+    basis = basis_of(config, rounds.baseline)
     recommendations, rejections = [], []
     for name, trial in plans.items():
         runs = rounds.candidates[name]
         recipes = active_recipes(trial.plan, baseline)
         numerics = worst_numerics(runs, rounds.baseline, combined_risk(recipes), config, reference_envelope(session))
         verdict = judge(
-            name, rounds.ratios(name), config.search.min_speedup, numerics, memory_fix,
+            name, rounds.ratios(name, basis), config.search.min_speedup, numerics, memory_fix,
             [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
             failures=every_round.failures(name), pairs=len(rounds.baseline), confidence=confidence,
             set_aside=set_aside,
@@ -184,7 +185,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
             busy_share=max((r.other_cpu_share for r in [*runs, *rounds.baseline] if r.ok), default=0.0),
             rounds=len(rounds.baseline), set_aside_rounds=set_aside[0], set_aside_share=set_aside[1],
             ideal_speedup=ideal_speedup, gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
-            latency_ms=latency_of(runs), load_curve=load_curve_of(runs),
+            latency_ms=latency_of(runs), load_curve=load_curve_of(runs), speedup_basis=basis,
         ))
     return recommendations, rounds.baseline, rejections
 
@@ -210,6 +211,7 @@ class Stopping:
     pinned: Optional[int] = None  # the rounds the fastest verified candidate's number needs (`rounds_to_pin`)
     pinned_name: Optional[str] = None  # that candidate
     announce: Callable[[str, tuple[float, float, float]], None] = lambda name, interval: None  # hears it, settled
+    basis: str = OBJECTIVE  # what the speedups are ratios of, as the baseline's runs so far say (`speedup_basis`)
 
     def __post_init__(self) -> None:
         search_config = self.config.search
@@ -236,20 +238,21 @@ class Stopping:
             return False
         if done not in self.schedule:
             return False
-        self.settled_at_stop = all(settled(quiet.ratios(name), search_config.min_speedup, rounds.failures(name),
+        self.basis = basis = basis_of(self.config, quiet.baseline)
+        self.settled_at_stop = all(settled(quiet.ratios(name, basis), search_config.min_speedup, rounds.failures(name),
                                            self.deciding) for name in self.names)
         if done == self.schedule[-1]:
             return True
         if self.settled_at_stop and not self.memory_fix:
             if self.pinned is None:  # fixed once, at the first settled look (`rounds_to_pin`)
-                claims = {name: quiet.ratios(name) for name in self.names if not rounds.failures(name)}
+                claims = {name: quiet.ratios(name, basis) for name in self.names if not rounds.failures(name)}
                 self.pinned_name, self.pinned = rounds_to_pin(claims, search_config.min_speedup, search_config.precision,
                                                               self.confidence)
                 if self.pinned_name is not None and done < self.pinned:
-                    self.announce(self.pinned_name, paired_interval(quiet.ratios(self.pinned_name), self.confidence))
+                    self.announce(self.pinned_name, paired_interval(quiet.ratios(self.pinned_name, basis), self.confidence))
             if done >= self.pinned:
                 return True
-            reach = half_width(quiet.ratios(self.pinned_name), self.confidence)
+            reach = half_width(quiet.ratios(self.pinned_name, basis), self.confidence)
             return not self._grow(done, len(rounds.baseline), (
                 f"{self.pinned_name} is verified, its speedup known to +-{reach:.0%}; about {self.pinned} rounds pin it "
                 f"to +-{search_config.precision:.0%} (search.precision)"))
@@ -257,9 +260,16 @@ class Stopping:
             return False
         return not self._grow(done, len(rounds.baseline), "a verdict still straddles the bar")
 
+    def longer_runs(self, done: int) -> bool:
+        """Whether the rounds after `done` serve twice the requests per run: a service's past
+        `search.pairs`, where a p95 over more requests rests on more of them; not when its
+        speedups are of the requests answered a second (a saturated baseline's p95 would only
+        measure the longer run)."""
+        return self.config.workload.SERVED and done >= self.config.search.pairs and self.basis == OBJECTIVE
+
     def _grow(self, done: int, rounds_run: int, why: str) -> bool:
         """Whether the next look's rounds fit the time budget (said, with `why`, when they do)."""
-        served = self.config.workload.SERVED and done >= self.config.search.pairs
+        served = self.longer_runs(done)
         following = self.schedule[self.schedule.index(done) + 1]
         elapsed = time.time() - self.started
         if elapsed + elapsed / rounds_run * (following - done) * (2 if served else 1) > self.config.search.time_budget_s:
@@ -273,7 +283,7 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
                  announce: Callable[[str, tuple[float, float, float]], None]) -> tuple[Rounds, float, Optional[float], float, float]:
     """The verification rounds: the reference and each candidate (and the ideal, for an input
     fix) back to back, until `Stopping` says they are enough (past `search.pairs`, a service's
-    runs serve twice the requests). Returns the rounds, the level of the intervals to report,
+    runs serve twice the requests: `Stopping.longer_runs`). Returns the rounds, the level of the intervals to report,
     the ideal's speedup over the reference, and when the rounds began and ended. `announce`
     hears the fastest verified candidate as soon as its verdict settles."""
     config, reference = session.config, session.reference
@@ -291,8 +301,7 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
         if plan is ideal_plan:
             return run_measurement(config, plan, "synthetic", config.measure.steps, config.measure.timeout_s,
                                    fresh=config.measure.fresh_rounds)
-        past_planned = stopping.quiet_rounds >= config.search.pairs
-        capped, uncapped = longer if past_planned else planned
+        capped, uncapped = longer if stopping.longer_runs(stopping.quiet_rounds) else planned
         return uncapped(plan) if reference_run else capped(plan)
 
     session.progress(f"verifying {len(plans)} candidate(s), interleaved with the baseline"
@@ -314,6 +323,11 @@ def reference_envelope(session: Session) -> Callable[[], Optional[Envelope]]:
         return rounding_envelope(session, reference.run) if reference is not None else session.measured_envelope()
 
     return envelope
+
+
+def basis_of(config: AdvisorConfig, baseline_runs: list[Measurement]) -> str:
+    """What this verification's speedups are ratios of (`speedup_basis`)."""
+    return speedup_basis(config.objective, config.workload.SERVED and config.load.mode == "open", baseline_runs)
 
 
 def more_requests(config: AdvisorConfig) -> AdvisorConfig:
