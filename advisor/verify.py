@@ -574,6 +574,8 @@ def _rounds(runs: dict[str, list[Measurement]], reference: str) -> Rounds:
 def _round_summary(runs: dict[str, list[Measurement]], name: str) -> str:
     run = runs[name][-1]
     value = f"{run.samples_per_s:,.0f}/s" if run.ok else "failed"
+    if run.ok and run.latency.get("saturated"):  # its p95 is the replay's length: what it answered says more
+        value += f" (saturated: answers {answered_rate(run):,.0f}/s)"
     return f"{name} {value}"
 
 

@@ -449,6 +449,7 @@ def test_a_saturated_baseline_is_not_run_longer_and_its_claim_is_of_requests_ans
     stopping, rounds, lines = verify(saturates=True)
     assert stopping.basis == ANSWERED and not stopping.longer_runs(config.search.pairs + 1)
     assert not any("twice the requests" in line for line in lines), lines
+    assert "  round 1/3: baseline 5/s (saturated: answers 420/s), #1 62/s" in lines, lines
     _, low, high = paired_interval(rounds.quiet().ratios("#1", ANSWERED))
     assert 583 / 420 / 1.1 < low < high < 583 / 420 * 1.1, (low, high)
     stopping, _, _ = verify(saturates=False)
