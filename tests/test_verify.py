@@ -430,18 +430,20 @@ def test_a_saturated_baseline_is_not_run_longer_and_its_claim_is_of_requests_ans
     (tmp_path / "m.py").write_text("def build():\n    return None\n\ndef requests():\n    return []\n")
     config = load_config(write_config(tmp_path, service))
 
-    def verify(saturates: bool) -> tuple[Stopping, object, list[str]]:
+    def verify(saturates, steady_answers: float = 598, spread=(1.0, 1.03, 0.98)) -> tuple[Stopping, object, list[str]]:
         queue = iter([2.0, 9.0, 1.0, 5.0, 13.0, 3.0] * 5)  # the saturated baseline's p95 swings round to round
-        answered = iter([1.0, 1.03, 0.98] * 10)
+        answered = iter(list(spread) * 10)
+        saturating = iter(saturates if isinstance(saturates, list) else [saturates] * 30)
 
         def measure(plan: dict) -> Measurement:
             if plan["x"]:
                 return served_run(plan, 16, 583, False)
-            return (served_run(plan, 100 * next(queue), 420 * next(answered), True) if saturates
-                    else served_run(plan, 40 * next(answered), 598, False))
+            return (served_run(plan, 100 * next(queue), 420 * next(answered), True) if next(saturating)
+                    else served_run(plan, 40 * next(answered), steady_answers, False))
 
         lines = []
-        stopping = Stopping(config, ["#1"], memory_fix=False, progress=lines.append)
+        stopping = Stopping(config, ["#1"], memory_fix=False, progress=lines.append,
+                            announce=lambda name, interval: lines.append(f"announced {name}"))
         rounds = interleave({"x": 0}, {"#1": {"x": 1}}, measure, 20, lines.append, enough=stopping,
                             rounds_total=stopping.round_of)
         return stopping, rounds, lines
@@ -452,5 +454,11 @@ def test_a_saturated_baseline_is_not_run_longer_and_its_claim_is_of_requests_ans
     assert "  round 1/3: baseline 5/s (saturated: answers 420/s), #1 62/s" in lines, lines
     _, low, high = paired_interval(rounds.quiet().ratios("#1", ANSWERED))
     assert 583 / 420 / 1.1 < low < high < 583 / 420 * 1.1, (low, high)
-    stopping, _, _ = verify(saturates=False)
+    stopping, _, lines = verify(saturates=False)
     assert stopping.basis == OBJECTIVE and stopping.longer_runs(config.search.pairs)
+    # near its capacity the baseline saturates in some rounds only: what the speedup is of may
+    # still change, so the verdict waits for its last round to be announced
+    _, _, lines = verify(saturates=[True, False, True] * 10, steady_answers=480)
+    assert any("pin it" in line for line in lines) and not any(line.startswith("announced") for line in lines), lines
+    _, _, lines = verify(saturates=True, spread=(1.0, 1.2, 0.85))
+    assert "announced #1" in lines, "a baseline saturated in every round: announced at its verdict"

@@ -248,7 +248,7 @@ class Stopping:
                 claims = {name: quiet.ratios(name, basis) for name in self.names if not rounds.failures(name)}
                 self.pinned_name, self.pinned = rounds_to_pin(claims, search_config.min_speedup, search_config.precision,
                                                               self.confidence)
-                if self.pinned_name is not None and done < self.pinned:
+                if self.pinned_name is not None and done < self.pinned and not basis_may_change(quiet.baseline):
                     self.announce(self.pinned_name, paired_interval(quiet.ratios(self.pinned_name, basis), self.confidence))
             if done >= self.pinned:
                 return True
@@ -328,6 +328,13 @@ def reference_envelope(session: Session) -> Callable[[], Optional[Envelope]]:
 def basis_of(config: AdvisorConfig, baseline_runs: list[Measurement]) -> str:
     """What this verification's speedups are ratios of (`speedup_basis`)."""
     return speedup_basis(config.objective, config.workload.SERVED and config.load.mode == "open", baseline_runs)
+
+
+def basis_may_change(baseline_runs: list[Measurement]) -> bool:
+    """Whether the baseline's runs so far disagree on saturating (a service near its capacity):
+    what the speedups are ratios of (`speedup_basis`) may still change with the rounds to come,
+    so a verdict is not announced before its last round."""
+    return len({bool(run.latency.get("saturated")) for run in baseline_runs if run.ok and run.latency}) > 1
 
 
 def more_requests(config: AdvisorConfig) -> AdvisorConfig:
