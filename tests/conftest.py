@@ -28,7 +28,7 @@ TINY = {
     # references, the reference configs but the memory one).
     "measure": {"warmup_steps": 1, "steps": 4, "profile_steps": 2, "timeout_s": 60, "fresh_rounds": False},
     # Verdicts stop once they are clear, for the suite's time: the rounds search.precision adds to
-    # a verified claim are tested in test_verify, and in the README's example (at +-20%).
+    # a verified claim are tested in test_verify, and in the README's example (within its budget).
     "search": {"precision": 0},
 }
 
