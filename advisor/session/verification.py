@@ -283,9 +283,9 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
                  announce: Callable[[str, tuple[float, float, float]], None]) -> tuple[Rounds, float, Optional[float], float, float]:
     """The verification rounds: the reference and each candidate (and the ideal, for an input
     fix) back to back, until `Stopping` says they are enough (past `search.pairs`, a service's
-    runs serve twice the requests: `Stopping.longer_runs`). Returns the rounds, the level of the intervals to report,
-    the ideal's speedup over the reference, and when the rounds began and ended. `announce`
-    hears the fastest verified candidate as soon as its verdict settles."""
+    runs serve twice the requests: `Stopping.longer_runs`). Returns the rounds, the level of the
+    intervals to report, the ideal's speedup over the reference, and when the rounds began and
+    ended. `announce` hears the fastest verified candidate as soon as its verdict settles."""
     config, reference = session.config, session.reference
     with_ideal = reference is not None and reference.with_ideal
     reference_plan = reference.run.plan if reference is not None and reference.run is not None else session.baseline
