@@ -56,9 +56,31 @@ def main(argv: Optional[list[str]] = None) -> int:
         print(f"advisor: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        launch.stop()
-        print("advisor: interrupted; finished trials are kept: run the same command again to resume", file=sys.stderr)
-        return 130
+        return interrupted(launch)
+    except Exception as exc:
+        if not raised_by_interrupt(exc):
+            raise
+        return interrupted(launch)
+
+
+def interrupted(launch) -> int:
+    """Ctrl-C (or SIGTERM, SIGHUP): the running measurement stopped, finished trials kept."""
+    launch.stop()
+    print("advisor: interrupted; finished trials are kept: run the same command again to resume", file=sys.stderr)
+    return 130
+
+
+def raised_by_interrupt(exc: BaseException) -> bool:
+    """Whether an error was raised while Ctrl-C was being handled: a library's cleanup that fails
+    under the interrupt (Optuna's journal lock, unlinking a file the interrupted call had already
+    removed) is the interrupt, not a crash."""
+    seen = set()
+    while exc is not None and id(exc) not in seen:
+        if isinstance(exc, KeyboardInterrupt):
+            return True
+        seen.add(id(exc))
+        exc = exc.__cause__ or exc.__context__
+    return False
 
 
 SCRIPT_COMMANDS = ("diagnose", "optimize", "report", "retune", "ui", "worker")  # those a script's command line can name

@@ -139,6 +139,30 @@ def test_interrupt_then_resume_redoes_no_finished_trial(tmp_path):
         assert any(t.params == trial.params and t.number > trial.number for t in measured_trials(config))
 
 
+def test_ctrl_c_landing_in_the_journal_locks_cleanup_is_the_interrupt(tmp_path, monkeypatch):
+    """Ctrl-C that lands just after Optuna's journal lock removed its file makes the lock's own
+    cleanup fail (FileNotFoundError, unlinking it again): advisor reads that as the interrupt
+    (exit 130, resumable), not as a crash with a traceback (exit 1, seen in a full suite run)."""
+    from optuna.storages.journal import JournalFileOpenLock
+
+    from advisor.cli import raised_by_interrupt
+
+    lock = JournalFileOpenLock(str(tmp_path / "study.journal"))
+    assert lock.acquire()
+    unlink = os.unlink
+
+    def interrupted_after(path):  # the signal handler runs right after the file is gone
+        unlink(path)
+        monkeypatch.setattr(os, "unlink", unlink)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "unlink", interrupted_after)
+    with pytest.raises(FileNotFoundError) as raised:
+        lock.release()
+    assert raised_by_interrupt(raised.value)
+    assert not raised_by_interrupt(FileNotFoundError("a real missing file")), "a plain error stays an error"
+
+
 def test_two_workers_share_one_study(tmp_path):
     # Slow storage (15 ms a sample) keeps each trial long enough for the helper to start and join.
     path = quick_config(tmp_path, trials=8, latency_ms=15.0)
