@@ -268,8 +268,8 @@ def test_batching_is_verified_on_p95_for_an_under_batched_service(tmp_path):
     # answered a second, at most what was offered over what the baseline answered
     # (past one-at-a-time capacity in process, the baseline may still keep up in its child runs)
     said = done.payload["baseline"]["latency_ms"]
-    assert top.speedup_basis == ("answered" if said.get("saturated") else "objective"), (said, top.speedup_basis)
-    if top.speedup_basis == "answered":
+    assert said.get("saturated") or top.speedup_basis == "objective", (said, top.speedup_basis)
+    if top.speedup_basis == "answered":  # the baseline saturated in half its rounds or more
         assert 1.05 < top.speedup < 1.15 * service["load"]["rate_per_s"] / said["served_per_s"], (top.speedup, said)
         assert "speedups are of requests answered a second" in (done.folder / "report.md").read_text()
 
