@@ -10,7 +10,7 @@ from advisor.capacity import capacity_sentence
 from advisor.diagnosis import THRESHOLDS, Diagnosis, Finding
 from advisor.evidence import Evidence
 from advisor.measure import BUSY_SHARE
-from advisor.verify import BUSY_REASON
+from advisor.verify import ANSWERED, BUSY_REASON
 
 
 def format_value(finding: Finding) -> str:
@@ -268,14 +268,15 @@ def capacity_lines(payload: dict) -> list[str]:
 
 def answered_lines(payload: dict) -> list[str]:
     """Where a p95 objective's speedups are of requests answered a second (`speedup_basis`): why."""
-    if not any(rec.get("speedup_basis") == "answered" for rec in payload["recommendations"]):
+    if not any(rec.get("speedup_basis") == ANSWERED for rec in payload["recommendations"]):
         return []
     base = payload["baseline"].get("latency_ms") or {}
     keeps = (f"the {base['offered_per_s']:,.0f}/s offered (it answers {base['served_per_s']:,.0f}/s)"
              if base.get("offered_per_s") and base.get("served_per_s") else "the load offered")
-    return [f"speedups are of requests answered a second, not of p95s: the baseline cannot keep up with {keeps}, so "
-            "its queue grows while requests arrive and its p95 measures how long the replay ran; a fix that keeps up "
-            "answers about every arrival, and its own p95 is shown under it"]
+    most = f" (the baseline's: {base['full_load_per_s']:,.0f}/s)" if base.get("full_load_per_s") else ""
+    return [f"speedups are of the most requests each plan answers a second, every request queued at once{most}, not "
+            f"of p95s: the baseline cannot keep up with {keeps}, so its queue grows while requests arrive and its p95 "
+            "measures how long the replay ran; of the fixes that keep up, the lowest p95 (shown under each) leads"]
 
 
 def bucket_lines(payload: dict) -> list[str]:

@@ -129,6 +129,30 @@ def test_each_claim_is_checked_against_its_rows_replay_or_the_benchs_own_rounds(
     assert found[1]["source"] == "bench re-measurement" and found[1]["error"] == pytest.approx(0.1)
 
 
+def test_a_service_claim_is_replayed_beside_the_default_as_many_rounds_as_it_took_on_its_basis():
+    """A service's claim re-measured right after its session: the default and the claimed plan
+    interleaved, the claim's rounds (5 at least), every ratio read on the figure the claim is
+    of: for a saturated baseline, what each answers at full load, not its p95."""
+    from experiments.bench import replay_beside_session
+
+    measured = []
+
+    def measure(plan: dict) -> Measurement:
+        measured.append(plan["x"])
+        fast = plan["x"] == 1
+        return Measurement("full", plan, "ok", samples_per_s=60.0 if fast else 3.0 + len(measured) % 4,
+                           latency={"full_load_per_s": 1800.0 if fast else 450.0, "p95_ms": 16.0 if fast else 300.0})
+
+    claim = {"plan": {"x": 1}, "rounds": 7, "basis": "answered", "speedup": 4.1}
+    found = replay_beside_session("svc", (measure, None), {"x": 0}, claim, 5, lambda line: None)
+    assert found["rounds"] == 7 and measured.count(0) == measured.count(1) == 7
+    assert found["measured"] == pytest.approx(4.0) and "full load" in found["source"]
+    measured.clear()
+    found = replay_beside_session("svc", (measure, None), {"x": 0}, {**claim, "rounds": 3, "basis": "objective"}, 5,
+                                  lambda line: None)
+    assert found["rounds"] == 5 and len(measured) == 10 and found["measured"] > 10, "p95 ratios, 5 rounds at least"
+
+
 def test_repeated_plans_count_trials_equal_in_effect():
     from experiments.bench import repeated_plans
 

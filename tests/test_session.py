@@ -70,10 +70,11 @@ def test_rank_keeps_speed_order_for_small_memory_differences_or_clear_gaps():
 
 
 def test_rank_puts_the_lowest_p95_first_among_fixes_that_keep_up_with_a_saturated_baseline():
-    """Where the speedups are of requests answered a second (the baseline saturates), fixes that
-    keep up answer about every arrival alike, and their speedups differ by how fast the baseline
-    ran in their own rounds: the one with the lowest p95 leads; one that fell behind in a run
-    comes after them, whatever its speedup; judged on the objective, the faster leads."""
+    """Where the speedups are of requests answered a second at full load (the baseline
+    saturates), a speedup says how much more a fix could take, while the objective asks for the
+    lowest p95 at the load offered: of the fixes that keep up, the one with the lowest p95
+    leads; one that fell behind in a run comes after them, whatever its speedup; judged on the
+    objective, the faster leads."""
     import dataclasses
 
     def served(speedup, interval, p95_ms, saturated=False):
@@ -81,7 +82,7 @@ def test_rank_puts_the_lowest_p95_first_among_fixes_that_keep_up_with_a_saturate
                                    latency_ms={"p95_ms": p95_ms, **({"saturated": True} if saturated else {})})
 
     batching = served(1.25, (1.13, 1.39), 15.6)
-    instances = served(1.54, (1.41, 1.68), 18.2)  # verified in rounds where the baseline answered less
+    instances = served(1.54, (1.41, 1.68), 18.2)  # more headroom, a slower answer
     assert rank([instances, batching]) == [batching, instances]
     behind = served(2.2, (2.1, 2.3), 400.0, saturated=True)
     assert rank([behind, instances, batching]) == [batching, behind, instances]

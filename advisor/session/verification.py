@@ -361,6 +361,8 @@ def latency_of(runs: list[Measurement]) -> dict:
     if any(lat.get("saturated") for lat in good) and not any(lat.get("capacity") for lat in good):
         figures.update(saturated=True, offered_per_s=good[-1].get("rate_per_s"),
                        served_per_s=sum(lat["served_per_s"] for lat in good) / len(good))
+    if good and all(lat.get("full_load_per_s") for lat in good):
+        figures.update(full_load_per_s=sum(lat["full_load_per_s"] for lat in good) / len(good))
     found = [lat["capacity"] for lat in good if lat.get("capacity")]
     if found:
         figures.update(capacity_per_s=sum(f["per_s"] for f in found) / len(found), slo_ms=found[-1]["slo_ms"],
