@@ -271,12 +271,14 @@ def answered_lines(payload: dict) -> list[str]:
     if not any(rec.get("speedup_basis") == ANSWERED for rec in payload["recommendations"]):
         return []
     base = payload["baseline"].get("latency_ms") or {}
-    keeps = (f"the {base['offered_per_s']:,.0f}/s offered (it answers {base['served_per_s']:,.0f}/s)"
-             if base.get("offered_per_s") and base.get("served_per_s") else "the load offered")
-    most = f" (the baseline's: {base['full_load_per_s']:,.0f}/s)" if base.get("full_load_per_s") else ""
-    return [f"speedups are of the most requests each plan answers a second, every request queued at once{most}, not "
-            f"of p95s: the baseline cannot keep up with {keeps}, so its queue grows while requests arrive and its p95 "
-            "measures how long the replay ran; of the fixes that keep up, the lowest p95 (shown under each) leads"]
+    offered, most = base.get("offered_per_s"), base.get("full_load_per_s")
+    where = (f"the baseline was offered {offered:,.0f}/s, {offered / most:.0%} of the {most:,.0f}/s it answers at full load"
+             if offered and most else "the baseline was offered about what it answers at full load, or more")
+    behind = (f" (it fell behind, answering {base['served_per_s']:,.0f}/s, and its p95 measures how long the replay ran)"
+              if base.get("saturated") and base.get("served_per_s") else "")
+    return [f"speedups are of the most requests each plan answers a second, every request queued at once, not of p95s: "
+            f"{where}{behind}, so its p95 is mostly time spent queueing, which the host's pace swings from one minute "
+            "to the next; of the fixes that keep up, the lowest p95 (shown under each) leads"]
 
 
 def bucket_lines(payload: dict) -> list[str]:

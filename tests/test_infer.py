@@ -291,16 +291,14 @@ def test_batching_is_verified_on_p95_for_an_under_batched_service(tmp_path):
     assert top.recipes == ("dynamic_batching",) and top.verified and top.numerics["passed"], (top.speedup, top.interval, top.reason)
     assert top.latency_ms["p95_ms"] < done.payload["baseline"]["latency_ms"]["p95_ms"] / 2
     assert done.payload["unit"] == "/s (1000 / p95 ms)"
-    # the baseline cannot keep up: its p95 is the replay's length, so the claim is of the most
-    # requests each answers a second, every request queued at once (batching: many more)
-    # (past one-at-a-time capacity in process, the baseline may still keep up in its child runs)
+    # offered past one-at-a-time capacity (or, in its child runs, close to it): its p95 is queueing,
+    # so the claim is of the most requests each answers a second, every request queued at once
     said = done.payload["baseline"]["latency_ms"]
-    assert said.get("saturated") or top.speedup_basis == "objective", (said, top.speedup_basis)
+    assert said["offered_per_s"] > 0.75 * said["full_load_per_s"], said
+    assert top.speedup_basis == "answered", (said, top.speedup_basis)
     assert top.latency_ms["full_load_per_s"] > 1.5 * said["full_load_per_s"], (top.latency_ms, said)
-    if top.speedup_basis == "answered":  # the baseline saturated in half its rounds or more
-        assert top.speedup == pytest.approx(top.latency_ms["full_load_per_s"] / said["full_load_per_s"], rel=0.25)
-        assert said["served_per_s"] == pytest.approx(said["full_load_per_s"], rel=0.25), "saturated: answers its limit"
-        assert "speedups are of the most requests each plan answers a second" in (done.folder / "report.md").read_text()
+    assert top.speedup == pytest.approx(top.latency_ms["full_load_per_s"] / said["full_load_per_s"], rel=0.25)
+    assert "speedups are of the most requests each plan answers a second" in (done.folder / "report.md").read_text()
 
     config = as_config(service, tmp_path)
     rechecked = retune(config, done.payload)  # judged on the estimate, not the bar

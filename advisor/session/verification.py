@@ -21,7 +21,8 @@ from advisor.session.gate import gate_candidates, rounding_envelope, worst_numer
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
 from advisor.verify import (OBJECTIVE, Envelope, Rounds, half_width, interleave, judge, look_confidence, look_schedule,
-                            paired_interval, reported_confidence, rounds_to_pin, settled, speedup_basis, step_breakdown)
+                            near_its_limit, paired_interval, reported_confidence, rounds_to_pin, settled, speedup_basis,
+                            step_breakdown)
 from recipes import Context, Recipe
 
 @dataclass
@@ -331,10 +332,10 @@ def basis_of(config: AdvisorConfig, baseline_runs: list[Measurement]) -> str:
 
 
 def basis_may_change(baseline_runs: list[Measurement]) -> bool:
-    """Whether the baseline's runs so far disagree on saturating (a service near its capacity):
+    """Whether the baseline's runs so far disagree on being near their limit (`near_its_limit`):
     what the speedups are ratios of (`speedup_basis`) may still change with the rounds to come,
     so a verdict is not announced before its last round."""
-    return len({bool(run.latency.get("saturated")) for run in baseline_runs if run.ok and run.latency}) > 1
+    return len({near_its_limit(run) for run in baseline_runs if run.ok and run.latency}) > 1
 
 
 def more_requests(config: AdvisorConfig) -> AdvisorConfig:
@@ -362,7 +363,8 @@ def latency_of(runs: list[Measurement]) -> dict:
         figures.update(saturated=True, offered_per_s=good[-1].get("rate_per_s"),
                        served_per_s=sum(lat["served_per_s"] for lat in good) / len(good))
     if good and all(lat.get("full_load_per_s") for lat in good):
-        figures.update(full_load_per_s=sum(lat["full_load_per_s"] for lat in good) / len(good))
+        figures.update(full_load_per_s=sum(lat["full_load_per_s"] for lat in good) / len(good),
+                       offered_per_s=good[-1].get("rate_per_s"))
     found = [lat["capacity"] for lat in good if lat.get("capacity")]
     if found:
         figures.update(capacity_per_s=sum(f["per_s"] for f in found) / len(found), slo_ms=found[-1]["slo_ms"],
