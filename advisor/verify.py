@@ -463,7 +463,7 @@ def answered_rate(run: Measurement) -> float:
 
 BASES: dict[str, Callable[[Measurement], float]] = {
     OBJECTIVE: lambda run: run.samples_per_s,  # the config's objective
-    ANSWERED: answered_rate,  # a p95 objective whose baseline cannot keep up (`speedup_basis`): at full load
+    ANSWERED: answered_rate,  # a p95 objective whose baseline is near its limit (`speedup_basis`)
 }
 
 

@@ -101,7 +101,7 @@ def timed_replay(config: AdvisorConfig, servers: list, requests: list, plan: dic
         latency = capacity_replay(servers, timed, config, batch, wait_s, cold_start_ms, load_s)
     elif config.load.mode == "open":
         latency = open_replay(servers, timed, config.load.rate_per_s, batch, wait_s, config.measure.seed, cold_start_ms,
-                              load_s, report, full_load=config.objective == "p95")  # for a saturated baseline's claim
+                              load_s, report, full_load=config.objective == "p95")  # `verify.near_its_limit`
     else:
         latencies, services, sizes = closed_loop(servers, timed, config.load.concurrency, report)
         latency = latency_summary(latencies, services, sizes, time.perf_counter() - wall_start, cold_start_ms, load_s)

@@ -42,7 +42,7 @@ def rank_session(session: Session, verified: Verified,
 def rank(recommendations: list[Recommendation]) -> list[Recommendation]:
     """Verified first, fastest first; but when a fix the measurements cannot tell apart from the
     fastest (its interval reaches the fastest's speedup) needs much less memory, it leads; and
-    where the speedups are of requests answered a second at full load (a saturated baseline),
+    where the speedups are of requests answered a second at full load (a baseline near its limit),
     the fix with the lowest p95 of those that kept up in every run leads: the speedup says how
     much more each could take, the p95 is what the objective asks of the load offered."""
     ordered = sorted(recommendations, key=lambda r: (not r.verified, -r.speedup))

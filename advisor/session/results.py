@@ -45,7 +45,7 @@ class Recommendation:
     latency_ms: dict = field(default_factory=dict)  # inference: p50, p95, p99 and cold start over its verification runs
     load_curve: list = field(default_factory=list)  # objective capacity: the rates its last run replayed (`capacity.Point`)
     leads_because: str = ""  # why it leads a fix with a higher speedup: that fix, measured beside it, ran slower
-    speedup_basis: str = "objective"  # or "answered": requests answered a second, the baseline saturating (`speedup_basis`)
+    speedup_basis: str = "objective"  # or "answered": at full load, the baseline near its limit (`speedup_basis`)
     mlflow_run_id: Optional[str] = None
 
     def to_dict(self) -> dict:
