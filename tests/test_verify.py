@@ -471,3 +471,18 @@ def test_a_saturated_baseline_is_not_run_longer_and_its_claim_is_of_requests_ans
     assert any("pin it" in line for line in lines) and not any(line.startswith("announced") for line in lines), lines
     _, _, lines = verify(saturates=True, spread=(1.0, 1.2, 0.85))
     assert "announced #1" in lines, "a baseline saturated in every round: announced at its verdict"
+
+
+def test_the_report_says_why_a_service_near_its_limit_is_judged_at_full_load():
+    """The report's reason names the share of its full-load rate the baseline was offered, and
+    that it fell behind when it did; a session judged on its objective says nothing of it."""
+    from advisor.report import answered_lines
+
+    near = {"offered_per_s": 600.0, "full_load_per_s": 700.0}
+    payload = {"baseline": {"latency_ms": near}, "recommendations": [{"speedup_basis": "answered"}]}
+    line, = answered_lines(payload)
+    assert "offered 600/s, 86% of the 700/s it answers at full load" in line and "fell behind" not in line
+    behind = {**near, "saturated": True, "served_per_s": 455.0}
+    line, = answered_lines({**payload, "baseline": {"latency_ms": behind}})
+    assert "fell behind, answering 455/s" in line
+    assert answered_lines({**payload, "recommendations": [{"speedup_basis": "objective"}]}) == []
