@@ -53,7 +53,7 @@ from advisor.session import SessionResult, round_measures, measure_with, optimiz
 from advisor.session.gate import compare_outputs, worst_numerics
 from advisor.session.planning import search_space
 from advisor.session.verification import gap_recovered
-from advisor.verify import ANSWERED, BASES, OBJECTIVE, interleave, paired_interval
+from advisor.verify import ANSWERED, OBJECTIVE, Rounds, interleave, paired_interval
 from experiments.calibrate import aa_verdicts
 from experiments.agreement import loops_ratio, same_rounds, speedups
 from recipes import by_name
@@ -118,9 +118,9 @@ def pick(trials: list[search.TrialResult], baseline: dict, config: AdvisorConfig
 def paired_ratio(runs: list[Measurement], against: list[Measurement],
                  basis: str = OBJECTIVE) -> tuple[float, float, float]:
     """Geometric-mean ratio of throughputs (or the figure `basis` names) measured in the same
-    rounds, with its 95% interval."""
-    figure = BASES[basis]
-    ratios = [figure(a) / figure(b) for a, b in zip(runs, against) if a.ok and b.ok and figure(a) > 0 and figure(b) > 0]
+    rounds, with its 95% interval: a verification's ratios (`Rounds.ratios`), a run without the
+    figure left out."""
+    ratios = [ratio for ratio in Rounds(against, {"plan": runs}).ratios("plan", basis) if ratio > 0]
     if not ratios:
         return math.nan, math.nan, math.nan
     return (1.0, 1.0, 1.0) if runs is against else paired_interval(ratios)
@@ -518,9 +518,8 @@ def replay_beside_session(name: str, measures: tuple[Callable, Optional[Callable
     """A verified service or pipeline claim (no plain runner for these yet) re-measured right
     after its session, as `replay_in_plain_loop` does a training claim's: the default and the
     claimed plan interleaved, as a verification's rounds are measured (`measures`: the config's
-    `round_measures`), as
-    many rounds as the claim took, `rounds` at least, each paired ratio read on the figure the
-    claim is of (`speedup_basis`). The bench's own 5 rounds, after the searches and the grid,
+    `round_measures`), as many rounds as the claim took, `rounds` at least, each paired ratio
+    read on the figure the claim is of (`speedup_basis`). The bench's own 5 rounds, after the searches and the grid,
     were a noisier and later check than the claim they checked."""
     replayed, basis = max(rounds, claim.get("rounds") or 0), claim.get("basis") or OBJECTIVE
     progress(f"{name}: its claim re-measured against the default right after its session, {replayed} rounds")
