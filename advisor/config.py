@@ -238,8 +238,6 @@ class LoadConfig:
 class MeasureConfig:
     warmup_steps: int = _check(_non_negative, default=5)  # training: steps run before the timed window
     steps: int = _check(_positive, default=40)  # training: timed steps
-    min_window_s: float = _check(_non_negative, default=0.0)  # training: every timed window runs on past `steps` until it lasts this many seconds
-    round_window_s: float = _check(_non_negative, default=4.0)  # training: a verification round's window lasts at least this many seconds (a fast plan's short window reads the host's moment); 0: `steps` only
     profile_steps: int = _check(_positive, default=5)  # steps (requests) under the profiler, in a run of its own
     timeout_s: float = _check(_positive, default=300.0)  # a run's time limit: past it, it is killed and counts as failed
     seed: int = 0  # seeds every run's random numbers

@@ -22,7 +22,7 @@ from typing import Callable, Optional
 
 from advisor.config import load_config
 from advisor.kinds import baseline_plan
-from advisor.session import round_measures, windowed
+from advisor.session import round_measures
 from advisor.verify import paired_interval
 from experiments.reproduce import plain_run
 
@@ -36,7 +36,6 @@ def same_rounds(config_path: Path, plan: dict, rounds: int,
     config = load_config(config_path)
     full_plan = {**baseline_plan(config), **plan}
     measure, measure_reference = round_measures(config)
-    window_s = windowed(config).measure.min_window_s  # the plain loop timed as long as advisor's rounds
     with tempfile.TemporaryDirectory() as folder:
         baseline_file, plan_file = Path(folder) / "baseline.json", Path(folder) / "plan.json"
         baseline_file.write_text("{}")
@@ -44,8 +43,8 @@ def same_rounds(config_path: Path, plan: dict, rounds: int,
         runs = {
             ("advisor", "baseline"): lambda: measure_reference(baseline_plan(config)).samples_per_s,
             ("advisor", "plan"): lambda: measure(full_plan).samples_per_s,
-            ("plain", "baseline"): lambda: plain_run(config_path, baseline_file, window_s),
-            ("plain", "plan"): lambda: plain_run(config_path, plan_file, window_s),
+            ("plain", "baseline"): lambda: plain_run(config_path, baseline_file),
+            ("plain", "plan"): lambda: plain_run(config_path, plan_file),
         }
         return rotated_rounds(runs, rounds, progress)
 

@@ -1,6 +1,6 @@
 """A plain PyTorch training loop, written as a user writes it, with no advisor code in it.
 
-    python -m experiments.plain_loop CONFIG [PLAN_JSON] [--late-zero-grad] [--min-window-s=S]
+    python -m experiments.plain_loop CONFIG [PLAN_JSON] [--late-zero-grad]
 
 Applies a recommendation's plan by hand (DataLoader arguments, fetch threads, threads, autocast,
 activation checkpointing, gradient accumulation, torch.compile) and prints the timed steps' throughput as JSON. The reproduction
@@ -61,7 +61,6 @@ def pasted_threaded_fetch() -> type:
 def main() -> None:
     arguments = [a for a in sys.argv[1:] if not a.startswith("--")]
     late_zero_grad = "--late-zero-grad" in sys.argv  # gradients dropped just before backward, not first
-    min_window_s = next((float(a.split("=", 1)[1]) for a in sys.argv if a.startswith("--min-window-s=")), 0.0)
     config_path = Path(arguments[0]).resolve()
     plan = json.loads(Path(arguments[1]).read_text()) if len(arguments) > 1 else {}
     config = yaml.safe_load(config_path.read_text())
@@ -121,7 +120,7 @@ def main() -> None:
         if index >= warmup:
             samples += len(x)
             timed += 1
-        if timed >= steps and time.perf_counter() - started >= min_window_s:  # timed as long as advisor's rounds
+        if timed == steps:
             break
     print(json.dumps({"samples_per_s": samples / (time.perf_counter() - started)}))
 

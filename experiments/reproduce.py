@@ -22,16 +22,15 @@ REFERENCES = ("quickstart", "fetch_stall", "prep_stall", "compute_bound", "memor
 BAR = 0.15
 
 
-def plain_run(config: Path, plan_file: Path, min_window_s: float = 0.0) -> float:
-    """One run of the plain loop under the plan, its window lasting `min_window_s` at least; the
-    allocator's thresholds, which a user sets in the shell that starts the job (the snippet's
-    `export`), are set in its environment."""
+def plain_run(config: Path, plan_file: Path) -> float:
+    """One run of the plain loop under the plan; the allocator's thresholds, which a user sets in
+    the shell that starts the job (the snippet's `export`), are set in its environment."""
     from recipes.allocator import thresholds
 
     keep_mb = json.loads(plan_file.read_text()).get("allocator.keep_mb")
     env = {**os.environ, **({name: str(value) for name, value in thresholds(keep_mb).items()} if keep_mb else {})}
     output = subprocess.run(
-        [sys.executable, "-m", "experiments.plain_loop", str(config), str(plan_file), f"--min-window-s={min_window_s}"],
+        [sys.executable, "-m", "experiments.plain_loop", str(config), str(plan_file)],
         cwd=ROOT, env=env, capture_output=True, text=True, check=True,
     ).stdout
     return json.loads(output.strip().splitlines()[-1])["samples_per_s"]

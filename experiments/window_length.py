@@ -1,84 +1,58 @@
-"""Is a verification round better spent on a longer timed window? At a fixed step count
-(`measure.steps`) a plan 3x as fast is timed for a third of the time, and a window of a second or
-so reads the host's moment; a round's run also pays its interpreter's start, the job's build and
-the warm-up, whatever its window. Verification rounds now time at least `ROUND_WINDOW_S`
-(`advisor.session.bundle.windowed`).
+"""Does a plan's measured speedup hang on how long its timed window is? A verification round
+times `measure.steps` steps (an input plan at least twice the batches its workers can queue); a
+user's epoch runs thousands. Within a short window two transients weigh: the batches the workers
+queued during the warm-up (served at the step's pace: the rate reads high) and workers still
+starting up (the rate reads low). A long window dilutes both.
 
-    python -m experiments.window_length CONFIG PLAN_JSON [--rounds 8] [--seconds 4]
+    python -m experiments.window_length CONFIG PLAN_JSON [--rounds 6] [--times 8]
 
-Each round runs four fresh processes as a verification round measures them, order rotated: the
-baseline and the plan at exactly `measure.steps`, and both again with the window lasting at
-least `--seconds`. Prints, per window, the speedup (geometric mean of the rounds' ratios, 95%
-interval), the spread of the rounds' ratios (standard deviation of their logs), the seconds a
-round of the two runs took, and the rounds-times-seconds that each window needs for one
-interval width (variance x seconds, relative to the fixed-step window's: under 1, the longer
-window buys a given precision in less time); then the fixed-step window's speedup over the
-longer one's, round by round (clear of 1.0: the window's length moves the claim itself).
+Each round runs four fresh processes as a verification round measures them (`round_measures`),
+order rotated: the baseline and the plan at the config's window, and both again at `--times` as
+many steps. Prints each window's speedup (geometric mean of the rounds' ratios, 95% interval) and
+the short window's speedup over the long one's, round by round: an interval clear of 1.0 says
+claims made on the short window do not hold over a long run.
 """
 
 import argparse
 import dataclasses
 import json
-import math
-import statistics
-import time
 from pathlib import Path
 
-from advisor.config import AdvisorConfig, load_config
+from advisor.config import load_config
 from advisor.kinds import baseline_plan
-from advisor.session import measure_with
+from advisor.session import round_measures
 from advisor.verify import paired_interval
 from experiments.agreement import loops_ratio, per_round, rotated_rounds
 
 
-def with_window(config: AdvisorConfig, seconds: float) -> AdvisorConfig:
-    """The config whose training windows last at least `seconds` (0: exactly `measure.steps`)."""
-    return dataclasses.replace(config, measure=dataclasses.replace(config.measure, min_window_s=seconds))
-
-
-def spread(ratios: list[float]) -> float:
-    """The standard deviation of the ratios' logs (0.1: about +-10% a round)."""
-    return statistics.stdev(math.log(r) for r in ratios) if len(ratios) > 1 else math.nan
+def with_steps(config, steps: int):
+    """The config whose runs time `steps` steps (the warm-up unchanged)."""
+    return dataclasses.replace(config, measure=dataclasses.replace(config.measure, steps=steps))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config", type=Path)
     parser.add_argument("plan", type=Path, help="a JSON object of the plan's knobs (a claim's `plan`)")
-    parser.add_argument("--rounds", type=int, default=8)
-    parser.add_argument("--seconds", type=float, default=4.0, help="the longer window's least length")
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--times", type=int, default=8, help="the long window's steps over the config's")
     args = parser.parse_args()
     config = load_config(args.config.resolve())
     plan = {**baseline_plan(config), **json.loads(args.plan.read_text())}
-    windows = {"steps": with_window(config, 0.0), "longer": with_window(config, args.seconds)}
-    seconds: dict = {window: [] for window in windows}
-
-    def timed(window: str, measure, run_plan: dict) -> float:
-        started = time.perf_counter()
-        rate = measure(run_plan).samples_per_s
-        seconds[window].append(time.perf_counter() - started)
-        return rate
-
+    windows = {"short": config, "long": with_steps(config, args.times * config.measure.steps)}
     runs = {}
-    for window, windowed_config in windows.items():
-        measure = measure_with(windowed_config, fresh=True)
-        reference = measure_with(windowed_config, capped=False, fresh=True)
-        runs[(window, "baseline")] = lambda w=window, m=reference: timed(w, m, baseline_plan(config))
-        runs[(window, "plan")] = lambda w=window, m=measure: timed(w, m, plan)
+    for window, windowed in windows.items():
+        measure, measure_reference = round_measures(windowed)
+        runs[(window, "baseline")] = lambda m=measure_reference: m(baseline_plan(config)).samples_per_s
+        runs[(window, "plan")] = lambda m=measure: m(plan).samples_per_s
     rates = rotated_rounds(runs, args.rounds, lambda line: print(line, flush=True))
-    cost = {}
-    for window in windows:
-        ratios = [r for r in per_round(rates, window) if r is not None]
-        mid, low, high = paired_interval(ratios)
-        round_s = 2 * statistics.fmean(seconds[window])
-        cost[window] = spread(ratios) ** 2 * round_s
-        label = f"{config.measure.steps} steps" if window == "steps" else f"{config.measure.steps} steps, {args.seconds:g} s at least"
-        print(f"{window:<6} window ({label}): speedup {mid:.2f}x (95% {low:.2f}-{high:.2f}x), rounds' spread "
-              f"{spread(ratios):.1%}, {round_s:.1f} s a round, time for one precision x{cost[window] / cost['steps']:.2f}")
-    mid, low, high = loops_ratio(rates, "steps", "longer")
-    print(f"steps / longer, round by round: {mid:.3f}x (95% {low:.3f}-{high:.3f}x): "
+    for window, windowed in windows.items():
+        mid, low, high = paired_interval([r for r in per_round(rates, window) if r is not None])
+        print(f"{window:<5} window ({windowed.measure.steps} steps asked): speedup {mid:.2f}x (95% {low:.2f}-{high:.2f}x)")
+    mid, low, high = loops_ratio(rates, "short", "long")
+    print(f"short / long, round by round: {mid:.3f}x (95% {low:.3f}-{high:.3f}x): "
           + ("the window's length makes no difference the rounds can see" if low <= 1.0 <= high
-             else "the window's length moves the claim"))
+             else "the short window's claim does not hold over a long run"))
 
 
 if __name__ == "__main__":

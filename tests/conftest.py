@@ -26,10 +26,7 @@ TINY = {
     # 2-core machine, most of it importing torch): fresh interpreters (the default) are tested
     # where claims are made (the flaky-plan test, the README's example, the script and service
     # references, the reference configs but the memory one).
-    # Rounds time their steps only (no window floor), for the suite's time: the floor is tested in
-    # test_harness and test_script, and kept where claims are made (the reference configs).
-    "measure": {"warmup_steps": 1, "steps": 4, "profile_steps": 2, "timeout_s": 60, "fresh_rounds": False,
-                "round_window_s": 0},
+    "measure": {"warmup_steps": 1, "steps": 4, "profile_steps": 2, "timeout_s": 60, "fresh_rounds": False},
     # Verdicts stop once they are clear, for the suite's time: the rounds search.precision adds to
     # a verified claim are tested in test_verify, and in the README's example (within its budget).
     "search": {"precision": 0},

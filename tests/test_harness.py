@@ -36,24 +36,6 @@ def test_full_run_measures_everything(tiny_config):
     assert run.gpu["available"] is False and run.gpu["note"].startswith("no GPU")
 
 
-def test_a_rounds_window_lasts_its_floor_and_compares_the_same_steps(tiny_config):
-    """A verification round's window lasts `measure.round_window_s` at least (`windowed`): the
-    tiny job's 4 steps take milliseconds, so the round's run times many more, for the floor at
-    least, while its losses and parameter checksums stay those of the 4 steps every run of the
-    job compares (seeded: the same as the unfloored run's)."""
-    from advisor.session import windowed
-
-    config = load_config(tiny_config(measure={"round_window_s": 0.6}))
-    floored = windowed(config)
-    assert floored.measure.min_window_s == 0.6 and config.measure.min_window_s == 0.0
-    steps_only, long_run = (run_measurement(c, baseline_plan(config), "full", 4, 60) for c in (config, floored))
-    assert steps_only.ok and long_run.ok, (steps_only.reason, long_run.reason)
-    assert steps_only.samples == 4 * 8 and steps_only.samples / steps_only.samples_per_s < 0.6
-    assert long_run.samples > 4 * steps_only.samples and long_run.samples / long_run.samples_per_s >= 0.9 * 0.6  # steps, not the gaps between
-    assert long_run.losses == steps_only.losses and len(long_run.losses) == 4
-    assert long_run.parameters == steps_only.parameters
-
-
 def test_worker_pages_are_counted_once(tiny_config):
     """Forked DataLoader workers share the trainer's pages: the peak counts them once (PSS), far
     below the sum of the processes' RSS, and never below the trainer's own high-water mark."""

@@ -64,13 +64,11 @@ class NoStepYet(BaseException):
 @dataclass
 class Steps:
     """The script's steps as the backward hook sees them: the end of each, its loss, and the
-    DataLoader waits within it. The window closes (`WindowDone`) once `warmup + steps` have
-    ended after the first and it has lasted `min_window_s`; the losses and checksums are those
-    at `steps`, a point every plan's run reaches."""
+    DataLoader waits within it. `window_done` is called once `warmup + steps` have ended after
+    the first."""
 
     warmup: int
     steps: int
-    min_window_s: float = 0.0
     ends: list[float] = field(default_factory=list)
     losses: list[float] = field(default_factory=list)
     waits: list[float] = field(default_factory=list)
@@ -85,28 +83,19 @@ class Steps:
         self.ends.append(time.perf_counter())
         timed = len(self.ends) - self.warmup - 1  # steps ended since the window opened
         if timed > 0:  # a timed step: from the last end to this one
-            if timed <= self.steps:
-                self.losses.append(loss)
+            self.losses.append(loss)
             self.waits.append(self.waiting)
         self.waiting = 0.0
         if timed == 0:
             self.marks["start"] = (time.time(), cpu_seconds(), machine_busy_seconds())
             self.on_window("start")
-        elif timed >= self.steps and self.ends[-1] - self.ends[self.warmup] >= self.min_window_s:
-            self.close()
+        elif timed == self.steps:
+            self.marks["end"] = (time.time(), cpu_seconds(), machine_busy_seconds())
+            self.on_window("end")
+            self.checksums = checksums_of(self.parameters or [])
             raise WindowDone
         elif timed > 0:
-            if timed == self.steps:
-                self.checksums = checksums_of(self.parameters or [])
             self.on_window("step")
-
-    def close(self) -> None:
-        """Ends the timed window at the last step's end (taking the checksums there if the window
-        is `steps` long)."""
-        self.marks["end"] = (time.time(), cpu_seconds(), machine_busy_seconds())
-        self.on_window("end")
-        if len(self.ends) - self.warmup - 1 == self.steps:
-            self.checksums = checksums_of(self.parameters or [])
 
     def loaded(self, wall: float, cpu: float, samples: int) -> None:
         """A batch the main process loaded itself (no workers) within the window: its wall and CPU time."""
@@ -130,7 +119,7 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str) 
     script = (config.root / workload.script).resolve()
     device, default_threads = prepare_process(config, plan)
     warmup = PROFILE_WARMUP_STEPS if mode == "profile" else config.measure.warmup_steps
-    record = Steps(warmup, steps, config.measure.min_window_s if mode != "profile" else 0.0)
+    record = Steps(warmup, steps)
     profiler = Profiled() if mode == "profile" else None
     if profiler is not None:
         record.on_window = profiler.on_window
@@ -148,9 +137,6 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str) 
         stack.enter_context(as_main(script, [str(arg) for arg in workload.args], config.root, printed))
         stack.enter_context(first_step_by(max(1.0, config.measure.timeout_s - NO_STEP_MARGIN_S), record))
         outcome = run_script(script, workload.script)
-    if outcome is not None and "end" not in record.marks and len(record.ends) >= warmup + steps + 1:
-        record.close()  # the script ended after its steps, within the longer window: timed to its last step
-        outcome = None
     if outcome is not None or len(record.ends) < warmup + steps + 1:
         raise UserError(ended_early(workload.script, outcome, len(record.ends), warmup + steps + 1, printed.last))
     step_s = record.step_seconds()

@@ -87,8 +87,7 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     as_trained = mode in ("full", "nudged")  # a rank's "local" run, without communication, is not
     before = parameter_checksums(model) if as_trained else None
     fields = timed_steps(step, batches, device, plan, steady_steps(steps, plan) if as_trained else steps,
-                         checksum=(steps, model), progress=progress,
-                         min_window_s=config.measure.min_window_s if parallel is None else 0.0)  # ranks step together
+                         checksum=(steps, model), progress=progress)
     if before is not None and fields["parameters"]:  # a step that never updates them is no training step
         environment["parameters_changed"] = fields["parameters"] != before
     fields.update(common, sample_probe=probe)
@@ -181,40 +180,35 @@ def steady_steps(steps: int, plan: dict) -> int:
 
 
 def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: dict, steps: int,
-                checksum: tuple[int, Any] = (0, None), progress: Optional[str] = None,
-                min_window_s: float = 0.0) -> dict:
+                checksum: tuple[int, Any] = (0, None), progress: Optional[str] = None) -> dict:
     """Times each step, split into the wait for the batch, the host-to-device copy and the rest.
     `checksum` (steps, model): the model's parameter checksums after that many timed steps, a
     point every plan reaches whatever its window, for the numerics gate of exact recipes.
-    `progress`: a file rewritten every PROGRESS_EVERY_S with the steps, samples and seconds so far.
-    `min_window_s`: past `steps`, the window runs on until it is this long, so a fast plan is
-    timed over as many seconds as a slow one (a second's rate swings with the host's moment);
-    the losses stay those of the first `steps`, the ones every plan's run compares."""
+    `progress`: a file rewritten every PROGRESS_EVERY_S with the steps, samples and seconds so far."""
     step_s, wait_s, transfer_s, losses = [], [], [], []
     checksums: list = []
     samples = 0
     cpu_start, window_start, wall_start = cpu_seconds(), time.time(), time.perf_counter()
     busy_start = machine_busy_seconds()
     reported = wall_start
-    while len(step_s) < steps or time.perf_counter() - wall_start < min_window_s:
+    for _ in range(steps):
         t0 = time.perf_counter()
         batch = next(batches)
         t1 = time.perf_counter()
         batch = to_device(batch, device, plan)
         synchronize(device)
         t2 = time.perf_counter()
-        loss = float(step(batch))  # .item() waits for the device, closing the step
+        loss = step(batch)
+        losses.append(float(loss))  # .item() waits for the device, closing the step
         t3 = time.perf_counter()
-        if len(losses) < steps:
-            losses.append(loss)
         step_s.append(t3 - t0)
         wait_s.append(t1 - t0)
         transfer_s.append(t2 - t1)
         samples += batch_length(batch)
         if progress and t3 - reported >= PROGRESS_EVERY_S:
             reported = t3
-            report_progress(progress, len(step_s), steps, samples, t3 - wall_start)
-        if len(step_s) == checksum[0] and checksum[1] is not None:
+            report_progress(progress, len(losses), steps, samples, t3 - wall_start)
+        if len(losses) == checksum[0] and checksum[1] is not None:
             checksums = parameter_checksums(checksum[1])  # outside the step's timing, inside the window
     wall = time.perf_counter() - wall_start
     cpu_used = cpu_seconds() - cpu_start

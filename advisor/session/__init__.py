@@ -11,7 +11,7 @@
 bundle; the session's tuned margins live in `margins`, its result types in `results`.
 """
 
-from advisor.session.bundle import Reference, Session, measure_with, round_measures, windowed
+from advisor.session.bundle import Reference, Session, round_measures, measure_with
 from advisor.session.optimize import conclude, optimize
 from advisor.session.payload import session_payload
 from advisor.session.planning import SessionFacts, plan_session
@@ -20,5 +20,5 @@ from advisor.session.trials import join_study
 
 __all__ = [
     "Hooks", "Recommendation", "Reference", "Rejection", "Session", "SessionFacts", "SessionResult", "conclude",
-    "round_measures", "windowed", "join_study", "measure_with", "optimize", "plan_session", "session_payload",
+    "round_measures", "join_study", "measure_with", "optimize", "plan_session", "session_payload",
 ]

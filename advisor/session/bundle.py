@@ -4,7 +4,6 @@ whose results the candidates must reproduce."""
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
@@ -26,24 +25,15 @@ def measure_with(config: AdvisorConfig, capped: bool = True, fresh: bool = False
     return kind_of(config.kind).measure(config, capped, fresh)
 
 
-def windowed(config: AdvisorConfig) -> AdvisorConfig:
-    """The config whose training runs time at least `measure.round_window_s` (or
-    `measure.min_window_s`, if longer): at a fixed step count a plan 3x as fast is timed for a
-    third of the time, and a window of a second or so reads the host's moment (one input plan's
-    20-step windows swung +-10% within one process; `python -m experiments.window_length`)."""
-    floor = max(config.measure.min_window_s, config.measure.round_window_s)
-    return dataclasses.replace(config, measure=dataclasses.replace(config.measure, min_window_s=floor))
-
-
 def round_measures(config: AdvisorConfig) -> tuple[Callable[[dict], Measurement], Callable[[dict], Measurement]]:
     """How the rounds whose ratios are reported measure a plan (capped) and the reference
-    (uncapped), each training window `windowed`: with `measure.fresh_rounds`, every run in a new interpreter. A child forked from
+    (uncapped): with `measure.fresh_rounds`, every run in a new interpreter. A child forked from
     the session's template process inherits its memory layout and hash seed, one draw for every
     run of the session, and a job's speed can hang on that draw (glibc returning and faulting in
     its heap each step, or not); forked rounds agree with each other, not with the user's own
     `python train.py`, and a new template each round does not cure it: its forks still start
     from a heap that imported torch before them (`python -m experiments.layout`)."""
-    fresh, config = config.measure.fresh_rounds, windowed(config)
+    fresh = config.measure.fresh_rounds
     return measure_with(config, fresh=fresh), measure_with(config, capped=False, fresh=fresh)
 
 

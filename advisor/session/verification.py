@@ -16,7 +16,7 @@ from advisor.harness import run_measurement
 from advisor.kinds import kind_of
 from advisor.measure import BUSY_SHARE, QUIET_WAIT_S, Measurement, wait_for_quiet
 from advisor.plan import active_recipes, changes_of, combined_risk, names
-from advisor.session.bundle import Session, round_measures, windowed
+from advisor.session.bundle import Session, round_measures
 from advisor.session.gate import gate_candidates, rounding_envelope, worst_numerics
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
@@ -300,7 +300,7 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
 
     def measure(plan: dict, reference_run: bool = False) -> Measurement:
         if plan is ideal_plan:
-            return run_measurement(windowed(config), plan, "synthetic", config.measure.steps, config.measure.timeout_s,
+            return run_measurement(config, plan, "synthetic", config.measure.steps, config.measure.timeout_s,
                                    fresh=config.measure.fresh_rounds)
         capped, uncapped = longer if stopping.longer_runs(stopping.quiet_rounds) else planned
         return uncapped(plan) if reference_run else capped(plan)
