@@ -128,12 +128,20 @@ def paired_ratio(runs: list[Measurement], against: list[Measurement],
 
 # ---------------------------------------------------------------- one workload
 
-def scratch_config(name: str, folder: Path) -> AdvisorConfig:
-    """The reference config with its Optuna study in a fresh journal of the bench's own."""
+MOST_PAIRS = 40  # the most rounds `search.max_pairs` allows
+PINNING_BUDGET_S = 3600.0  # the time budget under --precision: the rounds that pin a claim, not the clock, stop it
+
+
+def scratch_config(name: str, folder: Path, precision: Optional[float] = None) -> AdvisorConfig:
+    """The reference config with its Optuna study in a fresh journal of the bench's own; with
+    `precision`, its claims pinned to that share either side (`search.precision`), as many
+    rounds as that takes up to MOST_PAIRS, within PINNING_BUDGET_S at least."""
     config = load_config(ROOT / "configs" / f"{name}.yaml")
     journal = folder / f"{name}.optuna-journal"
     journal.unlink(missing_ok=True)
-    return dataclasses.replace(config, search=dataclasses.replace(config.search, storage=str(journal)))
+    pinned = {} if precision is None else {
+        "precision": precision, "max_pairs": MOST_PAIRS, "time_budget_s": max(config.search.time_budget_s, PINNING_BUDGET_S)}
+    return dataclasses.replace(config, search=dataclasses.replace(config.search, storage=str(journal), **pinned))
 
 
 def run_search(study, space, baseline, measure, budget, config, progress) -> tuple[list[search.TrialResult], float]:
@@ -152,8 +160,9 @@ def run_grid(plans: list[dict], measure, config, progress) -> tuple[list[search.
     return trials, time.time() - started
 
 
-def bench_workload(name: str, rounds: int, folder: Path, progress: Progress, grid_cap: int = 0) -> dict:
-    config = scratch_config(name, folder)
+def bench_workload(name: str, rounds: int, folder: Path, progress: Progress, grid_cap: int = 0,
+                   precision: Optional[float] = None) -> dict:
+    config = scratch_config(name, folder, precision)
     measure = measure_with(config)
     indented = lambda line: progress("  " + line.strip())  # noqa: E731
 
@@ -201,7 +210,8 @@ def bench_workload(name: str, rounds: int, folder: Path, progress: Progress, gri
                                "random": trials_to_reach(random_trials, best_grid)} if best_grid else None
     if config.workload.SERVED and config.objective != "capacity":
         summary["capacity"] = capacity_of(config, chosen, arm_runs["default"], rounds, progress, name)
-    summary.update(rounds=rounds, replay=replay, finished=time.strftime("%Y-%m-%d %H:%M"))
+    summary.update(rounds=rounds, replay=replay, finished=time.strftime("%Y-%m-%d %H:%M"),
+                   precision=config.search.precision)
     return summary
 
 
@@ -226,13 +236,14 @@ def capacity_of(config: AdvisorConfig, chosen: dict, default_runs: list[Measurem
             "ratio": list(paired_ratio(measured.candidates["advisor"], measured.baseline))}
 
 
-def finished_rows(path: Path, names: list[str], rounds: int) -> dict[str, dict]:
+def finished_rows(path: Path, names: list[str], rounds: int, precision: Optional[float] = None) -> dict[str, dict]:
     """The rows a cut-off run already wrote to bench.json, by workload: those of `names` measured
-    with the same number of rounds."""
+    with the same number of rounds and, under --precision, pinned to the same precision."""
     if not path.exists():
         return {}
     rows = json.loads(path.read_text()).get("rows", [])
-    return {row["workload"]: row for row in rows if row["workload"] in names and row.get("rounds") == rounds}
+    return {row["workload"]: row for row in rows if row["workload"] in names and row.get("rounds") == rounds
+            and (precision is None or row.get("precision") == precision)}
 
 
 def rows_so_far(done: list[dict], kept: dict[str, dict]) -> list[dict]:
@@ -410,7 +421,9 @@ def markdown(rows: list[dict], calibration: dict, header: str) -> str:
         same = (f" (advisor's measurement in the same rounds {claim['advisor_now']:.2f}x; advisor / plain "
                 f"{ratio_cell(claim['loops'])})" if claim.get("loops") else "")
         over = f" over {claim['rounds']} rounds" if claim.get("rounds") else ""
-        lines.append(f"| reproduction, {claim['workload']}: claimed {claim['claimed']:.2f}x, "
+        width = (f" ({claim['claimed_interval'][0]:.2f}-{claim['claimed_interval'][1]:.2f}x"
+                 + (f", {claim['claim_rounds']} rounds)" if claim.get("claim_rounds") else ")")) if claim.get("claimed_interval") else ""
+        lines.append(f"| reproduction, {claim['workload']}: claimed {claim['claimed']:.2f}x{width}, "
                      f"{claim.get('source', 're-measured')} {claim['measured']:.2f}x{over}{same} | error {claim['error']:+.1%} |")
     for row in rows:
         reached = row.get("to_grid_best")
@@ -542,7 +555,8 @@ def reproduce_claims(rows: list[dict]) -> list[dict]:
         if not claim or claim["memory_fix"]:
             continue
         answered = claim.get("basis") == ANSWERED
-        found = {"workload": row["workload"], "claimed": claim["speedup"], **(row.get("replay") or {
+        found = {"workload": row["workload"], "claimed": claim["speedup"], "claimed_interval": claim["interval"],
+                 "claim_rounds": claim.get("rounds"), **(row.get("replay") or {
             "measured": row["arms"]["advisor"]["answered_speedup" if answered else "speedup"],
             "source": "bench re-measurement" + (" of requests answered a second" if answered else "")})}
         claims.append({**found, "error": found["measured"] / claim["speedup"] - 1})
@@ -571,6 +585,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=ROOT / "bench-results", help="where the table and plot go")
     parser.add_argument("--grid-cap", type=int, default=150,
                         help="a grid of more plans measures the default and this many - 1 at random (0: no cap; default 150)")
+    parser.add_argument("--precision", type=float, default=None,
+                        help="pin every claim to this share either side (search.precision; up to 40 rounds, within an "
+                             "hour): a claim re-measured within 10%% needs about 0.05 (default: each config's own)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the rows a cut-off run left in <out>/bench.json and bench only the rest")
     args = parser.parse_args()
@@ -581,6 +598,8 @@ def main() -> None:
         parser.exit(2, f"bench: unknown workload {unknown[0]!r}; known: {', '.join(known)}\n")
     if args.rounds < 2:
         parser.exit(2, "bench: --rounds must be at least 2 (an interval needs pairs)\n")
+    if args.precision is not None and not 0 < args.precision < 1:
+        parser.exit(2, "bench: --precision must be a share between 0 and 1 (0.05: +-5%)\n")
     args.out.mkdir(parents=True, exist_ok=True)
     studies = args.out / "studies"
     studies.mkdir(exist_ok=True)
@@ -591,19 +610,21 @@ def main() -> None:
         elapsed = time.time() - started
         print(f"[{int(elapsed // 60):02d}:{int(elapsed % 60):02d}] {line}", flush=True)
 
-    kept = finished_rows(args.out / "bench.json", names, args.rounds) if args.resume else {}
+    kept = finished_rows(args.out / "bench.json", names, args.rounds, args.precision) if args.resume else {}
     if kept:
         progress(f"resumed: kept {', '.join(kept)} from {args.out / 'bench.json'}")
     rows = []
     for name in names:
-        rows.append(kept.get(name) or bench_workload(name, args.rounds, studies, progress, args.grid_cap))
+        rows.append(kept.get(name) or bench_workload(name, args.rounds, studies, progress, args.grid_cap, args.precision))
         (args.out / "bench.json").write_text(json.dumps({"rows": rows_so_far(rows, kept)}, indent=2, default=str))
     calibration = calibrate(rows, args.aa_config, args.aa_repeats, studies, progress)
     finished = sorted(row.get("finished", "?") for row in rows)
     header = (f"Benchmark suite{' (--quick)' if args.quick else ''}, {time.strftime('%Y-%m-%d')}, "
               + (f"resumed ({len(kept)} of {len(rows)} rows kept; rows finished {finished[0]} to {finished[-1]}), "
                  "this sitting " if kept else "")
-              + f"{(time.time() - started) / 60:.0f} min in all. Machine: {machine()}.")
+              + f"{(time.time() - started) / 60:.0f} min in all. Machine: {machine()}."
+              + (f" Claims pinned to +-{args.precision:.0%} (--precision: search.precision, up to {MOST_PAIRS} rounds)."
+                 if args.precision is not None else ""))
     (args.out / "bench.json").write_text(json.dumps({"header": header, "rows": rows, "calibration": calibration},
                                                     indent=2, default=str))
     (args.out / "bench.md").write_text(markdown(rows, calibration, header))

@@ -178,6 +178,22 @@ def test_resume_keeps_only_rows_of_the_asked_workloads_and_rounds(tmp_path):
     assert [r["workload"] for r in rows_so_far(done, kept)] == ["shard_open", "quickstart"], \
         "a kept row that comes later in the order is written too: cut off again, it is not lost"
     assert rows_so_far(done + [kept["quickstart"]], kept) == done + [kept["quickstart"]]
+    path.write_text(json.dumps({"rows": [{"workload": "quickstart", "rounds": 5, "precision": 0.1},
+                                         {"workload": "overhead", "rounds": 5, "precision": 0.05}]}))
+    assert list(finished_rows(path, ["quickstart", "overhead"], 5, precision=0.05)) == ["overhead"], \
+        "under --precision, a row pinned to another precision is benched again"
+
+
+def test_precision_pins_claims_past_the_configs_rounds_and_budget(tmp_path):
+    from experiments.bench import MOST_PAIRS, PINNING_BUDGET_S, scratch_config
+
+    own = scratch_config("quickstart", tmp_path)
+    pinned = scratch_config("quickstart", tmp_path, precision=0.05)
+    assert (pinned.search.precision, pinned.search.max_pairs) == (0.05, MOST_PAIRS)
+    assert pinned.search.time_budget_s == max(own.search.time_budget_s, PINNING_BUDGET_S) > own.search.time_budget_s
+    assert (pinned.search.trials, pinned.search.pairs, pinned.search.min_speedup) == \
+        (own.search.trials, own.search.pairs, own.search.min_speedup), "the search and the bar are the config's own"
+    assert own.search.precision != 0.05 and pinned.search.storage == own.search.storage
 
 
 def test_same_round_agreement_pairs_each_loops_speedup_round_by_round():
