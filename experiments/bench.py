@@ -52,7 +52,7 @@ from advisor.plan import active_recipes, combined_risk, effective, plan_key, uni
 from advisor.session import SessionResult, round_measures, measure_with, optimize
 from advisor.session.gate import compare_outputs, worst_numerics
 from advisor.session.planning import search_space
-from advisor.session.verification import gap_recovered
+from advisor.session.verification import gap_recovered, more_requests
 from advisor.verify import ANSWERED, OBJECTIVE, Rounds, interleave, paired_interval
 from experiments.calibrate import aa_verdicts
 from experiments.agreement import loops_ratio, same_rounds, speedups
@@ -176,7 +176,9 @@ def bench_workload(name: str, rounds: int, folder: Path, progress: Progress, gri
     replay = None
     if claim and not claim["memory_fix"]:
         replay = (replay_in_plain_loop(name, claim, rounds, progress) if claim["kind"] == "train"
-                  else replay_beside_session(name, round_measures(config), baseline, claim, rounds, progress))
+                  else replay_beside_session(name, round_measures(config), baseline, claim, rounds, progress,
+                                             round_measures(more_requests(config)) if config.workload.SERVED else None,
+                                             config.search.pairs))
     space = search_space([by_name(n) for n in result.chosen], result.context)
     budget = result.trials_run
 
@@ -527,18 +529,26 @@ def replay_in_plain_loop(name: str, claim: dict, rounds: int, progress: Progress
 
 
 def replay_beside_session(name: str, measures: tuple[Callable, Optional[Callable]], baseline: dict, claim: dict,
-                          rounds: int, progress: Progress) -> dict:
+                          rounds: int, progress: Progress, longer: Optional[tuple[Callable, Optional[Callable]]] = None,
+                          pairs: int = 5) -> dict:
     """A verified service or pipeline claim (no plain runner for these yet) re-measured right
     after its session, as `replay_in_plain_loop` does a training claim's: the default and the
     claimed plan interleaved, as a verification's rounds are measured (`measures`: the config's
     `round_measures`), as many rounds as the claim took, `rounds` at least, each paired ratio
-    read on the figure the claim is of (`speedup_basis`). The bench's own 5 rounds, after the searches and the grid,
+    read on the figure the claim is of (`speedup_basis`). `longer`: how rounds past `pairs`
+    measure, where the claim's did so (a service's on its objective serve twice the requests:
+    `Stopping.longer_runs`). The bench's own 5 rounds, after the searches and the grid,
     were a noisier and later check than the claim they checked."""
     replayed, basis = max(rounds, claim.get("rounds") or 0), claim.get("basis") or OBJECTIVE
     progress(f"{name}: its claim re-measured against the default right after its session, {replayed} rounds")
-    measure, measure_reference = measures
-    measured = interleave(baseline, {"claim": claim["plan"]}, measure, replayed, lambda line: progress("  " + line.strip()),
-                          reference="default", measure_reference=measure_reference)
+    longer = longer if basis == OBJECTIVE and replayed > pairs else None
+    stages = [(measures, min(replayed, pairs)), (longer, replayed - pairs)] if longer else [(measures, replayed)]
+    measured, done = None, 0
+    for (measure, measure_reference), count in stages:
+        more = interleave(baseline, {"claim": claim["plan"]}, measure, count, lambda line: progress("  " + line.strip()),
+                          reference="default", rounds_before=done, rounds_total=replayed,
+                          measure_reference=measure_reference)
+        measured, done = more if measured is None else measured.then(more), done + count
     speedup, low, high = paired_ratio(measured.candidates["claim"], measured.baseline, basis)
     return {"measured": speedup, "interval": [low, high], "rounds": replayed,
             "source": "re-measured after its session" + (" (requests answered a second at full load)" if basis == ANSWERED else "")}

@@ -151,6 +151,20 @@ def test_a_service_claim_is_replayed_beside_the_default_as_many_rounds_as_it_too
     found = replay_beside_session("svc", (measure, None), {"x": 0}, {**claim, "rounds": 3, "basis": "objective"}, 5,
                                   lambda line: None)
     assert found["rounds"] == 5 and len(measured) == 10 and found["measured"] > 10, "p95 ratios, 5 rounds at least"
+    measured.clear()
+    longer_runs = []
+
+    def longer(plan: dict) -> Measurement:
+        longer_runs.append(plan["x"])
+        return measure(plan)
+
+    found = replay_beside_session("svc", (measure, None), {"x": 0}, {**claim, "rounds": 8, "basis": "objective"}, 5,
+                                  lambda line: None, longer=(longer, None), pairs=5)
+    assert found["rounds"] == 8 and len(measured) == 16 and longer_runs.count(0) == longer_runs.count(1) == 3, \
+        "past the session's pairs, the rounds measure as the claim's did (a service's: twice the requests)"
+    longer_runs.clear()
+    replay_beside_session("svc", (measure, None), {"x": 0}, claim, 5, lambda line: None, longer=(longer, None), pairs=5)
+    assert longer_runs == [], "a full-load claim's rounds never served more requests"
 
 
 def test_repeated_plans_count_trials_equal_in_effect():
