@@ -246,6 +246,9 @@ class MeasureConfig:
     fresh_rounds: bool = True  # each run of a verification round in a new interpreter, as your own runs are; false: forked
 
 
+MOST_PAIRS = 40  # the most rounds a verification may grow to (`search.max_pairs`)
+
+
 @dataclass(frozen=True)
 class SearchConfig:
     recipes: Any = "auto"  # "auto", a recipe's name, or a list of names (`advisor.session.planning.select_recipes`)
@@ -255,7 +258,7 @@ class SearchConfig:
     storage: Optional[str] = None  # an Optuna storage URL; None: a journal file next to the config
     verify_top: int = _check(_non_negative, default=3)  # candidates re-measured against the baseline; 0: trials only
     pairs: int = _check((lambda v: v >= 5, "a number >= 5"), default=5)  # interleaved rounds (3 when every verdict is clear)
-    max_pairs: int = _check((lambda v: 5 <= v <= 40, "a number from 5 to 40"), default=12)  # rounds while a verdict straddles the bar
+    max_pairs: int = _check((lambda v: 5 <= v <= MOST_PAIRS, f"a number from 5 to {MOST_PAIRS}"), default=12)  # rounds while a verdict straddles the bar
     # the #1's interval, as a share of its speedup either side, that a verdict's rounds go on to (up to max_pairs, within time_budget_s); 0: stop at the verdict
     precision: float = _check((lambda v: 0 <= v < 1, "a share from 0 to 1 (0.1: +-10%)"), default=0.1)
     prune: bool = True  # stop a trial midway once it cannot end above 70% of the best trial's rate (training, services)

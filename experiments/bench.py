@@ -44,7 +44,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from advisor import search
-from advisor.config import AdvisorConfig, load_config
+from advisor.config import MOST_PAIRS, AdvisorConfig, load_config
 from advisor.kinds import kind_of
 from advisor.harness import run_measurement
 from advisor.measure import Measurement
@@ -128,7 +128,6 @@ def paired_ratio(runs: list[Measurement], against: list[Measurement],
 
 # ---------------------------------------------------------------- one workload
 
-MOST_PAIRS = 40  # the most rounds `search.max_pairs` allows
 PINNING_BUDGET_S = 3600.0  # the time budget under --precision: the rounds that pin a claim, not the clock, stop it
 
 
@@ -212,8 +211,7 @@ def bench_workload(name: str, rounds: int, folder: Path, progress: Progress, gri
                                "random": trials_to_reach(random_trials, best_grid)} if best_grid else None
     if config.workload.SERVED and config.objective != "capacity":
         summary["capacity"] = capacity_of(config, chosen, arm_runs["default"], rounds, progress, name)
-    summary.update(rounds=rounds, replay=replay, finished=time.strftime("%Y-%m-%d %H:%M"),
-                   precision=config.search.precision)
+    summary.update(rounds=rounds, replay=replay, finished=time.strftime("%Y-%m-%d %H:%M"), precision=precision)
     return summary
 
 
@@ -240,12 +238,12 @@ def capacity_of(config: AdvisorConfig, chosen: dict, default_runs: list[Measurem
 
 def finished_rows(path: Path, names: list[str], rounds: int, precision: Optional[float] = None) -> dict[str, dict]:
     """The rows a cut-off run already wrote to bench.json, by workload: those of `names` measured
-    with the same number of rounds and, under --precision, pinned to the same precision."""
+    with the same number of rounds and pinned alike (--precision; None: each config's own)."""
     if not path.exists():
         return {}
     rows = json.loads(path.read_text()).get("rows", [])
     return {row["workload"]: row for row in rows if row["workload"] in names and row.get("rounds") == rounds
-            and (precision is None or row.get("precision") == precision)}
+            and row.get("precision") == precision}
 
 
 def rows_so_far(done: list[dict], kept: dict[str, dict]) -> list[dict]:
@@ -596,8 +594,8 @@ def main() -> None:
     parser.add_argument("--grid-cap", type=int, default=150,
                         help="a grid of more plans measures the default and this many - 1 at random (0: no cap; default 150)")
     parser.add_argument("--precision", type=float, default=None,
-                        help="pin every claim to this share either side (search.precision; up to 40 rounds, within an "
-                             "hour): a claim re-measured within 10%% needs about 0.05 (default: each config's own)")
+                        help=f"pin every claim to this share either side (search.precision; up to {MOST_PAIRS} rounds, "
+                             "within an hour): a claim re-measured within 10%% needs about 0.05 (default: each config's own)")
     parser.add_argument("--resume", action="store_true",
                         help="keep the rows a cut-off run left in <out>/bench.json and bench only the rest")
     args = parser.parse_args()

@@ -193,9 +193,12 @@ def test_resume_keeps_only_rows_of_the_asked_workloads_and_rounds(tmp_path):
         "a kept row that comes later in the order is written too: cut off again, it is not lost"
     assert rows_so_far(done + [kept["quickstart"]], kept) == done + [kept["quickstart"]]
     path.write_text(json.dumps({"rows": [{"workload": "quickstart", "rounds": 5, "precision": 0.1},
-                                         {"workload": "overhead", "rounds": 5, "precision": 0.05}]}))
-    assert list(finished_rows(path, ["quickstart", "overhead"], 5, precision=0.05)) == ["overhead"], \
-        "under --precision, a row pinned to another precision is benched again"
+                                         {"workload": "overhead", "rounds": 5, "precision": 0.05},
+                                         {"workload": "shard_open", "rounds": 5}]}))
+    assert list(finished_rows(path, ["quickstart", "overhead", "shard_open"], 5, precision=0.05)) == ["overhead"], \
+        "under --precision, a row pinned to another precision, or to its config's own, is benched again"
+    assert list(finished_rows(path, ["quickstart", "overhead", "shard_open"], 5)) == ["shard_open"], \
+        "without it, a pinned row is not kept as if it were of the configs' own precision"
 
 
 def test_precision_pins_claims_past_the_configs_rounds_and_budget(tmp_path):
