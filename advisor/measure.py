@@ -56,6 +56,7 @@ class Measurement:
     latency: dict = field(default_factory=dict)  # inference: percentiles, cold start, throughput, queueing
     communication: dict = field(default_factory=dict)  # data-parallel: ranks, bytes all-reduced per step, bandwidth
     interpreter: str = ""  # "fresh": a new interpreter; "forked": from advisor's template process
+    epoch: dict = field(default_factory=dict)  # training with workers: an epoch's end, timed, and its share charged
 
     @property
     def ok(self) -> bool:

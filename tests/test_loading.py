@@ -171,3 +171,27 @@ def test_the_step_keeps_the_cores_the_loaders_leave():
     assert loading.step_threads(COMPUTING, serial, most=2) == 2, "no workers: the step has the machine"
     waiting = loading.predict(WAITING, max_workers=1, thread_choices=(16,))
     assert loading.step_threads(WAITING, waiting, most=2) == 2, "threads that wait take no core"
+
+
+def test_an_epochs_end_is_charged_where_the_workers_start_again_and_not_where_they_persist(tmp_path):
+    """Workers that open their shard index once (300 ms) and an epoch of 16 steps: started afresh
+    each epoch they pay the opening every 16 steps, which a window of 8 steps inside one epoch
+    never sees; persistent, once. The window is charged its share of the epoch's end."""
+    from advisor.config import load_config
+    from advisor.harness import run_measurement
+    from advisor.kinds import baseline_plan
+    from conftest import ROOT
+
+    shards = ROOT / "experiments" / "workloads" / "shards.py"
+    config = load_config(write_config(tmp_path, merged(TINY, {"workload": {
+        "model": f"{shards}:build_model", "dataset": f"{shards}:build_dataset", "batch_size": 8,
+        "dataset_args": {"n": 128, "latency_ms": 0.2, "open_ms": 300.0}}})))
+    plan = {**baseline_plan(config), "dataloader.num_workers": 2, "dataloader.prefetch_factor": 2}
+    afresh = run_measurement(config.path, {**plan, "dataloader.persistent_workers": False}, "full", 4, 60)
+    kept = run_measurement(config.path, {**plan, "dataloader.persistent_workers": True}, "full", 4, 60)
+    assert afresh.ok and kept.ok, (afresh.reason, kept.reason)
+    assert afresh.epoch["steps_per_epoch"] == 16 and afresh.epoch["crossed"] == 0, afresh.epoch
+    assert afresh.epoch["end_s"] > 0.25 > kept.epoch["end_s"], (afresh.epoch, kept.epoch)
+    # the window (8 steps, half an epoch) is charged half an end: the opening dominates its rate
+    assert afresh.samples_per_s < kept.samples_per_s / 2, (afresh.samples_per_s, kept.samples_per_s)
+    assert afresh.epoch["charged_s"] == pytest.approx(afresh.epoch["end_s"] / 2)

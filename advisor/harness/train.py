@@ -65,12 +65,14 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     step = job_step(job, model, optimizer, after_step, device, plan)
 
     probe: dict = {}
+    loader = None
     if mode == "synthetic":
         batches = repeat_one_batch(job, plan["batch_size"], device)
     elif mode == "cached":
         batches, probe = cached_batches(job, plan["batch_size"])
     else:
-        batches = cycle(make_loader(job, plan, parallel.sampler(job.dataset) if parallel is not None else None))
+        loader = make_loader(job, plan, parallel.sampler(job.dataset) if parallel is not None else None)
+        batches = cycle(loader)
 
     warmup = PROFILE_WARMUP_STEPS if mode == "profile" else config.measure.warmup_steps
     warmup_ms = []
@@ -86,14 +88,61 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
 
     as_trained = mode in ("full", "nudged")  # a rank's "local" run, without communication, is not
     before = parameter_checksums(model) if as_trained else None
-    fields = timed_steps(step, batches, device, plan, steady_steps(steps, plan) if as_trained else steps,
-                         checksum=(steps, model), progress=progress)
+    window = steady_steps(steps, plan) if as_trained else steps
+    fields = timed_steps(step, batches, device, plan, window, checksum=(steps, model), progress=progress)
     if before is not None and fields["parameters"]:  # a step that never updates them is no training step
         environment["parameters_changed"] = fields["parameters"] != before
+    if mode == "full" and parallel is None and loader is not None and loader.num_workers > 0 and fields.get("samples_per_s"):
+        # a rank stays out: its extra steps would wait on collectives the other ranks never join
+        epoch = epoch_charge(job, loader, batches, step, device, plan, fields, warmup, window)
+        if epoch:
+            fields.update(epoch=epoch, samples_per_s=fields["samples"] / (fields["samples"] / fields["samples_per_s"]
+                                                                          + epoch["charged_s"]))
     fields.update(common, sample_probe=probe)
     if device.type == "cuda":
         fields.update(peak_memory_mb=torch.cuda.max_memory_allocated() / 2**20, memory_source="cuda max allocated")
     return fields
+
+
+def epoch_charge(job: "TrainJob", loader: DataLoader, batches: Iterator, step: Callable, device: torch.device,
+                 plan: dict, fields: dict, warmup: int, window: int) -> dict:
+    """What the epochs' ends cost a window of `window` steps beyond the ones it crossed. At each
+    epoch's end a loader's workers stop and start again (persistent ones reset) and their queue
+    refills: a cost a long run pays once an epoch, which a window inside one epoch never sees.
+    Measured once, after the window, on a short epoch of its own (`epoch_end_s`); charged in the
+    share of an epoch the window spans, less the ends it crossed. {} where the loader has no
+    length (an iterable dataset: its epoch is its own)."""
+    try:
+        per_epoch = len(loader)
+    except TypeError:
+        return {}
+    if per_epoch <= 0:
+        return {}
+    crossed = (warmup + window - 1) // per_epoch - (warmup - 1) // per_epoch if warmup > 0 else (window - 1) // per_epoch
+    share = window / per_epoch - crossed  # whole epochs in the window: their ends were timed, nothing to charge
+    if abs(share) < 1e-9:
+        return {"steps_per_epoch": per_epoch, "crossed": crossed, "charged_s": 0.0}
+    steady_s = fields["samples"] / fields["samples_per_s"] / window
+    batches.close()  # the window's epoch goes first, untimed, and with it its workers: they would share the
+    loader._iterator = None  # cores and the memory; torch keeps persistent ones on the loader, as its _iterator
+    end_s = epoch_end_s(job, plan, step, device, steady_s, min(per_epoch, max(QUEUE_MULTIPLE * applied("queued_batches", 0, plan), 1)))
+    return {"end_s": end_s, "steps_per_epoch": per_epoch, "crossed": crossed, "charged_s": end_s * share}
+
+
+def epoch_end_s(job: "TrainJob", plan: dict, step: Callable, device: torch.device, steady_s: float, steps: int) -> float:
+    """Seconds an epoch's start and end cost over `steady_s` a step: an epoch of `steps` batches
+    (as many as the workers can have queued twice over, the refill) run whole, its workers
+    started and, at its last batch, stopped; with persistent workers the second such epoch, their
+    reset. At least 0."""
+    sampler = RandomSampler(job.dataset, num_samples=steps * int(plan["batch_size"]),
+                            generator=torch.Generator().manual_seed(2))
+    short = make_loader(job, plan, sampler)
+    for _ in range(2 if short.persistent_workers else 1):
+        started = time.perf_counter()
+        for batch in short:
+            float(step(to_device(batch, device, plan)))
+        spent = time.perf_counter() - started
+    return max(0.0, spent - steps * steady_s)
 
 
 def nudge_by_one_ulp(parameters: Iterable[torch.Tensor], seed: int) -> None:
