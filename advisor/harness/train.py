@@ -94,10 +94,10 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
         environment["parameters_changed"] = fields["parameters"] != before
     if mode == "full" and parallel is None and loader is not None and loader.num_workers > 0 and fields.get("samples_per_s"):
         # a rank stays out: its extra steps would wait on collectives the other ranks never join
-        epoch = epoch_charge(job, loader, batches, step, device, plan, fields, warmup, window)
+        timed_s = fields["samples"] / fields["samples_per_s"]
+        epoch = epoch_charge(job, loader, batches, step, device, plan, timed_s / window, warmup, window)
         if epoch:
-            fields.update(epoch=epoch, samples_per_s=fields["samples"] / (fields["samples"] / fields["samples_per_s"]
-                                                                          + epoch["charged_s"]))
+            fields.update(epoch=epoch, samples_per_s=fields["samples"] / (timed_s + epoch["charged_s"]))
     fields.update(common, sample_probe=probe)
     if device.type == "cuda":
         fields.update(peak_memory_mb=torch.cuda.max_memory_allocated() / 2**20, memory_source="cuda max allocated")
@@ -105,27 +105,26 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
 
 
 def epoch_charge(job: "TrainJob", loader: DataLoader, batches: Iterator, step: Callable, device: torch.device,
-                 plan: dict, fields: dict, warmup: int, window: int) -> dict:
+                 plan: dict, steady_s: float, warmup: int, window: int) -> dict:
     """What the epochs' ends cost a window of `window` steps beyond the ones it crossed. At each
     epoch's end a loader's workers stop and start again (persistent ones reset) and their queue
     refills: a cost a long run pays once an epoch, which a window inside one epoch never sees.
-    Measured once, after the window, on a short epoch of its own (`epoch_end_s`); charged in the
-    share of an epoch the window spans, less the ends it crossed. {} where the loader has no
-    length (an iterable dataset: its epoch is its own)."""
+    Measured once, after the window (`steady_s` a step), on a short epoch of its own
+    (`epoch_end_s`); charged in the share of an epoch the window spans, less the ends it
+    crossed. {} where the loader has no length (an iterable dataset: its epoch is its own)."""
     try:
         per_epoch = len(loader)
     except TypeError:
         return {}
     if per_epoch <= 0:
         return {}
-    crossed = (warmup + window - 1) // per_epoch - (warmup - 1) // per_epoch if warmup > 0 else (window - 1) // per_epoch
+    crossed = (warmup + window - 1) // per_epoch - max(warmup - 1, 0) // per_epoch  # ends before a timed step's batch
     share = window / per_epoch - crossed  # whole epochs in the window: their ends were timed, nothing to charge
     if abs(share) < 1e-9:
         return {"steps_per_epoch": per_epoch, "crossed": crossed, "charged_s": 0.0}
-    steady_s = fields["samples"] / fields["samples_per_s"] / window
     batches.close()  # the window's epoch goes first, untimed, and with it its workers: they would share the
     loader._iterator = None  # cores and the memory; torch keeps persistent ones on the loader, as its _iterator
-    end_s = epoch_end_s(job, plan, step, device, steady_s, min(per_epoch, max(QUEUE_MULTIPLE * applied("queued_batches", 0, plan), 1)))
+    end_s = epoch_end_s(job, plan, step, device, steady_s, min(per_epoch, steady_steps(1, plan)))
     return {"end_s": end_s, "steps_per_epoch": per_epoch, "crossed": crossed, "charged_s": end_s * share}
 
 
