@@ -106,6 +106,18 @@ def step_statistics(step_s: list[float], wait_s: list[float], transfer_s: list[f
     }
 
 
+def epoch_of(runs: list[Measurement]) -> dict:
+    """Training with workers: what an epoch's end cost (seconds, averaged over the runs that
+    timed one) and the share of each run's time it was charged (`harness.train.epoch_charge`),
+    every how many steps it comes; {} where no run timed one."""
+    timed = [r for r in runs if r.ok and r.epoch.get("end_s") is not None and r.samples_per_s > 0]
+    if not timed:
+        return {}
+    shares = [r.epoch["charged_s"] / (r.samples / r.samples_per_s) for r in timed]
+    return {"end_s": sum(r.epoch["end_s"] for r in timed) / len(timed),
+            "steps_per_epoch": timed[-1].epoch["steps_per_epoch"], "charged_share": sum(shares) / len(shares)}
+
+
 BUSY_SHARE = 0.25  # other processes took this share of the machine's CPU: timings may be distorted
 BUSY_MIN_WINDOW_S = 0.5  # a window of at least 50 clock ticks, so that a tick is at most 2% of one core
 QUIET_WAIT_S = 30.0  # how long a verification waits for a quiet machine before running a disturbed round again

@@ -9,7 +9,7 @@ from typing import Optional
 from advisor.capacity import capacity_sentence
 from advisor.diagnosis import THRESHOLDS, Diagnosis, Finding
 from advisor.evidence import Evidence
-from advisor.measure import BUSY_SHARE
+from advisor.measure import BUSY_SHARE, epoch_of
 from advisor.verify import ANSWERED, BUSY_REASON
 
 
@@ -61,6 +61,8 @@ def training_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
             f"throughput  {full.samples_per_s:,.0f} samples/s on {full.device}"
             f"   step p50 {full.step_ms_p50:.1f} ms, p95 {full.step_ms_p95:.1f} ms"
         )
+        if full.epoch.get("end_s") is not None:
+            lines.append(f"epochs      {epoch_text(epoch_of([full]))}")
         if derived.get("ideal_samples_per_s"):
             lines.append(
                 f"ideal       {derived['ideal_samples_per_s']:,.0f} samples/s (one batch reused on the device): "
@@ -250,6 +252,12 @@ def latency_text(latency: dict) -> str:
             f"cold start {latency['cold_start_ms']:.0f} ms")
 
 
+def epoch_text(epoch: dict) -> str:
+    """What an epoch's end cost a run with workers, and the share of its time that was charged."""
+    return (f"an epoch's end (every {epoch['steps_per_epoch']:,} steps: its workers start again or reset, their queue "
+            f"refills) costs {epoch['end_s']:.2f} s, timed once a run: {epoch['charged_share']:.0%} of its time, included")
+
+
 def capacity_lines(payload: dict) -> list[str]:
     """Objective capacity: what the figure is, how it was found and paired, where the baseline saturates."""
     base = payload["baseline"].get("latency_ms") or {}
@@ -330,6 +338,8 @@ def render_recommendations(payload: dict) -> str:
     ]
     if base.get("latency_ms"):
         lines[-1:-1] = [f"baseline latency: {latency_text(base['latency_ms'])}"]
+    if base.get("epoch"):
+        lines[-1:-1] = [f"baseline: {epoch_text(base['epoch'])}"]
     if payload.get("baseline_failure", "").startswith("over the p95 SLO"):
         lines[-1:-1] = [f"the baseline breaks its SLO ({payload['baseline_failure']}): fixes that keep it are ranked "
                         f"against {payload.get('numerics_reference', 'the baseline')}"]
@@ -371,6 +381,8 @@ def render_recommendations(payload: dict) -> str:
                 lines.append(f"     {capacity_sentence(rec['latency_ms']['capacity_per_s'], rec['latency_ms']['slo_ms'], len(rec.get('load_curve', [])), base['latency_ms'].get('capacity_per_s'))}")
             if rec.get("latency_ms"):
                 lines.append(f"     latency {latency_text(rec['latency_ms'])}")
+            if rec.get("epoch"):
+                lines.append(f"     {epoch_text(rec['epoch'])}")
             lines += rewrite_lines(rec, payload)
             if rec.get("busy_share", 0.0) >= BUSY_SHARE:
                 lines.append(f"     the machine was busy while it was verified: other processes took up to "

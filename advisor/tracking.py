@@ -247,7 +247,8 @@ class SessionLog:
                      "speedup_high": rec["interval"][1], "samples_per_s": rec["samples_per_s"],
                      "peak_memory_mb": rec["peak_memory_mb"], "failed_runs": rec.get("failed_runs", 0),
                      "rounds": rec.get("rounds", 0), "set_aside_rounds": rec.get("set_aside_rounds", 0),
-                     **{f"latency_{key}": value for key, value in rec.get("latency_ms", {}).items()}},
+                     **{f"latency_{key}": value for key, value in rec.get("latency_ms", {}).items()},
+                     **{f"epoch_{key}": value for key, value in rec.get("epoch", {}).items()}},
         )
         self.tracker.finish(run_id, end_time=finished)  # its span: the rounds that verified it
         self.recommendation_ids.append(run_id)
@@ -332,6 +333,8 @@ def run_metrics(measurement: dict) -> dict:
         "stall_share": measurement.get("data_wait_share"),
         "cpu_util": measurement.get("cpu_util"),
         "other_cpu_share": measurement.get("other_cpu_share"),
+        **({"epoch_end_s": epoch["end_s"], "epoch_charged_s": epoch["charged_s"]}
+           if (epoch := measurement.get("epoch") or {}).get("end_s") is not None else {}),
     }
 
 

@@ -195,3 +195,34 @@ def test_an_epochs_end_is_charged_where_the_workers_start_again_and_not_where_th
     # the window (8 steps, half an epoch) is charged half an end: the opening dominates its rate
     assert afresh.samples_per_s < kept.samples_per_s / 2, (afresh.samples_per_s, kept.samples_per_s)
     assert afresh.epoch["charged_s"] == pytest.approx(afresh.epoch["end_s"] / 2)
+
+
+def test_the_epochs_end_is_shown_where_it_was_charged_and_logged_with_each_run():
+    """A run with workers says what an epoch's end cost and the share of its time charged: in the
+    diagnosis, on the baseline's and each fix's lines of the table, and as MLflow metrics."""
+    from advisor.measure import Measurement, epoch_of
+    from advisor.report import render_recommendations
+    from advisor.tracking import run_metrics
+
+    def run(end_s, charged_s, rate=100.0):  # 400 samples: 4 s at 100/s, charge included
+        return Measurement(mode="full", plan={}, status="ok", samples=400, samples_per_s=rate,
+                           epoch={"end_s": end_s, "steps_per_epoch": 256, "crossed": 0, "charged_s": charged_s})
+
+    base = epoch_of([run(0.2, 0.4), run(0.3, 0.2), Measurement(mode="full", plan={}, status="failed")])
+    assert base == pytest.approx({"end_s": 0.25, "steps_per_epoch": 256, "charged_share": 0.075})
+    assert epoch_of([Measurement(mode="full", plan={}, status="ok", samples=400, samples_per_s=100.0)]) == {}
+    fix = epoch_of([run(0.05, 0.04, rate=200.0)])  # 2 s, 0.04 of them charged
+    rec = {"rank": 1, "recipes": ["dataloader"], "plan": {}, "changes": {"dataloader.persistent_workers": True},
+           "speedup": 2.0, "interval": [1.8, 2.2], "verified": True, "reason": "verified", "numerics": {},
+           "peak_memory_mb": 300.0, "snippet": "", "trial": 1, "samples_per_s": 200.0, "epoch": fix}
+    text = render_recommendations({"baseline": {"samples_per_s": 100.0, "epoch": base}, "unit": "samples/s",
+                                   "recommendations": [rec], "rejected": [], "min_speedup": 1.05, "trials": [], "pruned": []})
+    assert ("baseline: an epoch's end (every 256 steps: its workers start again or reset, their queue refills) costs "
+            "0.25 s, timed once a run: 8% of its time, included") in text
+    assert "\n     an epoch's end (every 256 steps" in text and "costs 0.05 s, timed once a run: 2% of its time" in text
+    assert "epoch's end" not in render_recommendations({"baseline": {"samples_per_s": 100.0}, "unit": "samples/s",
+                                                        "recommendations": [{**rec, "epoch": {}}], "rejected": [],
+                                                        "min_speedup": 1.05, "trials": [], "pruned": []})
+    metrics = run_metrics(run(0.2, 0.4).to_dict())
+    assert metrics["epoch_end_s"] == 0.2 and metrics["epoch_charged_s"] == 0.4
+    assert "epoch_end_s" not in run_metrics(Measurement(mode="full", plan={}, status="ok").to_dict())

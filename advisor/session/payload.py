@@ -31,6 +31,7 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
             "ideal_samples_per_s": result.evidence.derived.get("ideal_samples_per_s"),
             "step_breakdown_ms": result.baseline_breakdown_ms,
             "latency_ms": result.baseline_latency_ms,
+            "epoch": result.baseline_epoch,
         },
         "diagnoses": [d.to_dict() for d in result.diagnoses],
         "advice": advice_for(result.evidence.profile.hotspots, result.evidence.profile.environment.get("row_functions")) if any(

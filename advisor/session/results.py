@@ -46,6 +46,7 @@ class Recommendation:
     load_curve: list = field(default_factory=list)  # objective capacity: the rates its last run replayed (`capacity.Point`)
     leads_because: str = ""  # why it leads a fix with a higher speedup: that fix, measured beside it, ran slower
     speedup_basis: str = "objective"  # or "answered": at full load, the baseline near its limit (`speedup_basis`)
+    epoch: dict = field(default_factory=dict)  # training with workers: an epoch's end, its share charged (`epoch_of`)
     mlflow_run_id: Optional[str] = None
 
     def to_dict(self) -> dict:
@@ -86,6 +87,7 @@ class SessionResult:
     numerics_reference: str = "the baseline"  # whose results the candidates reproduce
     numerics_envelope: dict = field(default_factory=dict)  # how far rounding alone moves it (`Envelope.summary`)
     baseline_latency_ms: dict = field(default_factory=dict)  # inference: over the verification rounds' baseline runs
+    baseline_epoch: dict = field(default_factory=dict)  # training with workers: over the baseline's verification runs
     baseline_load_curve: list = field(default_factory=list)  # objective capacity: the rates the baseline's last run replayed
     first_verified_s: Optional[float] = None  # from the session's start to its first verified fix
     pruned: tuple = ()  # the trials stopped midway, clearly losing: (number, plan, reason, seconds of window unrun)
