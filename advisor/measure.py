@@ -57,6 +57,7 @@ class Measurement:
     communication: dict = field(default_factory=dict)  # data-parallel: ranks, bytes all-reduced per step, bandwidth
     interpreter: str = ""  # "fresh": a new interpreter; "forked": from advisor's template process
     epoch: dict = field(default_factory=dict)  # training with workers: an epoch's end, timed, and its share charged
+    page_faults_per_step: float = 0.0  # training: the process's minor page faults per timed step (`train.minor_faults`)
 
     @property
     def ok(self) -> bool:

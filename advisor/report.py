@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import resource
 from pathlib import Path
 from typing import Optional
 
@@ -72,6 +73,9 @@ def training_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
             f"resources   peak memory {full.peak_memory_mb:,.0f} MB ({full.memory_source}),"
             f" CPU {full.cpu_util:.0%} of {_cores()} cores, GPU: {_gpu_line(full.gpu)}"
         )
+        if full.page_faults_per_step:
+            lines.append(f"page faults {full.page_faults_per_step:,.0f} a step ({page_faults_mb(full.page_faults_per_step):,.1f} MB "
+                         "the process mapped again each step: most often memory its allocator handed back at a step's end)")
     else:
         lines.append(f"the full run failed: {full.reason}")
     for run in (evidence.synthetic, evidence.cached, evidence.local, evidence.profile):
@@ -250,6 +254,10 @@ def latency_text(latency: dict) -> str:
     at = f" at {latency['capacity_per_s']:,.0f}/s" if latency.get("capacity_per_s") else ""
     return (f"p50 {latency['p50_ms']:.1f} ms, p95 {latency['p95_ms']:.1f} ms, p99 {latency['p99_ms']:.1f} ms{at}; "
             f"cold start {latency['cold_start_ms']:.0f} ms")
+
+
+def page_faults_mb(faults: float) -> float:
+    return faults * resource.getpagesize() / 2**20
 
 
 def epoch_text(epoch: dict) -> str:

@@ -333,6 +333,7 @@ def run_metrics(measurement: dict) -> dict:
         "stall_share": measurement.get("data_wait_share"),
         "cpu_util": measurement.get("cpu_util"),
         "other_cpu_share": measurement.get("other_cpu_share"),
+        **({"page_faults_per_step": measurement["page_faults_per_step"]} if measurement.get("page_faults_per_step") else {}),
         **({"epoch_end_s": epoch["end_s"], "epoch_charged_s": epoch["charged_s"]}
            if (epoch := measurement.get("epoch") or {}).get("end_s") is not None else {}),
     }

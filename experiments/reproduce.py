@@ -23,8 +23,14 @@ BAR = 0.15
 
 
 def plain_run(config: Path, plan_file: Path) -> float:
-    """One run of the plain loop under the plan; the allocator's thresholds, which a user sets in
-    the shell that starts the job (the snippet's `export`), are set in its environment."""
+    """One run of the plain loop under the plan: its rate."""
+    return plain_result(config, plan_file)["samples_per_s"]
+
+
+def plain_result(config: Path, plan_file: Path) -> dict:
+    """One run of the plain loop under the plan (its rate, its page faults a step); the allocator's
+    thresholds, which a user sets in the shell that starts the job (the snippet's `export`), are
+    set in its environment."""
     from recipes.allocator import thresholds
 
     keep_mb = json.loads(plan_file.read_text()).get("allocator.keep_mb")
@@ -33,7 +39,7 @@ def plain_run(config: Path, plan_file: Path) -> float:
         [sys.executable, "-m", "experiments.plain_loop", str(config), str(plan_file)],
         cwd=ROOT, env=env, capture_output=True, text=True, check=True,
     ).stdout
-    return json.loads(output.strip().splitlines()[-1])["samples_per_s"]
+    return json.loads(output.strip().splitlines()[-1])
 
 
 def plain_speedup(config: Path, plan: dict, rounds: int) -> tuple[float, float, float]:

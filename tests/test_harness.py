@@ -247,3 +247,23 @@ def test_the_sampler_reads_a_trees_pss_only_where_its_summed_rss_cannot_rule_out
             assert sampler.memory.pss_mb == 0, "nothing but the cheap readings under a far limit"
         else:
             assert 70 < sampler.memory.pss_mb < 100, sampler.memory
+
+
+def test_page_faults_a_step_show_memory_handed_back_and_the_allocator_recipe_ending_it(tiny_config):
+    """A step that maps a 48 MB buffer afresh faults its 12,288 pages in every step; under the
+    allocator recipe's fixed thresholds the buffer stays in the heap and the steps fault nothing."""
+    path = tiny_config(workload={"model": "broken:hands_back"})
+    config = load_config(path)
+    default = run_measurement(config.path, baseline_plan(config), "full", 8, 60)
+    kept = run_measurement(config.path, with_changes(baseline_plan(config), allocator__keep_mb=256), "full", 8, 60)
+    assert default.ok and kept.ok, (default.reason, kept.reason)
+    assert default.page_faults_per_step > 10_000, default.page_faults_per_step
+    assert kept.page_faults_per_step < 1_000, kept.page_faults_per_step
+    from advisor.evidence import Evidence
+    from advisor.measure import Measurement
+    from advisor.report import training_body
+    from advisor.tracking import run_metrics
+
+    said = "\n".join(training_body(Evidence(full=default, profile=Measurement("profile", {}, "failed")), []))
+    assert f"page faults {default.page_faults_per_step:,.0f} a step (4" in said, said  # 48 MB of 4 KB pages
+    assert run_metrics(default.to_dict())["page_faults_per_step"] == default.page_faults_per_step

@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import resource
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -236,6 +237,7 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
     step_s, wait_s, transfer_s, losses = [], [], [], []
     checksums: list = []
     samples = 0
+    faults_start, checksum_faults = minor_faults(), 0
     cpu_start, window_start, wall_start = cpu_seconds(), time.time(), time.perf_counter()
     busy_start = machine_busy_seconds()
     reported = wall_start
@@ -257,13 +259,16 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
             reported = t3
             report_progress(progress, len(losses), steps, samples, t3 - wall_start)
         if len(losses) == checksum[0] and checksum[1] is not None:
+            before_checksums = minor_faults()
             checksums = parameter_checksums(checksum[1])  # outside the step's timing, inside the window
+            checksum_faults = minor_faults() - before_checksums
     wall = time.perf_counter() - wall_start
     cpu_used = cpu_seconds() - cpu_start
     others = other_cpu_share(machine_busy_seconds() - busy_start, cpu_used, wall)
     memory_end = tree_memory(os.getpid())  # workers are alive here, whenever the parent last sampled
     fields = step_statistics(step_s, wait_s, transfer_s, samples)
     fields.update(
+        page_faults_per_step=(minor_faults() - faults_start - checksum_faults) / max(steps, 1),
         losses=losses,
         parameters=checksums,
         cpu_util=min(1.0, cpu_used / (wall * (psutil.cpu_count() or 1))),
@@ -294,6 +299,12 @@ def parameter_checksums(model: torch.nn.Module) -> list[list[float]]:
 def checksums_of(tensors: Iterable[torch.Tensor]) -> list[list[float]]:
     with torch.no_grad():
         return [[float(p.double().square().sum()), float(p.double().abs().sum())] for p in tensors]
+
+
+def minor_faults() -> int:
+    """This process's minor page faults so far: each a page the kernel had to map again, most often
+    memory the C allocator handed back at a step's end and the next step touched anew."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
 
 def cpu_seconds() -> float:
