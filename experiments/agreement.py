@@ -81,12 +81,17 @@ def loops_ratio(rates: dict[tuple[str, str], list[float]], first: str = "advisor
     return paired_interval(paired) if paired else (float("nan"),) * 3
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def claim_arguments(doc: str, rounds: int) -> argparse.Namespace:
+    """CONFIG PLAN_JSON [--rounds N]: a reference and a claim's plan, as the loop checks take them."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
     parser.add_argument("config", type=Path)
     parser.add_argument("plan", type=Path, help="a JSON object of the plan's knobs (a claim's `plan`)")
-    parser.add_argument("--rounds", type=int, default=8)
-    args = parser.parse_args()
+    parser.add_argument("--rounds", type=int, default=rounds)
+    return parser.parse_args()
+
+
+def main() -> None:
+    args = claim_arguments(__doc__, 8)
     rates = same_rounds(args.config.resolve(), json.loads(args.plan.read_text()), args.rounds)
     for loop, ratios in speedups(rates).items():
         mid, low, high = paired_interval(ratios)

@@ -10,7 +10,6 @@ history's doing, so two loops running the same job can differ by a page fault a 
 gradients: this prints how often each does (the allocator recipe's fixed thresholds end it).
 """
 
-import argparse
 import json
 import statistics
 import tempfile
@@ -20,49 +19,43 @@ from advisor.config import load_config
 from advisor.kinds import baseline_plan
 from advisor.session import round_measures
 from advisor.verify import paired_interval
+from experiments.agreement import claim_arguments, rotated_rounds
 from experiments.reproduce import plain_result
-
-RUNS = (("advisor", "baseline"), ("plain", "baseline"), ("advisor", "plan"), ("plain", "plan"))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("config", type=Path)
-    parser.add_argument("plan", type=Path, help="a JSON object of the plan's knobs (a claim's `plan`)")
-    parser.add_argument("--rounds", type=int, default=6)
-    args = parser.parse_args()
+    args = claim_arguments(__doc__, 6)
     config_path = args.config.resolve()
     config, plan = load_config(config_path), json.loads(args.plan.read_text())
     measure, measure_reference = round_measures(config)
+    faults: dict = {}
 
-    def advisor(run) -> tuple[float, float]:
-        return run.samples_per_s, run.page_faults_per_step
+    def kept(name: tuple[str, str], rate: float, per_step: float) -> float:
+        faults.setdefault(name, []).append(per_step)
+        return rate
 
-    def plain(plan_file: Path) -> tuple[float, float]:
+    def advisor(name: tuple[str, str], run) -> float:
+        return kept(name, run.samples_per_s, run.page_faults_per_step)
+
+    def plain(name: tuple[str, str], plan_file: Path) -> float:
         result = plain_result(config_path, plan_file)
-        return result["samples_per_s"], result["page_faults_per_step"]
+        return kept(name, result["samples_per_s"], result["page_faults_per_step"])
 
     with tempfile.TemporaryDirectory() as folder:
         baseline_file, plan_file = Path(folder) / "baseline.json", Path(folder) / "plan.json"
         baseline_file.write_text("{}")
         plan_file.write_text(json.dumps(plan))
-        runs = {("advisor", "baseline"): lambda: advisor(measure_reference(baseline_plan(config))),
-                ("plain", "baseline"): lambda: plain(baseline_file),
-                ("advisor", "plan"): lambda: advisor(measure({**baseline_plan(config), **plan})),
-                ("plain", "plan"): lambda: plain(plan_file)}
-        seen: dict = {name: [] for name in RUNS}
-        for index in range(args.rounds):
-            for name in RUNS[index % len(RUNS):] + RUNS[:index % len(RUNS)]:
-                seen[name].append(runs[name]())
-            print(f"round {index + 1}/{args.rounds}: " + ", ".join(
-                f"{loop} {what} {seen[(loop, what)][-1][0]:,.0f}/s {seen[(loop, what)][-1][1]:,.0f} faults/step"
-                for loop, what in RUNS), flush=True)
-    for loop, what in RUNS:
-        rates, faults = zip(*seen[(loop, what)])
-        print(f"{loop:<8}{what:<9} {statistics.fmean(rates):8,.0f}/s   page faults a step: mean {statistics.fmean(faults):7,.0f}, "
-              f"{min(faults):,.0f}-{max(faults):,.0f}")
+        rates = rotated_rounds({
+            ("advisor", "baseline"): lambda: advisor(("advisor", "baseline"), measure_reference(baseline_plan(config))),
+            ("plain", "baseline"): lambda: plain(("plain", "baseline"), baseline_file),
+            ("advisor", "plan"): lambda: advisor(("advisor", "plan"), measure({**baseline_plan(config), **plan})),
+            ("plain", "plan"): lambda: plain(("plain", "plan"), plan_file),
+        }, args.rounds)
+    for (loop, what), seen in faults.items():
+        print(f"{loop:<8}{what:<9} {statistics.fmean(rates[(loop, what)]):8,.0f}/s   page faults a step: mean "
+              f"{statistics.fmean(seen):7,.0f}, {min(seen):,.0f}-{max(seen):,.0f}")
     for what in ("baseline", "plan"):
-        mid, low, high = paired_interval([a[0] / p[0] for a, p in zip(seen[("advisor", what)], seen[("plain", what)])])
+        mid, low, high = paired_interval([a / p for a, p in zip(rates[("advisor", what)], rates[("plain", what)])])
         print(f"advisor / plain, {what}: {mid:.3f}x (95% {low:.3f}-{high:.3f}x)")
 
 
