@@ -257,6 +257,7 @@ def latency_text(latency: dict) -> str:
 
 
 def page_faults_mb(faults: float) -> float:
+    """The memory `faults` pages stand for, in MB (pages of this machine's size)."""
     return faults * resource.getpagesize() / 2**20
 
 
