@@ -119,6 +119,12 @@ def epoch_of(runs: list[Measurement]) -> dict:
             "steps_per_epoch": timed[-1].epoch["steps_per_epoch"], "charged_share": sum(shares) / len(shares)}
 
 
+def page_faults_of(runs: list[Measurement]) -> float:
+    """Training: the minor page faults a step, averaged over the runs that counted them; 0 where none did."""
+    counted = [r.page_faults_per_step for r in runs if r.ok and r.page_faults_per_step]
+    return sum(counted) / len(counted) if counted else 0.0
+
+
 BUSY_SHARE = 0.25  # other processes took this share of the machine's CPU: timings may be distorted
 BUSY_MIN_WINDOW_S = 0.5  # a window of at least 50 clock ticks, so that a tick is at most 2% of one core
 QUIET_WAIT_S = 30.0  # how long a verification waits for a quiet machine before running a disturbed round again

@@ -261,6 +261,18 @@ def page_faults_mb(faults: float) -> float:
     return faults * resource.getpagesize() / 2**20
 
 
+def page_fault_lines(rec: dict, base: dict) -> list[str]:
+    """For a fix of the allocator's thresholds: the page faults a step its gain rests on, the
+    baseline's and its own, over their verification runs. How many a process faults is its
+    history's doing (docs/benchmarks.md), so a user's own loop may fault fewer, and gain less."""
+    faults = base.get("page_faults_per_step")
+    if "allocator" not in rec["recipes"] or not faults:
+        return []
+    return [f"     page faults a step: the baseline {faults:,.0f} ({page_faults_mb(faults):,.0f} MB handed back and mapped "
+            f"again each step), this plan {rec.get('page_faults_per_step', 0.0):,.0f}: the gain rests on them; "
+            "a process of yours that faults fewer gains less"]
+
+
 def epoch_text(epoch: dict) -> str:
     """What an epoch's end cost a run with workers, and the share of its time that was charged."""
     return (f"an epoch's end (every {epoch['steps_per_epoch']:,} steps: its workers start again or reset, their queue "
@@ -392,6 +404,7 @@ def render_recommendations(payload: dict) -> str:
                 lines.append(f"     latency {latency_text(rec['latency_ms'])}")
             if rec.get("epoch"):
                 lines.append(f"     {epoch_text(rec['epoch'])}")
+            lines += page_fault_lines(rec, base)
             lines += rewrite_lines(rec, payload)
             if rec.get("busy_share", 0.0) >= BUSY_SHARE:
                 lines.append(f"     the machine was busy while it was verified: other processes took up to "

@@ -267,3 +267,22 @@ def test_page_faults_a_step_show_memory_handed_back_and_the_allocator_recipe_end
     said = "\n".join(training_body(Evidence(full=default, profile=Measurement("profile", {}, "failed")), []))
     assert f"page faults {default.page_faults_per_step:,.0f} a step (4" in said, said  # 48 MB of 4 KB pages
     assert run_metrics(default.to_dict())["page_faults_per_step"] == default.page_faults_per_step
+
+
+def test_an_allocator_fix_shows_the_page_faults_its_gain_rests_on():
+    from advisor.measure import Measurement, page_faults_of
+    from advisor.report import render_recommendations
+
+    def run(faults, status="ok"):
+        return Measurement(mode="full", plan={}, status=status, samples_per_s=100.0, page_faults_per_step=faults)
+
+    assert page_faults_of([run(8000.0), run(9000.0), run(0.0), run(5.0, "failed")]) == 8500.0
+    assert page_faults_of([run(0.0)]) == 0.0
+    rec = {"rank": 1, "recipes": ["allocator", "compile"], "plan": {}, "changes": {"allocator.keep_mb": 1024},
+           "speedup": 1.2, "interval": [1.1, 1.3], "verified": True, "reason": "verified", "numerics": {},
+           "peak_memory_mb": 300.0, "snippet": "", "trial": 3, "samples_per_s": 120.0, "page_faults_per_step": 0.5}
+    payload = {"baseline": {"samples_per_s": 100.0, "page_faults_per_step": 8500.0}, "unit": "samples/s",
+               "recommendations": [rec], "rejected": [], "min_speedup": 1.05, "trials": [], "pruned": []}
+    assert ("     page faults a step: the baseline 8,500 (33 MB handed back and mapped again each step), this plan 0: "
+            "the gain rests on them; a process of yours that faults fewer gains less") in render_recommendations(payload)
+    assert "page faults" not in render_recommendations({**payload, "recommendations": [{**rec, "recipes": ["compile"]}]})

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 from advisor import loading, search
 from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence
-from advisor.measure import Measurement, epoch_of
+from advisor.measure import Measurement, epoch_of, page_faults_of
 from advisor.session.bundle import Session
 from advisor.session.gate import with_reference
 from advisor.session.planning import plan_or_resume
@@ -77,6 +77,7 @@ def _result(session: Session, trials: list[search.TrialResult], ranked: list[Rec
         baseline_latency_ms=latency_of(verified.baseline_runs or [reference.base_run]),
         baseline_load_curve=load_curve_of(verified.baseline_runs or [reference.base_run]),
         baseline_epoch=epoch_of(verified.baseline_runs or [reference.base_run]),
+        baseline_page_faults_per_step=page_faults_of(verified.baseline_runs or [reference.base_run]),
         first_verified_s=verified.first_s,
         loader_model=loader_verdicts(facts.loader, trials, ranked, baseline_run.samples_per_s),
     )

@@ -32,6 +32,7 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
             "step_breakdown_ms": result.baseline_breakdown_ms,
             "latency_ms": result.baseline_latency_ms,
             "epoch": result.baseline_epoch,
+            "page_faults_per_step": result.baseline_page_faults_per_step,
         },
         "diagnoses": [d.to_dict() for d in result.diagnoses],
         "advice": advice_for(result.evidence.profile.hotspots, result.evidence.profile.environment.get("row_functions")) if any(

@@ -47,6 +47,7 @@ class Recommendation:
     leads_because: str = ""  # why it leads a fix with a higher speedup: that fix, measured beside it, ran slower
     speedup_basis: str = "objective"  # or "answered": at full load, the baseline near its limit (`speedup_basis`)
     epoch: dict = field(default_factory=dict)  # training with workers: an epoch's end, its share charged (`epoch_of`)
+    page_faults_per_step: float = 0.0  # training: minor page faults a step over its verification runs
     mlflow_run_id: Optional[str] = None
 
     def to_dict(self) -> dict:
@@ -88,6 +89,7 @@ class SessionResult:
     numerics_envelope: dict = field(default_factory=dict)  # how far rounding alone moves it (`Envelope.summary`)
     baseline_latency_ms: dict = field(default_factory=dict)  # inference: over the verification rounds' baseline runs
     baseline_epoch: dict = field(default_factory=dict)  # training with workers: over the baseline's verification runs
+    baseline_page_faults_per_step: float = 0.0  # training: over the baseline's verification runs
     baseline_load_curve: list = field(default_factory=list)  # objective capacity: the rates the baseline's last run replayed
     first_verified_s: Optional[float] = None  # from the session's start to its first verified fix
     pruned: tuple = ()  # the trials stopped midway, clearly losing: (number, plan, reason, seconds of window unrun)

@@ -14,7 +14,7 @@ from advisor import search
 from advisor.config import AdvisorConfig
 from advisor.harness import run_measurement
 from advisor.kinds import kind_of
-from advisor.measure import BUSY_SHARE, QUIET_WAIT_S, Measurement, epoch_of, wait_for_quiet
+from advisor.measure import BUSY_SHARE, QUIET_WAIT_S, Measurement, epoch_of, page_faults_of, wait_for_quiet
 from advisor.plan import active_recipes, changes_of, combined_risk, names
 from advisor.session.bundle import Session, round_measures
 from advisor.session.gate import gate_candidates, rounding_envelope, worst_numerics
@@ -187,6 +187,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
             rounds=len(rounds.baseline), set_aside_rounds=set_aside[0], set_aside_share=set_aside[1],
             ideal_speedup=ideal_speedup, gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
             latency_ms=latency_of(runs), load_curve=load_curve_of(runs), speedup_basis=basis, epoch=epoch_of(runs),
+            page_faults_per_step=page_faults_of(runs),
         ))
     return recommendations, rounds.baseline, rejections
 
