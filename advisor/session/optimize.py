@@ -64,6 +64,7 @@ def conclude(session: Session, trials: list[search.TrialResult], verified: Optio
 def _result(session: Session, trials: list[search.TrialResult], ranked: list[Recommendation],
             rejected: list[Rejection], verified: Verified) -> SessionResult:
     facts, reference, envelope = session.facts, session.reference, session.measured_envelope()
+    baseline_runs = verified.baseline_runs or [reference.base_run]  # its verification rounds', else its one run
     baseline_run = reference.base_run if reference.base_run.ok else reference.uncapped or facts.evidence.full
     return SessionResult(
         config=session.config, evidence=facts.evidence, diagnoses=session.diagnoses, context=facts.context,
@@ -74,10 +75,10 @@ def _result(session: Session, trials: list[search.TrialResult], ranked: list[Rec
         started=session.started, finished=time.time(), memory_fix=reference.memory_fix,
         baseline_peak_mb=baseline_run.peak_memory_mb, numerics_reference=reference.note,
         numerics_envelope=envelope.summary() if envelope else {},
-        baseline_latency_ms=latency_of(verified.baseline_runs or [reference.base_run]),
-        baseline_load_curve=load_curve_of(verified.baseline_runs or [reference.base_run]),
-        baseline_epoch=epoch_of(verified.baseline_runs or [reference.base_run]),
-        baseline_page_faults_per_step=page_faults_of(verified.baseline_runs or [reference.base_run]),
+        baseline_latency_ms=latency_of(baseline_runs),
+        baseline_load_curve=load_curve_of(baseline_runs),
+        baseline_epoch=epoch_of(baseline_runs),
+        baseline_page_faults_per_step=page_faults_of(baseline_runs),
         first_verified_s=verified.first_s,
         loader_model=loader_verdicts(facts.loader, trials, ranked, baseline_run.samples_per_s),
     )
