@@ -251,14 +251,16 @@ def test_the_sampler_reads_a_trees_pss_only_where_its_summed_rss_cannot_rule_out
 
 def test_page_faults_a_step_show_memory_handed_back_and_the_allocator_recipe_ending_it(tiny_config):
     """A step that maps a 48 MB buffer afresh faults its 12,288 pages in every step; under the
-    allocator recipe's fixed thresholds the buffer stays in the heap and the steps fault nothing."""
-    path = tiny_config(workload={"model": "broken:hands_back"})
+    allocator recipe's fixed thresholds the buffer stays in the heap, and only a step whose
+    buffer no longer fits the hole it left (a small block placed there meanwhile) faults anew:
+    0-3 of 16 steps measured, by the heap's history, so the bound is a quarter."""
+    path = tiny_config(workload={"model": "broken:hands_back"}, measure={"warmup_steps": 3})
     config = load_config(path)
-    default = run_measurement(config.path, baseline_plan(config), "full", 8, 60)
-    kept = run_measurement(config.path, with_changes(baseline_plan(config), allocator__keep_mb=256), "full", 8, 60)
+    default = run_measurement(config.path, baseline_plan(config), "full", 16, 60)
+    kept = run_measurement(config.path, with_changes(baseline_plan(config), allocator__keep_mb=256), "full", 16, 60)
     assert default.ok and kept.ok, (default.reason, kept.reason)
-    assert default.page_faults_per_step > 10_000, default.page_faults_per_step
-    assert kept.page_faults_per_step < 1_000, kept.page_faults_per_step
+    assert default.page_faults_per_step > 12_000, default.page_faults_per_step
+    assert kept.page_faults_per_step < default.page_faults_per_step / 4, kept.page_faults_per_step
     from advisor.evidence import Evidence
     from advisor.measure import Measurement
     from advisor.report import training_body
