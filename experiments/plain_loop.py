@@ -1,12 +1,13 @@
 """A plain PyTorch training loop, written as a user writes it, with no advisor code in it.
 
-    python -m experiments.plain_loop CONFIG [PLAN_JSON] [--late-zero-grad]
+    python -m experiments.plain_loop CONFIG [PLAN_JSON] [--late-zero-grad] [--split-always]
 
 Applies a recommendation's plan by hand (DataLoader arguments, fetch threads, threads, autocast,
 activation checkpointing, gradient accumulation, torch.compile) and prints the timed steps' throughput as JSON. The reproduction
 experiment runs it to check advisor's claims from outside advisor.
 """
 
+import contextlib
 import importlib.util
 import json
 import math
@@ -62,6 +63,10 @@ def pasted_threaded_fetch() -> type:
 def main() -> None:
     arguments = [a for a in sys.argv[1:] if not a.startswith("--")]
     late_zero_grad = "--late-zero-grad" in sys.argv  # gradients dropped just before backward, not first
+    # the accumulation loop even for one micro-batch, as this loop ran every step until 2026-11-27: its
+    # split views and scaled losses are small tensors made each step, which move where glibc places its
+    # small blocks, and with that whether a step's freed gradients go back to the kernel (loop_styles.py)
+    split_always = "--split-always" in sys.argv
     config_path = Path(arguments[0]).resolve()
     plan = json.loads(Path(arguments[1]).read_text()) if len(arguments) > 1 else {}
     config = yaml.safe_load(config_path.read_text())
@@ -90,6 +95,7 @@ def main() -> None:
                                          batch_size=workload.get("batch_size", 32), shuffle=True,
                                          num_workers=workers, drop_last=True, **extra)
     dtype = getattr(torch, plan["amp.dtype"]) if plan.get("amp.dtype") else None
+    autocast = (lambda: torch.autocast("cpu", dtype=dtype)) if dtype else contextlib.nullcontext
     micro = plan.get("grad_accumulation.micro_batches") or 1
     warmup, steps = measure.get("warmup_steps", 5), measure.get("steps", 40)
     if workers:  # time the steady rate, not the queue the workers filled during warm-up
@@ -108,16 +114,22 @@ def main() -> None:
     started = time.perf_counter() if warmup == 0 else None
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for index, (x, y) in enumerate(batches()):
-        if not late_zero_grad:
+        if micro == 1 and not late_zero_grad and not split_always:  # the loop as most users write it
             optimizer.zero_grad()
-        loss = 0.0
-        for part_index, (xs, ys) in enumerate(zip(x.tensor_split(micro), y.tensor_split(micro))):  # accumulation, by hand
-            with torch.autocast("cpu", dtype=dtype, enabled=dtype is not None):
-                part = torch.nn.functional.cross_entropy(model(xs), ys) * (len(xs) / len(x))
-            if late_zero_grad and part_index == 0:
+            with autocast():
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+        else:
+            if not late_zero_grad:
                 optimizer.zero_grad()
-            part.backward()
-            loss = loss + part.detach()
+            loss = 0.0
+            for part_index, (xs, ys) in enumerate(zip(x.tensor_split(micro), y.tensor_split(micro))):  # accumulation, by hand
+                with autocast():
+                    part = torch.nn.functional.cross_entropy(model(xs), ys) * (len(xs) / len(x))
+                if late_zero_grad and part_index == 0:
+                    optimizer.zero_grad()
+                part.backward()
+                loss = loss + part.detach()
         optimizer.step()
         float(loss)
         if index == warmup - 1:

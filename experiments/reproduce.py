@@ -27,16 +27,16 @@ def plain_run(config: Path, plan_file: Path) -> float:
     return plain_result(config, plan_file)["samples_per_s"]
 
 
-def plain_result(config: Path, plan_file: Path) -> dict:
+def plain_result(config: Path, plan_file: Path, flags: tuple[str, ...] = ()) -> dict:
     """One run of the plain loop under the plan (its rate, its page faults a step); the allocator's
     thresholds, which a user sets in the shell that starts the job (the snippet's `export`), are
-    set in its environment."""
+    set in its environment. `flags`: the loop's own options (`--split-always`)."""
     from recipes.allocator import thresholds
 
     keep_mb = json.loads(plan_file.read_text()).get("allocator.keep_mb")
     env = {**os.environ, **({name: str(value) for name, value in thresholds(keep_mb).items()} if keep_mb else {})}
     output = subprocess.run(
-        [sys.executable, "-m", "experiments.plain_loop", str(config), str(plan_file)],
+        [sys.executable, "-m", "experiments.plain_loop", str(config), str(plan_file), *flags],
         cwd=ROOT, env=env, capture_output=True, text=True, check=True,
     ).stdout
     return json.loads(output.strip().splitlines()[-1])
