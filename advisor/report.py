@@ -270,7 +270,8 @@ def page_fault_lines(rec: dict, base: dict) -> list[str]:
         return []
     return [f"     page faults a step: the baseline {faults:,.0f} ({page_faults_mb(faults):,.0f} MB handed back and mapped "
             f"again each step), this plan {rec.get('page_faults_per_step', 0.0):,.0f}: the gain rests on them; "
-            "a process of yours that faults fewer gains less"]
+            "a process of yours that faults fewer gains less (count its faults around a step: "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_minflt)"]
 
 
 def epoch_text(epoch: dict) -> str:

@@ -286,5 +286,6 @@ def test_an_allocator_fix_shows_the_page_faults_its_gain_rests_on():
     payload = {"baseline": {"samples_per_s": 100.0, "page_faults_per_step": 8500.0}, "unit": "samples/s",
                "recommendations": [rec], "rejected": [], "min_speedup": 1.05, "trials": [], "pruned": []}
     assert ("     page faults a step: the baseline 8,500 (33 MB handed back and mapped again each step), this plan 0: "
-            "the gain rests on them; a process of yours that faults fewer gains less") in render_recommendations(payload)
+            "the gain rests on them; a process of yours that faults fewer gains less (count its faults around a step: "
+            "resource.getrusage(resource.RUSAGE_SELF).ru_minflt)") in render_recommendations(payload)
     assert "page faults" not in render_recommendations({**payload, "recommendations": [{**rec, "recipes": ["compile"]}]})
