@@ -1,13 +1,17 @@
-"""Does the C allocator's state differ between advisor's measurement and a plain loop? Each loop's
-rate and minor page faults a step, for the baseline and a plan, in the same rounds.
+"""Does the C allocator's state differ between advisor's measurement and a plain loop, and with
+how the plain loop is written? Each loop's rate, speedup and minor page faults a step, for the
+baseline and a plan, in the same rounds: advisor's measurement; the plain loop as most users
+write it (zero_grad, forward, backward, step); and the plain loop run through its accumulation
+code at one micro-batch (`--split-always`: split views, scaled and summed losses, small tensors
+made each step).
 
     python -m experiments.heap_state CONFIG PLAN_JSON [--rounds 6]
 
-A training step that frees its gradients at its end hands them back to the kernel when glibc's
-trim threshold (moved by what the process freed before) lies under what sits free at the heap's
-top; the next step faults every page in again. Which side of that line a process falls on is its
-history's doing, so two loops running the same job can differ by a page fault a page of
-gradients: this prints how often each does (the allocator recipe's fixed thresholds end it).
+A training step that frees its gradients hands them back to the kernel when glibc's trim
+threshold (moved by what the process freed before) lies under what sits free at the heap's top;
+the next step faults every page in again. Whether they sit together at the top is decided by
+where glibc placed the step's small blocks: a loop's few small tensors tip it, and with it an
+allocator fix's gain (its fixed thresholds end the faults).
 """
 
 import json
@@ -22,6 +26,8 @@ from advisor.verify import paired_interval
 from experiments.agreement import claim_arguments, rotated_rounds
 from experiments.reproduce import plain_result
 
+PLAIN_LOOPS = {"plain": (), "split": ("--split-always",)}  # name: the plain loop's flags
+
 
 def main() -> None:
     args = claim_arguments(__doc__, 6)
@@ -34,26 +40,28 @@ def main() -> None:
         faults.setdefault(name, []).append(per_step)
         return rate
 
-    def advisor(name: tuple[str, str], run) -> float:
-        return kept(name, run.samples_per_s, run.page_faults_per_step)
+    def advisor(what: str, run) -> float:
+        measured = run({**baseline_plan(config), **(plan if what == "plan" else {})})
+        return kept(("advisor", what), measured.samples_per_s, measured.page_faults_per_step)
 
-    def plain(name: tuple[str, str], plan_file: Path) -> float:
-        result = plain_result(config_path, plan_file)
-        return kept(name, result["samples_per_s"], result["page_faults_per_step"])
+    def plain(loop: str, what: str, plan_file: Path) -> float:
+        result = plain_result(config_path, plan_file, PLAIN_LOOPS[loop])
+        return kept((loop, what), result["samples_per_s"], result["page_faults_per_step"])
 
     with tempfile.TemporaryDirectory() as folder:
-        baseline_file, plan_file = Path(folder) / "baseline.json", Path(folder) / "plan.json"
-        baseline_file.write_text("{}")
-        plan_file.write_text(json.dumps(plan))
-        rates = rotated_rounds({
-            ("advisor", "baseline"): lambda: advisor(("advisor", "baseline"), measure_reference(baseline_plan(config))),
-            ("plain", "baseline"): lambda: plain(("plain", "baseline"), baseline_file),
-            ("advisor", "plan"): lambda: advisor(("advisor", "plan"), measure({**baseline_plan(config), **plan})),
-            ("plain", "plan"): lambda: plain(("plain", "plan"), plan_file),
-        }, args.rounds)
-    for (loop, what), seen in faults.items():
-        print(f"{loop:<8}{what:<9} {statistics.fmean(rates[(loop, what)]):8,.0f}/s   page faults a step: mean "
-              f"{statistics.fmean(seen):7,.0f}, {min(seen):,.0f}-{max(seen):,.0f}")
+        files = {"baseline": Path(folder) / "baseline.json", "plan": Path(folder) / "plan.json"}
+        files["baseline"].write_text("{}")
+        files["plan"].write_text(json.dumps(plan))
+        runs = {("advisor", "baseline"): lambda: advisor("baseline", measure_reference),
+                ("advisor", "plan"): lambda: advisor("plan", measure)}
+        runs.update({(loop, what): (lambda loop=loop, what=what: plain(loop, what, files[what]))
+                     for loop in PLAIN_LOOPS for what in files})
+        rates = rotated_rounds(runs, args.rounds)
+    for loop in ("advisor", *PLAIN_LOOPS):
+        mid, low, high = paired_interval([p / b for p, b in zip(rates[(loop, "plan")], rates[(loop, "baseline")])])
+        print(f"{loop:<8} speedup {mid:.2f}x (95% {low:.2f}-{high:.2f}x); page faults a step: " + "; ".join(
+            f"{what} {statistics.fmean(seen):,.0f} ({min(seen):,.0f}-{max(seen):,.0f})"
+            for what in ("baseline", "plan") for seen in [faults[(loop, what)]]))
     for what in ("baseline", "plan"):
         mid, low, high = paired_interval([a / p for a, p in zip(rates[("advisor", what)], rates[("plain", what)])])
         print(f"advisor / plain, {what}: {mid:.3f}x (95% {low:.3f}-{high:.3f}x)")

@@ -65,7 +65,7 @@ def main() -> None:
     late_zero_grad = "--late-zero-grad" in sys.argv  # gradients dropped just before backward, not first
     # the accumulation loop even for one micro-batch, as this loop ran every step until 2026-11-27: its
     # split views and scaled losses are small tensors made each step, which move where glibc places its
-    # small blocks, and with that whether a step's freed gradients go back to the kernel (loop_styles.py)
+    # small blocks, and with that whether a step's freed gradients go back to the kernel (heap_state.py)
     split_always = "--split-always" in sys.argv
     config_path = Path(arguments[0]).resolve()
     plan = json.loads(Path(arguments[1]).read_text()) if len(arguments) > 1 else {}
