@@ -60,6 +60,30 @@ def pasted_threaded_fetch() -> type:
     return namespace["ThreadedFetch"]
 
 
+def backward_pass(model, optimizer, x, y, micro: int = 1, autocast=contextlib.nullcontext,
+                  late_zero_grad: bool = False, split_always: bool = False):
+    """One step up to the optimizer's: gradients dropped, the loss computed and backpropagated; the
+    loss. At one micro-batch as most users write it, with no tensor of its own; past one, or with
+    `split_always`, the batch split into micro-batches whose scaled losses add up."""
+    if micro == 1 and not late_zero_grad and not split_always:
+        optimizer.zero_grad()
+        with autocast():
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+        loss.backward()
+        return loss
+    if not late_zero_grad:
+        optimizer.zero_grad()
+    loss = 0.0
+    for part_index, (xs, ys) in enumerate(zip(x.tensor_split(micro), y.tensor_split(micro))):  # accumulation, by hand
+        with autocast():
+            part = torch.nn.functional.cross_entropy(model(xs), ys) * (len(xs) / len(x))
+        if late_zero_grad and part_index == 0:
+            optimizer.zero_grad()
+        part.backward()
+        loss = loss + part.detach()
+    return loss
+
+
 def main() -> None:
     arguments = [a for a in sys.argv[1:] if not a.startswith("--")]
     late_zero_grad = "--late-zero-grad" in sys.argv  # gradients dropped just before backward, not first
@@ -114,22 +138,7 @@ def main() -> None:
     started = time.perf_counter() if warmup == 0 else None
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for index, (x, y) in enumerate(batches()):
-        if micro == 1 and not late_zero_grad and not split_always:  # the loop as most users write it
-            optimizer.zero_grad()
-            with autocast():
-                loss = torch.nn.functional.cross_entropy(model(x), y)
-            loss.backward()
-        else:
-            if not late_zero_grad:
-                optimizer.zero_grad()
-            loss = 0.0
-            for part_index, (xs, ys) in enumerate(zip(x.tensor_split(micro), y.tensor_split(micro))):  # accumulation, by hand
-                with autocast():
-                    part = torch.nn.functional.cross_entropy(model(xs), ys) * (len(xs) / len(x))
-                if late_zero_grad and part_index == 0:
-                    optimizer.zero_grad()
-                part.backward()
-                loss = loss + part.detach()
+        loss = backward_pass(model, optimizer, x, y, micro, autocast, late_zero_grad, split_always)
         optimizer.step()
         float(loss)
         if index == warmup - 1:
