@@ -140,7 +140,7 @@ def main() -> None:
     for index, (x, y) in enumerate(batches()):
         loss = backward_pass(model, optimizer, x, y, micro, autocast, late_zero_grad, split_always)
         optimizer.step()
-        float(loss)
+        loss.item()  # waits for the step, as a loop that logs its loss does
         if index == warmup - 1:
             started, faults = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         if index >= warmup:
