@@ -288,7 +288,7 @@ def test_the_plain_loop_makes_no_tensor_of_its_own_when_nothing_is_accumulated()
         x, y = torch.randn(4, 8), torch.tensor([0, 1, 2, 0])
         with Ops() as seen:
             loss = step(model, optimizer, x, y)
-        return seen.names, float(loss)
+        return seen.names, loss.item()
 
     def by_hand(model, optimizer, x, y):
         optimizer.zero_grad()
