@@ -23,10 +23,15 @@ from advisor.config import load_config
 from advisor.kinds import baseline_plan
 from advisor.session import round_measures
 from advisor.verify import paired_interval
-from experiments.agreement import claim_arguments, rotated_rounds
+from experiments.agreement import claim_arguments, per_round, rotated_rounds
 from experiments.reproduce import plain_result
 
 PLAIN_LOOPS = {"plain": (), "split": ("--split-always",)}  # name: the plain loop's flags
+
+
+def spread(values: list[float]) -> str:
+    """A mean and its range: '8,259 (6,898-8,848)'."""
+    return f"{statistics.fmean(values):,.0f} ({min(values):,.0f}-{max(values):,.0f})"
 
 
 def main() -> None:
@@ -58,10 +63,9 @@ def main() -> None:
                      for loop in PLAIN_LOOPS for what in files})
         rates = rotated_rounds(runs, args.rounds)
     for loop in ("advisor", *PLAIN_LOOPS):
-        mid, low, high = paired_interval([p / b for p, b in zip(rates[(loop, "plan")], rates[(loop, "baseline")])])
-        print(f"{loop:<8} speedup {mid:.2f}x (95% {low:.2f}-{high:.2f}x); page faults a step: " + "; ".join(
-            f"{what} {statistics.fmean(seen):,.0f} ({min(seen):,.0f}-{max(seen):,.0f})"
-            for what in ("baseline", "plan") for seen in [faults[(loop, what)]]))
+        mid, low, high = paired_interval([ratio for ratio in per_round(rates, loop) if ratio is not None])
+        print(f"{loop:<8} speedup {mid:.2f}x (95% {low:.2f}-{high:.2f}x); page faults a step: "
+              f"baseline {spread(faults[(loop, 'baseline')])}; plan {spread(faults[(loop, 'plan')])}")
     for what in ("baseline", "plan"):
         mid, low, high = paired_interval([a / p for a, p in zip(rates[("advisor", what)], rates[("plain", what)])])
         print(f"advisor / plain, {what}: {mid:.3f}x (95% {low:.3f}-{high:.3f}x)")

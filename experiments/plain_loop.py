@@ -87,7 +87,8 @@ def backward_pass(model, optimizer, x, y, micro: int = 1, autocast=contextlib.nu
 def main() -> None:
     arguments = [a for a in sys.argv[1:] if not a.startswith("--")]
     late_zero_grad = "--late-zero-grad" in sys.argv  # gradients dropped just before backward, not first
-    # the accumulation loop even for one micro-batch, as this loop ran every step until 2026-11-27: its
+    # the accumulation loop even for one micro-batch, as this loop ran every step until 2026-11-27 (then
+    # inside a disabled autocast where no dtype was set; now no context there): its
     # split views and scaled losses are small tensors made each step, which move where glibc places its
     # small blocks, and with that whether a step's freed gradients go back to the kernel (heap_state.py)
     split_always = "--split-always" in sys.argv
