@@ -53,3 +53,32 @@ def rowwise_advice(callback: dict, row_functions: list[dict]) -> dict:
 
 def advice_for(hotspots: dict, row_functions: Optional[list[dict]] = None) -> list[dict]:
     return [rowwise_advice(callback, row_functions or []) for callback in (hotspots.get("callbacks") or [])[:1]]
+
+
+HEADROOM = 0.9  # the share of the GPU's memory a larger batch may fill: the rest for the allocator's slack
+STATE_BYTES_PER_PARAMETER = 16  # float32 weights, gradients and two optimizer moments (Adam's): what a batch does not scale
+
+
+def larger_batch(batch_size: int, peak_mb: float, parameters: int, total_mb: float) -> Optional[dict]:
+    """The largest batch, in doublings, whose memory fits the GPU: the model's state stays, the
+    rest of the peak (activations) grows with the batch. Advice only: a larger batch changes the
+    optimisation (learning rate, steps per epoch), so it is never trialled. None where not even
+    twice the batch fits, or the readings are missing."""
+    if not (batch_size and peak_mb and total_mb):
+        return None
+    state_mb = min(peak_mb, parameters * STATE_BYTES_PER_PARAMETER / 2**20)
+    per_batch_mb = peak_mb - state_mb
+    factor = 1
+    while state_mb + per_batch_mb * factor * 2 <= HEADROOM * total_mb and factor < 64:
+        factor *= 2
+    if factor == 1:
+        return None
+    return {"batch_size": batch_size * factor, "factor": factor, "memory_mb": state_mb + per_batch_mb * factor,
+            "total_mb": total_mb}
+
+
+def larger_batch_line(found: dict, batch_size: int) -> str:
+    return (f"a batch of {found['batch_size']:,} ({found['factor']}x {batch_size:,}) would use about "
+            f"{found['memory_mb']:,.0f} MB of the GPU's {found['total_mb']:,.0f} MB (the activations grow with the "
+            "batch): advice, not tried, since a larger batch changes the optimisation (scale the learning rate "
+            "with it, and expect fewer steps an epoch)")

@@ -45,6 +45,9 @@ class Thresholds:
     # data-parallel training: the step's exposed communication, full run against the same steps without it
     network_moderate: float = 0.20
     network_high: float = 0.50
+    # CUDA: the share of the step the GPU idles between kernels while the host launches them
+    launch_moderate: float = 0.20
+    launch_high: float = 0.50
 
 
 THRESHOLDS = Thresholds()
@@ -117,6 +120,11 @@ def diagnose_input(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
         else "samples cost CPU time to prepare (decode, transform, batch)"
     )
     summary = f"input-bound ({kind}): the step waits for data {wait:.0%} of the time; {why}"
+    if "gpu_busy_share" in derived:  # the same second, seen from the device
+        busy = derived["gpu_busy_share"]
+        summary = (f"input-bound ({kind}), the GPU starves: the GPU is busy {busy:.0%} of the step; {wait:.0%} of the "
+                   f"step waits on the next batch; {why}")
+        findings.insert(1, Finding("GPU busy share of the step (kernel time, profiled)", busy))
     if fetch_share is not None:  # threads or processes: what a sample's load time is spent on
         wall, cpu = derived["sample_wall_ms"], min(derived["sample_cpu_ms"], derived["sample_wall_ms"])
         summary += (f" (a sample takes {wall:.2f} ms to load, {cpu:.2f} ms of it on the CPU: "
@@ -138,6 +146,13 @@ def diagnose_transfer(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
     return Diagnosis("transfer", severity, full.transfer_share, summary, (finding,), ("dataloader",))
 
 
+def gpu_line(derived: dict) -> str:
+    """Where a GPU's step goes, each share charged once."""
+    return (f"the GPU is busy {derived['gpu_busy_share']:.0%} of the step, waits on the next batch "
+            f"{derived['gpu_idle_input_share']:.0%}, on copies {derived['gpu_idle_transfer_share']:.0%} and between "
+            f"kernel launches {derived['gpu_idle_launch_share']:.0%}")
+
+
 def small_operators(evidence: Evidence, t: Thresholds) -> Optional[dict]:
     """The profile's operator summary when a step (or request) runs many operators and spends
     most of its time outside substantial ones; None otherwise."""
@@ -149,7 +164,28 @@ def small_operators(evidence: Evidence, t: Thresholds) -> Optional[dict]:
     return ops
 
 
+def diagnose_launches(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
+    """Launch-bound, on a GPU: the device idles between kernels while the host launches them."""
+    derived = evidence.derived
+    share = derived["gpu_idle_launch_share"]
+    severity = band(share, t.launch_moderate, t.launch_high)
+    if severity is None:
+        return None
+    ops = evidence.profile.operators
+    summary = (f"overhead-bound (kernel launches): the GPU idles {share:.0%} of the step between kernels while the "
+               f"host launches them; {gpu_line(derived)}")
+    findings = (
+        Finding("GPU idle between kernel launches, share of the step", share, t.launch_moderate),
+        Finding("GPU busy share of the step (kernel time, profiled)", derived["gpu_busy_share"]),
+        Finding("kernel time a step", derived["gpu_kernel_ms_per_step"], unit="ms"),
+        Finding("operators per step", ops.get("ops_per_step", 0.0)),
+    )
+    return Diagnosis("overhead", severity, share, summary, findings, ("compile", "fused_optimizer"))
+
+
 def diagnose_overhead(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
+    if "gpu_idle_launch_share" in evidence.derived:  # the device's own account of the step
+        return diagnose_launches(evidence, t)
     ops = small_operators(evidence, t)
     if ops is None:
         return None
@@ -190,7 +226,15 @@ def diagnose_compute(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
         if severity == "high"
         else f"compute takes the remaining {1 - wait:.0%} of the step"
     )
-    return Diagnosis("compute", severity, share, summary, tuple(findings), ("amp", "compile", "threads"))
+    fixes = ("amp", "compile", "threads")
+    if "gpu_busy_share" in evidence.derived:  # the share is the GPU's kernel time: the rest is charged elsewhere
+        derived = evidence.derived
+        share = derived["gpu_busy_share"]
+        summary = (f"compute-bound: {gpu_line(derived)}" if severity == "high"
+                   else f"the GPU computes {share:.0%} of the step")
+        findings.insert(1, Finding("GPU busy share of the step (kernel time, profiled)", share))
+        fixes = ("amp", "tf32", "compile", "channels_last", "cudnn_benchmark", "fused_optimizer")
+    return Diagnosis("compute", severity, share, summary, tuple(findings), fixes)
 
 
 NETWORK_FIXES = ("comm_hook", "ddp_buckets", "ddp_bucket_view", "ddp_static_graph", "ddp_unused")

@@ -209,6 +209,25 @@ def derive(full: Measurement, synthetic: Measurement, cached: Measurement) -> di
     return derived
 
 
+def derive_gpu(full: Measurement, profile: Measurement) -> dict:
+    """On a GPU, each second of the step charged to one cause, the shares adding up to one: the
+    GPU busy running kernels (the profile's kernel time a step), idle waiting on the next batch
+    (the exposed data wait), idle on the host-to-device copy, and idle between kernels while the
+    host launches them (the rest of the compute). {} off the GPU or without a kernel time."""
+    kernel_ms = profile.operators.get("device_ms_per_step") if profile.ok else None
+    if full.device != "cuda" or not full.ok or not full.step_ms_mean or kernel_ms is None:
+        return {}
+    wait, transfer = full.data_wait_share, full.transfer_share
+    busy = min(kernel_ms / full.step_ms_mean, max(0.0, 1.0 - wait - transfer))
+    return {
+        "gpu_kernel_ms_per_step": kernel_ms,
+        "gpu_busy_share": busy,
+        "gpu_idle_input_share": wait,
+        "gpu_idle_transfer_share": transfer,
+        "gpu_idle_launch_share": max(0.0, 1.0 - busy - wait - transfer),
+    }
+
+
 def derive_infer(full: Measurement, profile: Measurement) -> dict:
     """Latency's shape (tail over median, the cold start over the median, the share spent
     queueing) and, for open load, how busy the server is (arrival rate x service time)."""

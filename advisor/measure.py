@@ -40,7 +40,8 @@ class Measurement:
     memory_source: str = ""
     cpu_util: float = 0.0
     other_cpu_share: float = 0.0  # the machine's CPU taken by other processes during the timed window
-    gpu: dict = field(default_factory=dict)
+    gpu: dict = field(default_factory=dict)  # NVML's readings over the timed window (`GpuProbe`)
+    device_timing: dict = field(default_factory=dict)  # CUDA: each step's compute on the device's own clock
     losses: tuple = ()
     parameters: tuple = ()  # training: per-tensor parameter checksums after the configured steps
     setup_s: float = 0.0
@@ -354,7 +355,7 @@ class ResourceSampler:
         self.budget = budget  # the limit is the user's budget, not the machine's
         self.interval_s = interval_s
         self.memory = TreeMemory()
-        self.gpu_samples: list[tuple[float, float, float]] = []  # (time, util %, memory MB)
+        self.gpu_samples: list[tuple[float, ...]] = []  # (time, util %, memory MB, PCIe to GPU MB/s, from GPU MB/s)
         self.killed_reason = ""
         self._gpu = GpuProbe()
         self._stop = threading.Event()
@@ -396,18 +397,31 @@ class ResourceSampler:
         """GPU utilisation and memory over the timed window, or why there is none."""
         if not self._gpu.available:
             return {"available": False, "note": self._gpu.note}
-        samples = [s for s in self.gpu_samples if window is None or window[0] <= s[0] <= window[1]]
-        samples = samples or self.gpu_samples
-        if not samples:
-            return {"available": True, "name": self._gpu.name, "note": "no samples taken"}
-        return {
-            "available": True,
-            "name": self._gpu.name,
-            "util_mean": statistics.fmean(s[1] for s in samples),
-            "memory_mb_peak": max(s[2] for s in samples),
-            "memory_mb_total": self._gpu.total_mb,
-            "note": f"{len(samples)} NVML samples",
-        }
+        return summarize_gpu(self.gpu_samples, self._gpu.name, self._gpu.total_mb, window)
+
+
+def summarize_gpu(samples: list[tuple[float, ...]], name: str, total_mb: float,
+                  window: Optional[tuple[float, float]] = None) -> dict:
+    """NVML's samples (time, util %, memory MB, PCIe MB/s to and from the GPU) over the timed
+    window: the mean utilisation and link traffic, the highest memory. All samples where none
+    fell inside the window (a window shorter than the sampling interval)."""
+    inside = [s for s in samples if window is None or window[0] <= s[0] <= window[1]]
+    inside = inside or samples
+    if not inside:
+        return {"available": True, "name": name, "note": "no samples taken"}
+    summary = {
+        "available": True,
+        "name": name,
+        "util_mean": statistics.fmean(s[1] for s in inside),
+        "memory_mb_peak": max(s[2] for s in inside),
+        "memory_mb_total": total_mb,
+        "note": f"{len(inside)} NVML samples",
+    }
+    links = [s for s in inside if len(s) >= 5]
+    if links:
+        summary.update(pcie_to_gpu_mb_s=statistics.fmean(s[3] for s in links),
+                       pcie_from_gpu_mb_s=statistics.fmean(s[4] for s in links))
+    return summary
 
 
 class GpuProbe:
@@ -434,10 +448,17 @@ class GpuProbe:
         except Exception as exc:  # no driver, no library: the common case on a CPU machine
             self.note = f"no GPU: {type(exc).__name__}: {exc}".strip()
 
-    def sample(self) -> tuple[float, float]:
+    def sample(self) -> tuple[float, ...]:
+        """Utilisation %, memory used MB and, where NVML reads it, PCIe MB/s to and from the GPU."""
         rates = self._pynvml.nvmlDeviceGetUtilizationRates(self._handle)
         memory = self._pynvml.nvmlDeviceGetMemoryInfo(self._handle)
-        return float(rates.gpu), memory.used / MB
+        try:
+            # KB/s over NVML's last 20 ms: RX is what the GPU received (host-to-device copies)
+            to_gpu = self._pynvml.nvmlDeviceGetPcieThroughput(self._handle, self._pynvml.NVML_PCIE_UTIL_RX_BYTES)
+            from_gpu = self._pynvml.nvmlDeviceGetPcieThroughput(self._handle, self._pynvml.NVML_PCIE_UTIL_TX_BYTES)
+        except Exception:  # not every GPU or driver reads it
+            return float(rates.gpu), memory.used / MB
+        return float(rates.gpu), memory.used / MB, to_gpu / 1024, from_gpu / 1024
 
 
 def cpu_has_bf16() -> bool:

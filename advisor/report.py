@@ -7,8 +7,9 @@ import resource
 from pathlib import Path
 from typing import Optional
 
+from advisor.advice import larger_batch, larger_batch_line
 from advisor.capacity import capacity_sentence
-from advisor.diagnosis import THRESHOLDS, Diagnosis, Finding
+from advisor.diagnosis import THRESHOLDS, Diagnosis, Finding, gpu_line
 from advisor.evidence import Evidence
 from advisor.measure import BUSY_SHARE, epoch_of
 from advisor.verify import ANSWERED, BUSY_REASON
@@ -73,6 +74,14 @@ def training_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
             f"resources   peak memory {full.peak_memory_mb:,.0f} MB ({full.memory_source}),"
             f" CPU {full.cpu_util:.0%} of {_cores()} cores, GPU: {_gpu_line(full.gpu)}"
         )
+        if "gpu_busy_share" in derived:
+            lines.append(f"GPU time    {gpu_line(derived)} (kernels {derived['gpu_kernel_ms_per_step']:.2f} ms a step, "
+                         "from the profiling run)" + _device_clock(full))
+        batch = full.environment.get("loader", {}).get("batch_size") or 0
+        bigger = larger_batch(batch, full.peak_memory_mb, full.environment.get("parameters", 0),
+                              full.environment.get("gpu_memory_mb", 0.0)) if full.device == "cuda" else None
+        if bigger:
+            lines.append(f"batch       {larger_batch_line(bigger, batch)}")
         if full.page_faults_per_step:
             lines.append(f"page faults {full.page_faults_per_step:,.0f} a step ({page_faults_mb(full.page_faults_per_step):,.1f} MB "
                          "the process mapped again each step: most often memory its allocator handed back at a step's end)")
@@ -207,7 +216,15 @@ def advice_lines(advice: list[dict]) -> list[str]:
 def _gpu_line(gpu: dict) -> str:
     if not gpu.get("available"):
         return gpu.get("note", "no GPU")
-    return f"{gpu['name']} {gpu.get('util_mean', 0):.0f}% busy, {gpu.get('memory_mb_peak', 0):,.0f} MB"
+    link = (f", PCIe {gpu['pcie_to_gpu_mb_s']:,.0f} MB/s to it, {gpu['pcie_from_gpu_mb_s']:,.0f} MB/s back"
+            if "pcie_to_gpu_mb_s" in gpu else "")
+    return f"{gpu['name']} {gpu.get('util_mean', 0):.0f}% busy (NVML), {gpu.get('memory_mb_peak', 0):,.0f} MB{link}"
+
+
+def _device_clock(run) -> str:
+    timing = run.device_timing
+    return (f"; a step's compute {timing['compute_ms_mean']:.2f} ms on CUDA events, the host's clock "
+            f"{run.step_ms_mean * (1 - run.data_wait_share - run.transfer_share):.2f} ms" if timing.get("compute_ms_mean") else "")
 
 
 def _cores() -> int:
@@ -442,13 +459,14 @@ def render_recommendations(payload: dict) -> str:
                 cache, runs = rec["cache"], rec["cache"].get("pays_off_after_runs")
                 lines.append(f"     one-off: building the cache took {cache['build_s']:.1f} s, paid back after "
                              + ("never (no faster per run)" if runs is None else f"{runs} run{'s' if runs != 1 else ''}"))
-            if rec.get("compile"):
-                cost = rec["compile"]
-                even, per = cost.get("break_even_steps"), cost.get("per", "step")
-                lines.append(
-                    f"     compile {cost['compile_s']:.1f} s, paid back after "
-                    + (f"{even:,.0f} {per}s" if even else f"never (no faster per {per})")
-                )
+            for paid, words in (("compile", "compile"), ("autotune", "cuDNN's autotuning")):
+                if rec.get(paid):
+                    cost = rec[paid]
+                    even, per = cost.get("break_even_steps"), cost.get("per", "step")
+                    lines.append(
+                        f"     {words} {cost[f'{paid}_s']:.1f} s, paid back after "
+                        + (f"{even:,.0f} {per}s" if even else f"never (no faster per {per})")
+                    )
     lines += unvectorised_lines(payload)
     rejected = payload["rejected"]
     for rejection in rejected[:SHOWN_REJECTIONS]:

@@ -3,7 +3,9 @@
     python -m experiments.plain_loop CONFIG [PLAN_JSON] [--late-zero-grad] [--split-always]
 
 Applies a recommendation's plan by hand (DataLoader arguments, fetch threads, threads, autocast,
-activation checkpointing, gradient accumulation, torch.compile) and prints the timed steps' throughput as JSON. The reproduction
+activation checkpointing, gradient accumulation, torch.compile; on a GPU also pinned memory with
+asynchronous copies, float16 with its GradScaler, TF32, cuDNN autotuning, fused optimizer steps and
+channels_last) and prints the timed steps' throughput as JSON. The reproduction
 experiment runs it to check advisor's claims from outside advisor.
 """
 
@@ -61,15 +63,16 @@ def pasted_threaded_fetch() -> type:
 
 
 def backward_pass(model, optimizer, x, y, micro: int = 1, autocast=contextlib.nullcontext,
-                  late_zero_grad: bool = False, split_always: bool = False):
+                  late_zero_grad: bool = False, split_always: bool = False, scaler=None):
     """One step up to the optimizer's: gradients dropped, the loss computed and backpropagated; the
     loss. At one micro-batch as most users write it, with no tensor of its own; past one, or with
-    `split_always`, the batch split into micro-batches whose scaled losses add up."""
+    `split_always`, the batch split into micro-batches whose scaled losses add up. `scaler`:
+    float16's GradScaler, which scales the loss before backward."""
     if micro == 1 and not late_zero_grad and not split_always:
         optimizer.zero_grad()
         with autocast():
             loss = torch.nn.functional.cross_entropy(model(x), y)
-        loss.backward()
+        (loss if scaler is None else scaler.scale(loss)).backward()
         return loss
     if not late_zero_grad:
         optimizer.zero_grad()
@@ -79,7 +82,7 @@ def backward_pass(model, optimizer, x, y, micro: int = 1, autocast=contextlib.nu
             part = torch.nn.functional.cross_entropy(model(xs), ys) * (len(xs) / len(x))
         if late_zero_grad and part_index == 0:
             optimizer.zero_grad()
-        part.backward()
+        (part if scaler is None else scaler.scale(part)).backward()
         loss = loss + part.detach()
     return loss
 
@@ -101,11 +104,24 @@ def main() -> None:
     torch.manual_seed(0)
     if plan.get("threads.intra_op"):
         torch.set_num_threads(plan["threads.intra_op"])
+    cuda = workload.get("device", "auto") != "cpu" and torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
+    if plan.get("tf32.enabled"):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    if plan.get("cudnn_benchmark.enabled"):
+        torch.backends.cudnn.benchmark = True
     dataset = load(workload["dataset"], root)(**workload.get("dataset_args", {}))
     model = load(workload["model"], root)(**workload.get("model_args", {}))
     if plan.get("checkpointing.share"):
         model = checkpoint_share(model, plan["checkpointing.share"])
+    model = model.to(device)
+    channels_last = bool(plan.get("channels_last.enabled"))
+    if channels_last:
+        model = model.to(memory_format=torch.channels_last)
     options = dict(workload.get("optimizer", {"name": "SGD", "lr": 0.01}))
+    if plan.get("fused_optimizer.enabled"):
+        options["fused"] = True
     optimizer = getattr(torch.optim, options.pop("name"))(model.parameters(), **options)
     if plan.get("compile.mode"):
         model = torch.compile(model, mode=plan["compile.mode"])
@@ -115,12 +131,15 @@ def main() -> None:
     if workers:
         extra = {"prefetch_factor": plan.get("dataloader.prefetch_factor") or 2,
                  "persistent_workers": bool(plan.get("dataloader.persistent_workers"))}
+    pinned = cuda and bool(plan.get("dataloader.pin_memory"))
+    extra["pin_memory"] = pinned
     threads = plan.get("dataloader.fetch_threads") or 1
     loader = torch.utils.data.DataLoader(pasted_threaded_fetch()(dataset, threads) if threads > 1 else dataset,
                                          batch_size=workload.get("batch_size", 32), shuffle=True,
                                          num_workers=workers, drop_last=True, **extra)
     dtype = getattr(torch, plan["amp.dtype"]) if plan.get("amp.dtype") else None
-    autocast = (lambda: torch.autocast("cpu", dtype=dtype)) if dtype else contextlib.nullcontext
+    autocast = (lambda: torch.autocast(device.type, dtype=dtype)) if dtype else contextlib.nullcontext
+    scaler = torch.amp.GradScaler("cuda") if cuda and plan.get("amp.dtype") == "float16" else None
     micro = plan.get("grad_accumulation.micro_batches") or 1
     warmup, steps = measure.get("warmup_steps", 5), measure.get("steps", 40)
     if workers:  # time the steady rate, not the queue the workers filled during warm-up
@@ -139,8 +158,15 @@ def main() -> None:
     started = time.perf_counter() if warmup == 0 else None
     faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     for index, (x, y) in enumerate(batches()):
-        loss = backward_pass(model, optimizer, x, y, micro, autocast, late_zero_grad, split_always)
-        optimizer.step()
+        x, y = x.to(device, non_blocking=pinned), y.to(device, non_blocking=pinned)
+        if channels_last and x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
+        loss = backward_pass(model, optimizer, x, y, micro, autocast, late_zero_grad, split_always, scaler)
+        if scaler is None:
+            optimizer.step()
+        else:
+            scaler.step(optimizer)
+            scaler.update()
         loss.item()  # waits for the step, as a loop that logs its loss does
         if index == warmup - 1:
             started, faults = time.perf_counter(), resource.getrusage(resource.RUSAGE_SELF).ru_minflt

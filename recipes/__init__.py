@@ -6,9 +6,11 @@ for every recipe that has it, in this registry's order, with the whole plan: a r
 are at the baseline's settings (or absent, in another kind's plan) leaves the run as it is.
 
 Folds, `applied(hook, value, plan, **facts)`, each recipe's `(value, plan, **facts) -> value`:
-  process         None; in the child before anything is built (threads, allocator)
+  process         None; in the child before anything is built (threads, allocator, tf32,
+                  cudnn_benchmark)
   model           the model, on its device, before its optimizer sees it (checkpointing,
                   dynamic quantization, channels_last)
+  optimizer       the optimizer advisor made from the config, before its first step (fused_optimizer)
   compiled        the model once its optimizer exists; fact `in_place` (compile)
   grad_scaler     None, or a loss scaler; fact `device_type` (amp's float16)
   micro_batches   1: the parts each batch runs in (grad_accumulation)
@@ -16,6 +18,7 @@ Folds, `applied(hook, value, plan, **facts)`, each recipe's `(value, plan, **fac
   dataset         the dataset the DataLoader reads (fetch_threads)
   queued_batches  0: the batches the loader's workers can hold ready (dataloader)
   non_blocking    False: whether copies to the device may be asynchronous (dataloader)
+  batch           a training batch on its device (channels_last)
   request         a served request (channels_last), as `chain`
   batching        (1, 0.0): a server's largest batch and its wait in seconds (dynamic_batching)
   warm_requests   0: requests served at load time (warmup)
@@ -39,9 +42,10 @@ import contextlib
 from typing import Any, Callable, ContextManager
 
 from recipes import (
-    allocator, amp, arrow_engine, channels_last, checkpointing, chunked, columns, comm_hook, compile, dask, dataloader,
-    ddp_bucket_view, ddp_buckets, ddp_static_graph, ddp_unused, dtypes, dynamic_batching, fetch_threads,
-    grad_accumulation, inference_mode, parquet_cache, quantize_dynamic, serving, threads, vectorise, warmup,
+    allocator, amp, arrow_engine, channels_last, checkpointing, chunked, columns, comm_hook, compile, cudnn_benchmark,
+    dask, dataloader, ddp_bucket_view, ddp_buckets, ddp_static_graph, ddp_unused, dtypes, dynamic_batching,
+    fetch_threads, fused_optimizer, grad_accumulation, inference_mode, parquet_cache, quantize_dynamic, serving,
+    tf32, threads, vectorise, warmup,
 )
 from recipes.base import Choice, Context, IntRange, Param, Recipe
 
@@ -54,6 +58,10 @@ RECIPES: tuple[Recipe, ...] = (
     checkpointing.RECIPE,
     grad_accumulation.RECIPE,
     compile.RECIPE,
+    # CUDA (tf32 and cudnn_benchmark serve too; channels_last, listed with the services, trains too)
+    tf32.RECIPE,
+    cudnn_benchmark.RECIPE,
+    fused_optimizer.RECIPE,
     # data-parallel training (the training recipes apply too)
     ddp_buckets.RECIPE,
     ddp_bucket_view.RECIPE,
@@ -88,8 +96,8 @@ def by_name(name: str) -> Recipe:
 
 
 # The hooks above, by kind: folds take and return a value, contexts are entered around a call.
-FOLDS = frozenset({"process", "model", "compiled", "grad_scaler", "micro_batches", "loader", "dataset", "queued_batches",
-                   "non_blocking", "ddp", "comm_hook", "request", "batching", "warm_requests", "instances", "failure", "prepare", "read_options",
+FOLDS = frozenset({"process", "model", "optimizer", "compiled", "grad_scaler", "micro_batches", "loader", "dataset",
+                   "queued_batches", "non_blocking", "batch", "ddp", "comm_hook", "request", "batching", "warm_requests", "instances", "failure", "prepare", "read_options",
                    "after_read", "execute"})
 CONTEXTS = frozenset({"around_forward", "around_serve"})
 

@@ -26,6 +26,11 @@ class Context:
     batch_stat_layers: int = 0  # BatchNorm layers: their statistics depend on the batch size
     kind: str = "train"  # the recipes' family of the workload kind: train, distributed, infer or pipeline
     step: str = ""  # the name of the user's own step function; empty when advisor runs the step
+    optimizer: str = ""  # the optimizer class advisor builds from workload.optimizer; empty: the user's own
+    conv_layers: int = 0  # Conv layers (channels_last, cuDNN autotuning)
+    # CUDA only, from the baseline's runs:
+    gpu_capability: float = 0.0  # the GPU's compute capability (8.0: Ampere); 0: unknown
+    tf32_already: bool = False  # the job itself lets float32 matmuls use TF32
     # Data-parallel training only, from the config:
     find_unused_parameters: bool = False  # the user's DistributedDataParallel settings
     bucket_cap_mb: float = 25.0
@@ -46,7 +51,6 @@ class Context:
     concurrency: int = 1  # a closed load's clients
     batchable: bool = False  # requests can be joined along their first dimension
     linear_layers: int = 0  # Linear and LSTM layers (dynamic quantization)
-    conv_layers: int = 0  # Conv2d layers (channels_last)
     # Scripts only, from the baseline's full run: [file.py:line, that line's code] of a call
     loader_call: tuple[str, ...] = ()  # the first DataLoader(...) the script builds; empty: none
     forward_call: tuple[str, ...] = ()  # the first call of a model (its outermost module)

@@ -5,12 +5,14 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from recipes.base import Choice, Context, Recipe
+from recipes.base import Choice, Context, Recipe, serves
 
 
 def why_not(context: Context) -> Optional[str]:
     if not context.conv_layers:
         return "the model has no Conv2d layer: the layout changes nothing"
+    if context.kind != "infer" and context.device != "cuda":
+        return "for training it is tried on CUDA, whose tensor-core convolutions want NHWC; on the CPU, for services"
     return None
 
 
@@ -32,8 +34,12 @@ def inputs(request: Any) -> Any:
 
 
 def snippet(plan: dict) -> str:
-    return ("model = model.to(memory_format=torch.channels_last)\n"
-            "output = model(images.contiguous(memory_format=torch.channels_last))")
+    if serves(plan):
+        return ("model = model.to(memory_format=torch.channels_last)\n"
+                "output = model(images.contiguous(memory_format=torch.channels_last))")
+    return ("model = model.to(memory_format=torch.channels_last)  # before the optimizer is made\n"
+            "# each batch, once on the device:\n"
+            "images = images.contiguous(memory_format=torch.channels_last)")
 
 
 RECIPE = Recipe(
@@ -46,8 +52,9 @@ RECIPE = Recipe(
     space=lambda context: {"channels_last.enabled": Choice((False, True))},
     snippet=snippet,
     textbook=lambda context: {"channels_last.enabled": True},
-    kinds=("infer",),
+    kinds=("train", "distributed", "infer"),
     hooks={"model": lambda model, plan: convert(model, plan.get("channels_last.enabled")),
-           "request": lambda request, plan: inputs(request) if plan.get("channels_last.enabled") else request},
+           "request": lambda request, plan: inputs(request) if plan.get("channels_last.enabled") else request,
+           "batch": lambda batch, plan: inputs(batch) if plan.get("channels_last.enabled") else batch},
     off={"channels_last.enabled": False},
 )

@@ -73,7 +73,8 @@ def test_recipe_contract(recipe):
                     "grad_accumulation.micro_batches": 1,
                     "pipeline.parquet_cache": False, "pipeline.format": context.source_format or None,
                     "inference_mode.enabled": False, "warmup.requests": 0, "dynamic_batching.max_batch": 1,
-                    "dynamic_batching.max_wait_ms": 0.0, "channels_last.enabled": False,
+                    "dynamic_batching.max_wait_ms": 0.0, "channels_last.enabled": False, "tf32.enabled": False,
+                    "cudnn_benchmark.enabled": False, "fused_optimizer.enabled": False,
                     "ddp.bucket_cap_mb": context.bucket_cap_mb, "ddp.gradient_as_bucket_view": False,
                     "ddp.static_graph": False, "ddp.find_unused_parameters": context.find_unused_parameters,
                     "serving.instances": 1, "serving.mode": "thread"}
@@ -89,7 +90,7 @@ def test_recipe_contract(recipe):
 FOLD_VALUES = {"process": None, "grad_scaler": None, "micro_batches": 1, "queued_batches": 0, "non_blocking": False,
                "request": object(), "batching": (1, 0.0), "warm_requests": 0, "failure": "", "read_options": {},
                "after_read": object(), "execute": object(), "ddp": {"bucket_cap_mb": 25.0}, "comm_hook": None,
-               "dataset": object(), "instances": (1, "thread")}
+               "dataset": object(), "instances": (1, "thread"), "batch": object()}
 
 
 @pytest.mark.parametrize("recipe", RECIPES, ids=lambda r: r.name)
@@ -114,6 +115,9 @@ def test_a_recipe_at_its_off_settings_leaves_the_run_as_it_was(recipe):
                     pass
             elif hook in ("model", "compiled"):
                 assert apply(model, plan) is model
+            elif hook == "optimizer":
+                optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+                assert apply(optimizer, plan) is optimizer
             elif hook == "prepare":
                 run = types.SimpleNamespace(fmt="csv", files=["a.csv"], plan=plan)
                 assert apply(run, plan) is run and run.fmt == "csv" and run.files == ["a.csv"]

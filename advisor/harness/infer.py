@@ -32,7 +32,9 @@ from advisor.errors import UserError
 from advisor.harness import instances
 from advisor.harness.batches import concat, describe, map_tensors, tensors, to_device
 from advisor.harness.operators import STEP_LABEL, summarize_profile
-from advisor.harness.train import PROGRESS_EVERY_S, cpu_seconds, prepare_process, report_progress, synchronize
+from advisor.harness.train import (
+    PROGRESS_EVERY_S, conv_layers, cpu_seconds, gpu_facts, prepare_process, report_progress, synchronize,
+)
 from advisor.measure import machine_busy_seconds, other_cpu_share, percentile, tree_memory
 from recipes import applied, around, chain, quantize_dynamic
 
@@ -447,12 +449,12 @@ def describe_service(job: InferJob, model: torch.nn.Module, device: torch.device
         "default_threads": default_threads,
         "parameters": sum(p.numel() for p in job.model.parameters()),
         "linear_layers": len(quantize_dynamic.quantizable(job.model)),
-        "conv_layers": sum(isinstance(m, torch.nn.Conv2d) for m in job.model.modules()),
+        "conv_layers": conv_layers(job.model),
         "batchable": job.handler is None and batchable(job.requests),  # a handler takes one request
         # on the model's device: the model was moved there in place (a CPU request crashed every CUDA service)
         "grad_enabled_outputs": any(t.requires_grad for t in tensors(serve_once(job, to_device(first, device)))),
         "torch": torch.__version__,
-        "gpu_name": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
+        **gpu_facts(device),
     }
 
 

@@ -40,6 +40,7 @@ def summarize_profile(events: Any, steps: int, compute_s: float, on_cuda: bool) 
     return {
         "steps": steps,
         "compute_ms_per_step": 1000 * compute_s / steps,
+        **({"device_ms_per_step": kernel_us(events) / 1000 / steps} if on_cuda else {}),
         "ops_per_step": len(outer) / steps,
         "us_per_op": compute_us / max(len(outer), 1),
         "substantial_op_share": min(1.0, substantial_us / compute_us),
@@ -54,6 +55,13 @@ def summarize_profile(events: Any, steps: int, compute_s: float, on_cuda: bool) 
         ],
         "time_basis": "device" if on_cuda else "cpu",
     }
+
+
+def kernel_us(events: Any) -> float:
+    """The GPU's busy time under these events: each kernel is attached to the one CPU operator
+    that launched it, so the CPU events' kernels add up to every kernel once."""
+    return float(sum(kernel.duration for event in events if getattr(event, "kernels", None)
+                     and str(getattr(event, "device_type", "")).endswith("CPU") for kernel in event.kernels))
 
 
 def _inside_aten(event: Any) -> bool:

@@ -35,7 +35,7 @@ from advisor.harness.operators import STEP_LABEL, summarize_profile
 from advisor.measure import (
     descendants_cpu_seconds, machine_busy_seconds, other_cpu_share, step_statistics, tree_memory,
 )
-from recipes import applied, around, checkpointing, dataloader
+from recipes import applied, around, chain, checkpointing, dataloader
 
 PROGRESS_EVERY_S = 0.05  # how often the timed window reports its running rate to the parent
 
@@ -62,6 +62,7 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     if parallel is not None:
         model = parallel.wrap(model, device, plan, mode)
     optimizer, after_step = job.make_optimizer(model)
+    optimizer = applied("optimizer", optimizer, plan)
     model = applied("compiled", model, plan, in_place=job.compile_in_place)
     step = job_step(job, model, optimizer, after_step, device, plan)
 
@@ -235,6 +236,7 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
     point every plan reaches whatever its window, for the numerics gate of exact recipes.
     `progress`: a file rewritten every PROGRESS_EVERY_S with the steps, samples and seconds so far."""
     step_s, wait_s, transfer_s, losses = [], [], [], []
+    events = DeviceEvents(device)
     checksums: list = []
     samples = 0
     faults_start, checksum_faults = minor_faults(), 0
@@ -248,7 +250,9 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
         batch = to_device(batch, device, plan)
         synchronize(device)
         t2 = time.perf_counter()
+        events.start()
         loss = step(batch)
+        events.end()
         losses.append(float(loss))  # .item() waits for the device, closing the step
         t3 = time.perf_counter()
         step_s.append(t3 - t0)
@@ -275,8 +279,35 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
         other_cpu_share=others,
         window=(window_start, time.time()),
         memory_end=memory_end.to_dict(),
+        device_timing=events.summary(),
     )
     return fields
+
+
+class DeviceEvents:
+    """CUDA events around each step's compute, read once the window is over: the step as the
+    device's own clock sees it, from the moment its first kernel could start to its last one's
+    end. Nothing on the CPU."""
+
+    def __init__(self, device: torch.device):
+        self.pairs: list = []
+        self.on = device.type == "cuda"
+
+    def start(self) -> None:
+        if self.on:
+            self.pairs.append([torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)])
+            self.pairs[-1][0].record()
+
+    def end(self) -> None:
+        if self.on:
+            self.pairs[-1][1].record()
+
+    def summary(self) -> dict:
+        if not self.pairs:
+            return {}
+        torch.cuda.synchronize()
+        compute_ms = [begin.elapsed_time(end) for begin, end in self.pairs]
+        return {"compute_ms_mean": sum(compute_ms) / len(compute_ms), "steps": len(compute_ms), "clock": "CUDA events"}
 
 
 def report_progress(path: str, done: int, steps: int, samples: int, seconds: float, best: Optional[float] = None) -> None:
@@ -435,9 +466,33 @@ def describe_environment(model: torch.nn.Module, device: torch.device, default_t
         "blocks": checkpointing.count_blocks(model),
         "batch_stat_layers": sum(isinstance(m, torch.nn.modules.batchnorm._BatchNorm) for m in model.modules()),
         "parameters": sum(p.numel() for p in model.parameters()),
+        "conv_layers": conv_layers(model),
         "torch": torch.__version__,
-        "gpu_name": torch.cuda.get_device_name(0) if device.type == "cuda" else None,
+        **gpu_facts(device),
     }
+
+
+def conv_layers(model: torch.nn.Module) -> int:
+    return sum(isinstance(m, torch.nn.modules.conv._ConvNd) for m in model.modules())
+
+
+def gpu_facts(device: torch.device) -> dict:
+    """The GPU's name, compute capability and the job's own TF32 setting (recipe selection)."""
+    if device.type != "cuda":
+        return {"gpu_name": None}
+    major, minor = torch.cuda.get_device_capability(device)
+    return {"gpu_name": torch.cuda.get_device_name(device), "gpu_capability": float(f"{major}.{minor}"),
+            "gpu_memory_mb": torch.cuda.get_device_properties(device).total_memory / 2**20,
+            "tf32_already": tf32_allowed()}
+
+
+def tf32_allowed() -> bool:
+    """Whether float32 matmuls may use TF32 now; False where torch will not say (a job that set
+    the newer fp32_precision setting makes the older flag raise)."""
+    try:
+        return bool(torch.backends.cuda.matmul.allow_tf32)
+    except RuntimeError:
+        return False
 
 
 def default_loss(output: torch.Tensor, batch: Any) -> torch.Tensor:
@@ -576,7 +631,8 @@ def unique_mb(pids: list[int]) -> float:
 
 
 def to_device(batch: Any, device: torch.device, plan: dict) -> Any:
-    return batches.to_device(batch, device, non_blocking=applied("non_blocking", False, plan))
+    """The batch on the device, in the layout the plan asks for (`batch` hooks)."""
+    return chain("batch", plan)(batches.to_device(batch, device, non_blocking=applied("non_blocking", False, plan)))
 
 
 def synchronize(device: torch.device) -> None:

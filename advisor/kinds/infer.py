@@ -62,6 +62,8 @@ class InferKind:
             "dynamic_batching.max_wait_ms": 0.0,
             "quantize_dynamic.dtype": None,
             "channels_last.enabled": False,
+            "tf32.enabled": False,
+            "cudnn_benchmark.enabled": False,
             "serving.instances": 1,
             "serving.mode": "thread",
         }
@@ -86,7 +88,8 @@ class InferKind:
             open_load=config.objective == "capacity" or (config.load.rate_per_s is not None and config.load.mode == "open"),
             concurrency=config.load.concurrency,
             batchable=seen.get("batchable", False), linear_layers=seen.get("linear_layers", 0),
-            conv_layers=seen.get("conv_layers", 0),
+            conv_layers=seen.get("conv_layers", 0), gpu_capability=seen.get("gpu_capability", 0.0),
+            tf32_already=seen.get("tf32_already", False),
         )
 
     def measure(self, config: AdvisorConfig, capped: bool, fresh: bool = False):

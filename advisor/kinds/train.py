@@ -11,7 +11,7 @@ import os
 from typing import Any, Optional
 
 from advisor.config import AdvisorConfig
-from advisor.evidence import Evidence, derive
+from advisor.evidence import Evidence, derive, derive_gpu
 
 LOADER_DEFAULTS = {"dataloader.prefetch_factor": 2}
 
@@ -49,7 +49,7 @@ class TrainKind:
         }
 
     def derive(self, evidence: Evidence) -> dict:
-        return derive(evidence.full, evidence.synthetic, evidence.cached)
+        return {**derive(evidence.full, evidence.synthetic, evidence.cached), **derive_gpu(evidence.full, evidence.profile)}
 
     def rules(self) -> tuple:
         from advisor.diagnosis import TRAINING_RULES
@@ -71,6 +71,10 @@ class TrainKind:
             batch_stat_layers=environment.get("batch_stat_layers", 0),
             kind=self.recipe_family,
             step=self.step_of(config),
+            optimizer=optimizer_name(config),
+            conv_layers=environment.get("conv_layers", 0),
+            gpu_capability=environment.get("gpu_capability", 0.0),
+            tf32_already=environment.get("tf32_already", False),
         )
 
     def step_of(self, config: AdvisorConfig) -> str:
@@ -124,11 +128,22 @@ class TrainKind:
         return training_body(evidence, diagnoses)
 
 
+def optimizer_name(config: AdvisorConfig) -> str:
+    """The optimizer class advisor builds from `workload.optimizer: {name: ...}`; "" where the
+    user's own code builds it (a builder, Lightning's configure_optimizers, a script)."""
+    spec = getattr(config.workload, "optimizer", None)
+    return str(spec["name"]).rsplit(".", 1)[-1] if isinstance(spec, dict) and spec.get("name") else ""
+
+
 FIXES_OFF = {
     "dataloader.fetch_threads": 1,
     "allocator.keep_mb": 0,
     "amp.dtype": None,
     "compile.mode": None,
+    "tf32.enabled": False,
+    "cudnn_benchmark.enabled": False,
+    "fused_optimizer.enabled": False,
+    "channels_last.enabled": False,
     "checkpointing.share": 0.0,
     "grad_accumulation.micro_batches": 1,
 }
