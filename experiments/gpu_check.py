@@ -137,7 +137,8 @@ def diagnosis_lines(report: str, most: int = 40) -> list[str]:
     """The report's account of the baseline, as the terminal showed it: throughput, resources,
     where the GPU's step goes, the larger-batch advice, the diagnoses and the top operators."""
     text = report.split("## Recommendations")[0] if report else ""
-    return [line for line in text.splitlines() if line.strip() and not line.startswith("#")][:most]
+    return [line for line in text.splitlines()
+            if line.strip() and not line.startswith(("#", "```", "Session of"))][:most]
 
 
 def check_job(name: str, device: str, rounds: int, folder: Path, evidence: Path) -> dict:
