@@ -289,6 +289,8 @@ def test_on_a_gpu_a_measurement_reads_cuda_events_and_nvml(tmp_path):
 
     config = load_config(job_config("gpu_transformer", "cpu", tmp_path))
     config = dataclasses.replace(config, workload=dataclasses.replace(config.workload, device="cuda"))
-    run = run_measurement(config, {"tf32.enabled": True}, "full", 5, 120)
+    from advisor.kinds import kind_of
+
+    run = run_measurement(config, {**kind_of("train").baseline_plan(config), "tf32.enabled": True}, "full", 5, 120)
     assert run.ok and run.device == "cuda" and run.device_timing["compute_ms_mean"] > 0
     assert run.gpu["available"] and run.environment["gpu_capability"] >= 7.0
