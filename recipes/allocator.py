@@ -28,6 +28,8 @@ TUNED_BY = (*MALLOPT, "MALLOC_TOP_PAD_", "GLIBC_TUNABLES", "LD_PRELOAD")
 
 
 def why_not(context: Context, environ: Mapping[str, str] = os.environ) -> Optional[str]:
+    if context.device == "cuda":
+        return "the step's tensors live on the GPU, in torch's caching allocator: glibc's thresholds reach host memory only"
     if platform.libc_ver()[0] != "glibc":
         return "the process's C library is not glibc: these thresholds are glibc's"
     tuned = [name for name in TUNED_BY if environ.get(name)]

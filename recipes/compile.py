@@ -25,6 +25,13 @@ def space(context: Context) -> dict:
     return {"compile.mode": Choice((None, "default"))}
 
 
+def textbook(context: Context) -> dict:
+    """Fusion; on a GPU that idles between kernel launches, CUDA graphs too (reduce-overhead):
+    the whole step replayed as one launch."""
+    launch_bound = context.device == "cuda" and "overhead" in context.bottlenecks
+    return {"compile.mode": "reduce-overhead" if launch_bound else "default"}
+
+
 def snippet(plan: dict) -> str:
     return f"model = torch.compile(model, mode={plan['compile.mode']!r})  # first steps compile; later ones run fused"
 
@@ -89,7 +96,7 @@ RECIPE = Recipe(
     space=space,
     snippet=snippet,
     kinds=("train", "distributed", "infer", "script"),
-    textbook=lambda context: {"compile.mode": "default"},
+    textbook=textbook,
     snippet_in=snippet_in,
     one_off_cost=compile_cost,
     # its cost lands unevenly in its first timed steps (recompiles, compile workers still busy), so

@@ -294,3 +294,60 @@ def test_on_a_gpu_a_measurement_reads_cuda_events_and_nvml(tmp_path):
     run = run_measurement(config, {**kind_of("train").baseline_plan(config), "tf32.enabled": True}, "full", 5, 120)
     assert run.ok and run.device == "cuda" and run.device_timing["compute_ms_mean"] > 0
     assert run.gpu["available"] and run.environment["gpu_capability"] >= 7.0
+
+
+# ------------------------------------------------------------------ recorded on an H100 (docs/gpu.md)
+
+def recorded(name: str) -> Evidence:
+    """The evidence the device check's `advisor diagnose --json` recorded on an NVIDIA H100
+    (2026-11-27): NVML's samples, the profile's kernel times and the CUDA events, as read."""
+    from advisor.evidence import with_derived
+
+    return with_derived(Evidence.from_dict(json.loads((FIXTURES / "evidence" / f"{name}.json").read_text())))
+
+
+def context_of(evidence: Evidence, config_name: str):
+    from advisor.config import load_config
+    from advisor.kinds import kind_of
+
+    kind = kind_of(evidence.kind)
+    diagnoses = diagnose(evidence)
+    return kind.context(evidence, tuple(d.bottleneck for d in diagnoses if d.severity != "low"),
+                        load_config(ROOT / "configs" / f"{config_name}.yaml"))
+
+
+def test_the_recorded_image_job_starves_its_gpu():
+    evidence = recorded("gpu_images")
+    assert evidence.full.device == "cuda" and evidence.full.gpu["name"].startswith("NVIDIA")
+    first = diagnose(evidence)[0]
+    assert first.bottleneck == "input-prep"
+    assert "the GPU is busy 7% of the step; 92% of the step waits on the next batch" in first.summary
+    assert evidence.derived["gpu_busy_share"] == pytest.approx(
+        evidence.profile.operators["device_ms_per_step"] / evidence.full.step_ms_mean)
+
+
+def test_the_recorded_transformer_is_compute_bound_and_gets_the_gpu_fixes():
+    from advisor.session.planning import select_recipes
+
+    evidence = recorded("gpu_transformer")
+    first = diagnose(evidence)[0]
+    assert first.bottleneck == "compute" and first.severity == "high" and first.share > 0.9
+    timing = evidence.full.device_timing
+    assert timing["clock"] == "CUDA events"
+    # the device's clock and the host's agree on the step's compute within a few percent
+    host_ms = evidence.full.step_ms_mean * (1 - evidence.full.data_wait_share - evidence.full.transfer_share)
+    assert timing["compute_ms_mean"] == pytest.approx(host_ms, rel=0.05)
+    context = context_of(evidence, "gpu_transformer")
+    assert context.gpu_capability == 9.0 and context.optimizer == "AdamW" and not context.tf32_already
+    chosen, skipped = select_recipes("auto", context)
+    assert {"amp", "tf32", "fused_optimizer", "compile"} <= {r.name for r in chosen}
+    assert "allocator" in skipped and "GPU" in skipped["allocator"]
+
+
+def test_the_recorded_service_is_launch_bound_and_compile_starts_from_cuda_graphs():
+    evidence = recorded("gpu_service")
+    names = [d.bottleneck for d in diagnose(evidence)]
+    assert "overhead" in names
+    context = context_of(evidence, "gpu_service")
+    assert by_name("compile").textbook(context) == {"compile.mode": "reduce-overhead"}
+    assert by_name("compile").textbook(dataclasses.replace(context, bottlenecks=("compute",))) == {"compile.mode": "default"}
