@@ -237,7 +237,8 @@ def compare_served(candidate: Optional[str], reference: Optional[str], risk: str
     tolerance = EXACT_RTOL if risk == "exact" else rtol
     if not candidate or not reference:
         return NumericsResult(False, risk, math.inf, tolerance, 0, "no outputs kept to compare")
-    mine, theirs = torch.load(candidate), torch.load(reference)
+    # tensors in lists and tuples: nothing in the files can run code as it loads
+    mine, theirs = torch.load(candidate, weights_only=True), torch.load(reference, weights_only=True)
     if len(mine) != len(theirs):
         return NumericsResult(False, risk, math.inf, tolerance, 0, f"{len(mine)} outputs against the baseline's {len(theirs)}")
     worst, agreeing, rows = 0.0, 0, 0
@@ -246,6 +247,10 @@ def compare_served(candidate: Optional[str], reference: Optional[str], risk: str
             if got.shape != want.shape:
                 return NumericsResult(False, risk, math.inf, tolerance, index,
                                       f"request {index}: output shape {list(got.shape)}, the baseline's {list(want.shape)}")
+            lost = non_finite_where_finite(got, want)
+            if lost:
+                return NumericsResult(False, risk, math.inf, tolerance, index,
+                                      f"request {index}: {lost} where the baseline's outputs are finite")
             worst = max(worst, float((got - want).abs().max() / want.abs().max().clamp_min(1e-12)))
         scores = expected[0] if expected else None
         if scores is not None and scores.dim() >= 1 and scores.shape[-1] > 1:
@@ -261,6 +266,17 @@ def compare_served(candidate: Optional[str], reference: Optional[str], risk: str
                               f"top-1 agrees on {agreement:.1%} of rows, under {min_top1:.1%}")
     return NumericsResult(True, risk, worst, tolerance, len(theirs),
                           f"outputs match on {len(theirs)} requests" + (f", top-1 agreement {agreement:.1%}" if rows else ""))
+
+
+def non_finite_where_finite(got, want) -> str:
+    """The count of NaN or infinite outputs whose reference is finite, in words; "" for none.
+    A NaN compares as no difference under max(), so it is looked for first: an answer of NaN is
+    never "outputs match"."""
+    if not (got.is_floating_point() or got.is_complex()):
+        return ""
+    bad = ~got.isfinite() & want.isfinite() if (want.is_floating_point() or want.is_complex()) else ~got.isfinite()
+    count = int(bad.sum())
+    return f"{count} of {got.numel()} outputs are NaN or infinite" if count else ""
 
 
 def compare_frames(candidate: Optional[str], baseline: Optional[str], risk: str, rtol: float,

@@ -389,3 +389,21 @@ def test_a_dtype_clash_between_autocast_and_int8_layers_names_both_recipes():
     for alone in ({"amp.dtype": "bfloat16", "inference_mode.enabled": True}, {"quantize_dynamic.dtype": "qint8"}):
         served = make_server(prepare_model(model, alone, torch.device("cpu")), None, alone, torch.device("cpu"))
         assert served([torch.randn(1, 8, 16)])[0].shape == (1, 8, 4)
+
+
+def test_a_nan_answer_never_matches_finite_outputs(tmp_path):
+    """max(worst, nan) keeps the old value, and one score a row has no top-1 to compare: an
+    all-NaN answer of shape [8, 1] once passed as "outputs match", for exact and tolerance alike."""
+    base = [[torch.randn(8, 1)] for _ in range(4)]
+    nan = [[torch.full((8, 1), float("nan"))] for _ in range(4)]
+    one_inf = [[t[0].clone()] for t in base]
+    one_inf[2][0][3, 0] = float("inf")
+    for name, outputs in (("base", base), ("nan", nan), ("inf", one_inf)):
+        torch.save(outputs, tmp_path / f"{name}.pt")
+    path = lambda name: str(tmp_path / f"{name}.pt")  # noqa: E731
+    for risk in ("exact", "tolerance"):
+        found = compare_served(path("nan"), path("base"), risk, 1e-2, 0.95)
+        assert not found.passed and "8 of 8 outputs are NaN or infinite where the baseline's outputs are finite" in found.note
+    found = compare_served(path("inf"), path("base"), "tolerance", 1e-2, 0.95)
+    assert not found.passed and found.note.startswith("request 2: 1 of 8")
+    assert compare_served(path("base"), path("base"), "exact", 1e-2, 0.95).passed
