@@ -195,9 +195,22 @@ def check_results_folder(path: Union[str, Path, None]) -> None:
 
 
 def start_children(config: AdvisorConfig) -> None:
-    """Training children fork from a server that preloads torch: start it now, in the background."""
+    """Training children fork from a server that preloads torch: start it now, in the background.
+    A script runs in a copy of the machine: where that cannot be had, say so before measuring."""
     from advisor.harness import launch
+    from advisor.harness.runner import sandboxed
     from advisor.kinds import kind_of
+
+    if sandboxed(config):
+        from advisor.errors import UserError
+        from advisor.harness.sandbox import unavailable
+
+        why = unavailable()
+        if why:
+            raise UserError(f"the script cannot run in its own copy of the machine here ({why}), which keeps every "
+                            "write and process of its runs from your files; run with --unsandboxed to measure it "
+                            "with advisor's in-interpreter hooks alone, which do not contain C code, child processes "
+                            "or writes outside its folder")
 
     if not kind_of(config.kind).fresh_children:
         launch.warm_up()

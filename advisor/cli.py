@@ -42,6 +42,12 @@ def main(argv: Optional[list[str]] = None) -> int:
         from advisor.harness.lifetime import SLOTS_ENV
 
         os.environ[SLOTS_ENV] = str(args.slots)  # read by every measurement, in this process and its children
+    if getattr(args, "unsandboxed", False):
+        import os
+
+        from advisor.harness.runner import UNSANDBOXED
+
+        os.environ[UNSANDBOXED] = "1"  # read by every measurement of a script
     stop_on_signals()
     from advisor.harness.lifetime import remove_orphaned_run_folders
 
@@ -185,6 +191,10 @@ def build_parser() -> argparse.ArgumentParser:
     for sub in (optimize, worker, diagnose):
         sub.add_argument("--slots", type=int, metavar="N",
                          help="measure at most N runs at once on this machine, across advisor processes (1: take turns)")
+        sub.add_argument("--unsandboxed", action="store_true",
+                         help="run a script without its own copy of the machine, where namespaces are not available: "
+                              "then only the interpreter's hooks keep its writes under its folder aside, and C code, "
+                              "child processes and paths elsewhere are not contained")
     report = command("report", run_report, "print the ranked recommendations of the latest session from MLflow")
     report.add_argument("--json", action="store_true", help="print them as JSON on stdout")
     report.add_argument("--html", action="store_true", help="write the session's report.html again, from what MLflow kept")

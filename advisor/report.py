@@ -498,13 +498,17 @@ def rewrites_section(row_functions: list[dict]) -> list[str]:
     return lines
 
 
-def writes_section(writes: Optional[list]) -> list[str]:
-    """A script's writes under its folder, each run's kept in advisor's scratch instead."""
+def writes_section(writes: Optional[list], sandboxed: bool = False) -> list[str]:
+    """What a script wrote in a run: in its copy of the machine (every path, anywhere), or, run
+    unsandboxed, under its folder, kept in advisor's scratch instead."""
     if not writes:
         return []
-    return ["", "## What the script wrote", "",
-            "Each run's writes under the script's folder went to advisor's scratch folder, not yours "
-            "(its later reads found them there); your files are as they were:", ""] + [f"- `{path}`" for path in writes]
+    where = ("Each run ran in its own copy of the machine: these writes, anywhere on it, went to the run's "
+             "scratch folder, and the processes it started ended with it; your files are as they were:"
+             if sandboxed else
+             "Each run's writes under the script's folder went to advisor's scratch folder, not yours "
+             "(its later reads found them there); your files are as they were:")
+    return ["", "## What the script wrote", "", where, ""] + [f"- `{path}`" for path in writes]
 
 
 def write_results(payload: dict, diagnosis_text: str, folder: Path) -> Path:
@@ -533,7 +537,8 @@ def write_results(payload: dict, diagnosis_text: str, folder: Path) -> Path:
     ]
     report += [f"- {name} not tried: {why}" for name, why in payload["recipes_skipped"].items()]
     report += rewrites_section(payload.get("row_functions", []))
-    report += writes_section((payload["baseline"]["measurement"].get("environment") or {}).get("writes"))
+    seen = payload["baseline"]["measurement"].get("environment") or {}
+    report += writes_section(seen.get("writes"), bool(seen.get("sandboxed")))
     report += ["", "## Plots", ""] + [f"![{figure.stem}]({figure.name})" for figure in figures]
     (folder / "report.md").write_text("\n".join(report) + "\n")
     return folder

@@ -372,4 +372,4 @@ def run_pipeline(config: AdvisorConfig, spec: dict) -> dict:
 def run_script(config: AdvisorConfig, spec: dict) -> dict:
     from advisor.harness import script
 
-    return script.run(config, spec["plan"], spec["mode"], spec["steps"], spec["scratch"])
+    return script.run(config, spec["plan"], spec["mode"], spec["steps"], spec["scratch"], bool(spec.get("sandbox")))

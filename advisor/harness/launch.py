@@ -116,5 +116,14 @@ def _child(spec_path: str, result_path: str, log_path: str) -> None:
         from advisor.harness.cgroups import join
 
         join(spec["cgroup"])
+    sandboxed = bool(spec.get("sandbox"))
+    if sandboxed:  # from here on, a copy of the machine (`advisor.harness.sandbox`)
+        from advisor.harness.sandbox import enter
+
+        enter(spec["scratch"])
     limit_data_segment(spec["memory_limit_mb"])
-    main(spec_path, result_path, interpreter)
+    code = main(spec_path, result_path, interpreter)
+    if sandboxed:  # pid 1 of the run: its end ends the script's threads and processes, not a wait on them
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)

@@ -53,7 +53,7 @@ def run_measurement(
         spec_path.write_text(json.dumps({"config": str(config_path), "config_pickle": config_pickle, "plan": plan, "mode": mode, "steps": steps,
                                           "output": str(output_path) if output_path else None,
                                           "memory_limit_mb": limit_mb, "cgroup": str(group) if group else None,
-                                          "scratch": folder, "observer": os.getpid(),
+                                          "scratch": folder, "observer": os.getpid(), "sandbox": sandboxed(config),
                                           "progress": str(progress_path) if watch else None}))
         started = time.perf_counter()
         child = launch.start(str(spec_path), str(result_path), str(log_path), fresh=fresh)
@@ -100,6 +100,15 @@ def run_measurement(
         fields.update(peak_memory_mb=memory["peak_mb"], memory_source=memory["method"])
     fields["gpu"] = sampler.gpu_summary(tuple(window) if window else None)
     return Measurement.from_dict({**fields, "mode": mode, "plan": plan, "wall_s": wall_s})
+
+
+UNSANDBOXED = "ADVISOR_UNSANDBOXED"  # set by `--unsandboxed`: a script runs under the interpreter's hooks alone
+
+
+def sandboxed(config) -> bool:
+    """Whether a run goes into a copy of the machine: a script's, unless the user chose to run
+    it without one (`--unsandboxed`)."""
+    return getattr(config, "kind", None) == "script" and not os.environ.get(UNSANDBOXED)
 
 
 def _config_for_child(config, folder: Path) -> tuple[Path, Optional[str]]:

@@ -113,8 +113,10 @@ class Steps:
         return [later - earlier for earlier, later in zip(timed, timed[1:])]
 
 
-def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str) -> dict:
-    """Runs the script until its timed window is measured; returns the measurement fields."""
+def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str, in_copy: bool = False) -> dict:
+    """Runs the script until its timed window is measured; returns the measurement fields.
+    `in_copy`: the run is in a copy of the machine (`advisor.harness.sandbox`), whose layers say
+    what it wrote; else the interpreter's hooks keep its writes under its folder aside."""
     workload = config.workload
     script = (config.root / workload.script).resolve()
     device, default_threads = prepare_process(config, plan)
@@ -133,7 +135,8 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str) 
         stack.enter_context(waits_timed(record, replay=mode == "synthetic"))
         stack.enter_context(forward_wrapped(scope, compiling(plan, record, seen), config.root, seen))
         stack.enter_context(loaders_set(plan, config.root, seen))
-        stack.enter_context(writes_kept_in(config.root, Path(scratch) / "writes", writes))
+        if not in_copy:  # only without a copy of the machine: hooks that keep the folder's writes aside
+            stack.enter_context(writes_kept_in(config.root, Path(scratch) / "writes", writes))
         stack.enter_context(as_main(script, [str(arg) for arg in workload.args], config.root, printed))
         stack.enter_context(first_step_by(max(1.0, config.measure.timeout_s - NO_STEP_MARGIN_S), record))
         outcome = run_script(script, workload.script)
@@ -143,8 +146,12 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str) 
     wall = sum(step_s)
     (started_at, cpu_start, busy_start), (ended_at, cpu_end, busy_end) = record.marks["start"], record.marks["end"]
     fields = step_statistics(step_s, record.waits, [0.0] * len(step_s), len(step_s))
+    if in_copy:
+        from advisor.harness.sandbox import describe, writes as written
+
+        writes = [describe(entry) for entry in written(scratch)]
     environment = {"device": device.type, "default_threads": default_threads, "torch": torch.__version__,
-                   "writes": sorted(set(writes)), **seen}
+                   "writes": sorted(set(writes)), "sandboxed": in_copy, **seen}
     fields.update(losses=record.losses, parameters=record.checksums, environment=environment, device=device.type,
                   sample_probe=record.sample_probe(),
                   setup_s=record.ends[0] - started, window=(started_at, ended_at),

@@ -1,0 +1,163 @@
+"""A script runs in a copy of the machine: every byte outside advisor's own results is as it
+was, whichever call wrote it, and every process it started ends with its run, even when
+advisor is killed with SIGKILL. Each leak below was once seen under the interpreter's hooks."""
+
+import hashlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from advisor.harness.sandbox import unavailable
+from conftest import ROOT
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.skipif(unavailable() is not None, reason=f"no namespaces here: {unavailable()}")]
+
+# Every shape of write and process a script was seen to leak through the hooks, then a short training loop.
+HOSTILE = '''
+import atexit, multiprocessing, os, shutil, sqlite3, subprocess, sys, threading, time
+import numpy as np, pandas as pd, torch
+
+OUTSIDE, MARK = sys.argv[1], sys.argv[2]
+torch.save({"w": 1}, os.path.join(OUTSIDE, "ckpt.pt"))                  # an absolute path: the commonest shape
+os.makedirs(os.path.expanduser("~/.cache/job"), exist_ok=True)         # $HOME
+open(os.path.expanduser("~/.cache/job/state"), "w").write("x")
+os.truncate("data.txt", 0)                                             # calls the hooks never saw
+shutil.rmtree("results")
+os.rmdir("empty")
+np.savetxt("table.txt", np.zeros(3))
+pd.DataFrame({"a": [1]}).to_parquet("frame.parquet")
+folder = os.open(".", os.O_RDONLY)
+os.close(os.open("via_dir_fd.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=folder))
+os.chmod("data.txt", 0o600)
+os.utime("table.txt", (0, 0))
+shutil.copy("table.txt", "table.copy")                                  # copymode on a path that is new
+os.close(os.open("existing.txt", os.O_WRONLY | os.O_TRUNC))              # O_TRUNC of a file that exists
+subprocess.run(["touch", "touched.txt"], check=True)                     # a child process
+with multiprocessing.Pool(2) as pool:                                    # a pool of the script's own
+    pool.map(os.path.exists, ["x", "y"])
+sqlite3.connect("store.db").execute("create table t (x)")
+os.chdir(OUTSIDE)                                                        # a write after chdir elsewhere
+open("after_chdir.txt", "w").write("x")
+os.chdir(os.path.dirname(os.path.abspath(__file__)))
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", MARK], start_new_session=True)  # a detached helper
+threading.Thread(target=lambda: [time.sleep(0.05) for _ in iter(int, 1)]).start()  # a non-daemon heartbeat
+atexit.register(lambda: open(os.path.join(OUTSIDE, "atexit.txt"), "w").write("x"))
+model = torch.nn.Linear(8, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(int(sys.argv[3])):
+    loss = model(torch.randn(16, 8)).square().mean()
+    optimizer.zero_grad(); loss.backward(); optimizer.step()
+    time.sleep(0.01)
+'''
+
+
+def digest(folder: Path) -> dict:
+    """Every path under the folder: its bytes' hash, its mode and its modification time."""
+    found = {}
+    for path in sorted(folder.rglob("*")):
+        info = path.lstat()
+        found[str(path.relative_to(folder))] = (hashlib.sha1(path.read_bytes()).hexdigest() if path.is_file() else "dir",
+                                                info.st_mode, info.st_mtime_ns)
+    return found
+
+
+# A helper started in a session of its own, then a long training loop.
+DETACHED = '''
+import subprocess, sys, time
+import torch
+subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", sys.argv[2]], start_new_session=True)
+model = torch.nn.Linear(8, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(int(sys.argv[3])):
+    loss = model(torch.randn(16, 8)).square().mean()
+    optimizer.zero_grad(); loss.backward(); optimizer.step()
+    time.sleep(0.01)
+'''
+
+
+def layout(tmp_path: Path, steps: int, script: str = HOSTILE) -> tuple[Path, Path, Path, dict]:
+    """The user's folder (reached through a symlink), a folder outside it, a home; their files."""
+    real, outside, home = tmp_path / "real", tmp_path / "outside", tmp_path / "home"
+    for folder in (real / "results", real / "empty", outside, home):
+        folder.mkdir(parents=True)
+    (real / "train.py").write_text(script)
+    for name, text in (("data.txt", "the user's data"), ("table.txt", "1 2 3"), ("existing.txt", "kept"),
+                       ("results/run1.json", "{}")):
+        (real / name).write_text(text)
+    (outside / "ckpt.pt").write_text("PRECIOUS")
+    linked = tmp_path / "linked"
+    linked.symlink_to(real)
+    mark = f"advisor-sandbox-{uuid.uuid4().hex}"
+    env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "HOME": str(home),
+           "PYTHONUNBUFFERED": "1", "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, "-m", "advisor.cli", "diagnose", "--json", "--", "python", "train.py", str(outside), mark,
+               str(steps)]
+    return linked, outside, home, {"command": command, "env": env, "mark": mark}
+
+
+def marked(mark: str) -> list[psutil.Process]:
+    found = []
+    for process in psutil.process_iter(["cmdline"]):
+        if mark in " ".join(process.info["cmdline"] or []):
+            found.append(process)
+    return found
+
+
+def test_every_write_of_a_hostile_script_stays_in_its_copy_and_its_processes_end(tmp_path):
+    linked, outside, home, run = layout(tmp_path, 400)
+    before = {folder: digest(folder) for folder in (tmp_path / "real", outside, home)}
+    done = subprocess.run(run["command"], cwd=linked, env=run["env"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for folder, was in before.items():
+        assert digest(folder) == was, f"{folder} changed"
+    assert not marked(run["mark"]), "the detached helper outlived its run"
+    writes = json.loads(done.stdout)["evidence"]["runs"]["full"]["environment"]["writes"]
+    listed = "\n".join(writes)
+    for path in ("outside/ckpt.pt", "home/.cache/job/state", "real/data.txt", "real/results (deleted)",
+                 "real/table.txt", "real/frame.parquet", "real/via_dir_fd.txt", "real/touched.txt", "real/store.db",
+                 "outside/after_chdir.txt"):
+        assert path in listed, f"{path} not listed among the run's writes:\n{listed}"
+
+
+def test_kill_9_of_advisor_leaves_no_process_of_the_run(tmp_path):
+    linked, outside, home, run = layout(tmp_path, 100_000, DETACHED)
+    advisor = subprocess.Popen(run["command"], cwd=linked, env=run["env"], stdout=subprocess.DEVNULL,
+                               stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 120
+    while not marked(run["mark"]) and time.monotonic() < deadline:  # the script is in its loop
+        time.sleep(0.2)
+    assert marked(run["mark"]), "the script never started its helper"
+    tree = [p.pid for p in psutil.Process(advisor.pid).children(recursive=True)]
+    os.kill(advisor.pid, signal.SIGKILL)
+    advisor.wait()
+    time.sleep(5)
+    alive = [pid for pid in tree if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    left = marked(run["mark"])
+    for process in left:  # the test's own cleanup, where the run failed it
+        process.kill()
+    assert not alive and not left, f"left running: {alive}, the helper {left}"
+
+
+def test_without_namespaces_a_script_is_refused_in_one_line_naming_the_way_out(tmp_path, monkeypatch):
+    from advisor import api
+    from advisor.config import parse_config
+    from advisor.errors import UserError
+    from advisor.harness import sandbox
+
+    (tmp_path / "train.py").write_text("print('never run')")
+    config = parse_config({"name": "s", "workload": {"kind": "script", "script": "train.py"}}, tmp_path / "advisor.yaml")
+    monkeypatch.setattr(sandbox, "_probed", True)
+    monkeypatch.setattr(sandbox, "_unavailable", "unshare: Operation not permitted")
+    with pytest.raises(UserError, match=r"\(unshare: Operation not permitted\).*--unsandboxed"):
+        api.start_children(config)
+    monkeypatch.setenv("ADVISOR_UNSANDBOXED", "1")
+    api.start_children(config)  # the user chose the hooks alone
