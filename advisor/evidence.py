@@ -127,7 +127,13 @@ def describe_run(run: Measurement) -> str:
         ops = run.operators
         return f"{ops.get('ops_per_step', 0):.0f} operators per {ops.get('per', 'step')}, {run.wall_s:.1f} s"
     busy = f"; other processes took {run.other_cpu_share:.0%} of the CPU" if run.other_cpu_share >= BUSY_SHARE else ""
-    return f"{run.samples_per_s:,.0f} samples/s, step p50 {run.step_ms_p50:.1f} ms, {run.wall_s:.1f} s{busy}"
+    return f"{run.samples_per_s:,.0f} {rate_unit(run)}, step p50 {run.step_ms_p50:.1f} ms, {run.wall_s:.1f} s{busy}"
+
+
+def rate_unit(run: Measurement) -> str:
+    """A training run's rate: samples/s, or what the run says it counted (a script's steps/s:
+    advisor sees its steps, not its batches)."""
+    return run.environment.get("unit", "samples/s")
 
 
 def with_derived(evidence: Evidence) -> Evidence:

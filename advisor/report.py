@@ -10,7 +10,7 @@ from typing import Optional
 from advisor.advice import larger_batch, larger_batch_line
 from advisor.capacity import capacity_sentence
 from advisor.diagnosis import THRESHOLDS, Diagnosis, Finding, gpu_line
-from advisor.evidence import Evidence
+from advisor.evidence import Evidence, rate_unit
 from advisor.measure import BUSY_SHARE, epoch_of
 from advisor.verify import ANSWERED, BUSY_REASON
 
@@ -60,7 +60,7 @@ def training_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
     lines = []
     if full.ok:
         lines.append(
-            f"throughput  {full.samples_per_s:,.0f} samples/s on {full.device}"
+            f"throughput  {full.samples_per_s:,.0f} {rate_unit(full)} on {full.device}"
             f"   step p50 {full.step_ms_p50:.1f} ms, p95 {full.step_ms_p95:.1f} ms"
         )
         if full.epoch.get("end_s") is not None:
@@ -511,6 +511,16 @@ def writes_section(writes: Optional[list], sandboxed: bool = False) -> list[str]
     return ["", "## What the script wrote", "", where, ""] + [f"- `{path}`" for path in writes]
 
 
+def ended_section(names: Optional[list]) -> list[str]:
+    """The processes a script's run left running at its end, which ended with it."""
+    if not names:
+        return []
+    counted = {name: names.count(name) for name in sorted(set(names))}
+    listed = ", ".join(f"{name}" + (f" x{count}" if count > 1 else "") for name, count in counted.items())
+    return ["", f"The script started processes that were still running when its run ended ({listed}): they were "
+                "ended with the run, as every process of a run is."]
+
+
 def write_results(payload: dict, diagnosis_text: str, folder: Path) -> Path:
     """Writes recommendations.json, report.md and the plots into `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
@@ -539,6 +549,7 @@ def write_results(payload: dict, diagnosis_text: str, folder: Path) -> Path:
     report += rewrites_section(payload.get("row_functions", []))
     seen = payload["baseline"]["measurement"].get("environment") or {}
     report += writes_section(seen.get("writes"), bool(seen.get("sandboxed")))
+    report += ended_section(seen.get("ended_processes"))
     report += ["", "## Plots", ""] + [f"![{figure.stem}]({figure.name})" for figure in figures]
     (folder / "report.md").write_text("\n".join(report) + "\n")
     return folder

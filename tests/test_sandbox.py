@@ -120,7 +120,9 @@ def test_every_write_of_a_hostile_script_stays_in_its_copy_and_its_processes_end
     for folder, was in before.items():
         assert digest(folder) == was, f"{folder} changed"
     assert not marked(run["mark"]), "the detached helper outlived its run"
-    writes = json.loads(done.stdout)["evidence"]["runs"]["full"]["environment"]["writes"]
+    environment = json.loads(done.stdout)["evidence"]["runs"]["full"]["environment"]
+    assert environment["sandboxed"] and "python" in " ".join(environment["ended_processes"])
+    writes = environment["writes"]
     listed = "\n".join(writes)
     for path in ("outside/ckpt.pt", "home/.cache/job/state", "real/data.txt", "real/results (deleted)",
                  "real/table.txt", "real/frame.parquet", "real/via_dir_fd.txt", "real/touched.txt", "real/store.db",
@@ -161,3 +163,34 @@ def test_without_namespaces_a_script_is_refused_in_one_line_naming_the_way_out(t
         api.start_children(config)
     monkeypatch.setenv("ADVISOR_UNSANDBOXED", "1")
     api.start_children(config)  # the user chose the hooks alone
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="mounts a small tmpfs: root only")
+def test_a_full_disk_under_the_runs_copy_is_one_line_naming_where(tmp_path):
+    """The script fills the file system its run's writes go to: each run fails saying where,
+    and nothing of the user's is touched."""
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=48m", "tmpfs", str(small)], check=True)
+    try:
+        (tmp_path / "train.py").write_text(FILLS_THE_DISK)
+        env = {**os.environ, "TMPDIR": str(small), "PYTHONPATH": str(ROOT)}
+        done = subprocess.run([sys.executable, "-m", "advisor.cli", "diagnose", "--", "python", "train.py"],
+                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=True)
+    assert done.returncode != 0 and "Traceback" not in done.stderr
+    assert "out of disk: " in done.stderr and f"every write are kept under {small}" in done.stderr.replace(
+        "write under", "write are kept under").replace("every write, are", "every write are")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["small", "train.py"]
+
+
+FILLS_THE_DISK = '''
+import os, torch
+model = torch.nn.Linear(8, 2); optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(100000):
+    loss = model(torch.randn(16, 8)).square().mean(); optimizer.zero_grad(); loss.backward(); optimizer.step()
+    if step == 5:
+        with open("big.bin", "wb") as handle:
+            handle.write(os.urandom(80 * 2**20))
+'''

@@ -8,6 +8,7 @@ status "ok" with the measurement fields, "invalid" when the user's workload brea
 from __future__ import annotations
 
 import json
+import os
 import sys
 import traceback
 from typing import Optional
@@ -15,6 +16,7 @@ from typing import Optional
 from advisor.errors import UserError
 
 OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory", "MemoryError")
+DISK_FULL = "No space left on device"  # ENOSPC's words
 
 
 def main(spec_path: str, result_path: str, interpreter: str = "") -> int:
@@ -28,7 +30,12 @@ def main(spec_path: str, result_path: str, interpreter: str = "") -> int:
             reason = f"{spec['config']}: {reason}"
         result = {"status": "invalid", "reason": reason}
     except BaseException as exc:  # a failed trial is data for the parent, never a lost study
-        result = {"status": "failed", "reason": failure_reason(exc, spec.get("plan") or {})}
+        reason = failure_reason(exc, spec.get("plan") or {})
+        if spec.get("sandbox") and DISK_FULL in reason:
+            reason = (f"out of disk: the run's copy of the machine keeps every write under "
+                      f"{os.path.dirname(spec['scratch'])}, whose file system is full; free room there, or set TMPDIR "
+                      f"to a folder with room ({reason})")
+        result = {"status": "failed", "reason": reason}
         traceback.print_exc()
     with open(result_path, "w") as handle:
         json.dump(result, handle)

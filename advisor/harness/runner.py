@@ -67,8 +67,9 @@ def run_measurement(
             if group:
                 cgroups.remove(group)
         wall_s = time.perf_counter() - started
-        result = json.loads(result_path.read_text()) if result_path.exists() else None
+        result = read_result(result_path)
         log_tail = log_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:] if log_path.exists() else ""
+        full = disk_full(folder) if result is None else ""
 
     if result and result["status"] == "invalid":
         raise WorkloadInvalid(result["reason"])
@@ -88,7 +89,7 @@ def run_measurement(
         return Measurement.failed(mode, plan, f"over the memory budget: the kernel killed it at memory.max "
                                               f"({memory_limit_mb:,.0f} MB), peak {cgroup_peak:,.0f} MB", **common)
     if result is None:
-        return Measurement.failed(mode, plan, _death_reason(child.exitcode, log_tail), **common)
+        return Measurement.failed(mode, plan, full or _death_reason(child.exitcode, log_tail), **common)
     if result["status"] == "failed":
         return Measurement.failed(mode, plan, budget_reason(result["reason"], memory_limit_mb), **common)
 
@@ -109,6 +110,30 @@ def sandboxed(config) -> bool:
     """Whether a run goes into a copy of the machine: a script's, unless the user chose to run
     it without one (`--unsandboxed`)."""
     return getattr(config, "kind", None) == "script" and not os.environ.get(UNSANDBOXED)
+
+
+def read_result(path: Path) -> Optional[dict]:
+    """The child's result; None where it wrote none, or could not finish writing it (a full disk)."""
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+DISK_ROOM_BYTES = 1 << 20  # less free than this where the run kept its files: its disk filled up
+
+
+def disk_full(folder: str) -> str:
+    """Why a run left no result, where its folder's file system is full; "" otherwise. A script's
+    copy of the machine keeps every write of the run there."""
+    try:
+        stats = os.statvfs(folder)
+    except OSError:
+        return ""
+    if stats.f_bavail * stats.f_frsize >= DISK_ROOM_BYTES:
+        return ""
+    return (f"out of disk: the run's files, and a script's every write, are kept under {Path(folder).parent}, whose "
+            "file system is full; free room there, or set TMPDIR to a folder with room")
 
 
 def _config_for_child(config, folder: Path) -> tuple[Path, Optional[str]]:

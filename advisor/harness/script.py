@@ -151,7 +151,8 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str, 
 
         writes = [describe(entry) for entry in written(scratch)]
     environment = {"device": device.type, "default_threads": default_threads, "torch": torch.__version__,
-                   "writes": sorted(set(writes)), "sandboxed": in_copy, **seen}
+                   "writes": sorted(set(writes)), "sandboxed": in_copy, "unit": "steps/s",
+                   "ended_processes": alive_beside_me() if in_copy else [], **seen}
     fields.update(losses=record.losses, parameters=record.checksums, environment=environment, device=device.type,
                   sample_probe=record.sample_probe(),
                   setup_s=record.ends[0] - started, window=(started_at, ended_at),
@@ -160,6 +161,19 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str, 
     if profiler is not None:
         fields["operators"] = profiler.summary(steps, wall)
     return fields
+
+
+def alive_beside_me() -> list[str]:
+    """The other processes of the run's pid namespace at its window's end, by name: the script's
+    DataLoader workers, helpers and children, each ended with the run (pid 1's end ends them)."""
+    names = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit() and int(entry) != os.getpid():
+            try:
+                names.append(Path(f"/proc/{entry}/comm").read_text().strip())
+            except OSError:
+                continue  # ended meanwhile
+    return sorted(names)
 
 
 def run_script(script: Path, named: str) -> Optional[str]:

@@ -1,0 +1,80 @@
+"""Whether advisor measures a script at the speed the script runs by hand: the baseline rate of
+`advisor diagnose -- python SCRIPT` (its full run, in the run's copy of the machine) against the
+script's own log of steps/s, rounds interleaved; also `--unsandboxed` (the interpreter's hooks
+alone) beside them, to show what the copy costs.
+
+    python -m experiments.script_overhead [cnn] [gpt] [--rounds 4]
+
+Two script shapes: a DataLoader over a Dataset (experiments/workloads/scripts/cnn_train.py,
+its storage latency set to zero: compute-bound) and tokens sliced from a memory-mapped file with
+no DataLoader (gpt_memmap.py, nanoGPT's shape). The bar: advisor's rate within 5% of the
+script's own.
+"""
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from experiments.scripts import plain_rate
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPTS = ROOT / "experiments" / "workloads" / "scripts"
+BAR = 0.05
+SHAPES = {  # script, its arguments by hand (3 epochs: the first, warming, is left out), advisor's (long enough)
+    "cnn": ("cnn_train.py", ("--epochs", "3", "--latency-ms", "0", "--images", "2048"),
+            ("--epochs", "100", "--latency-ms", "0", "--images", "2048")),
+    "gpt": ("gpt_memmap.py", ("--epochs", "3", "--steps", "40"), ("--epochs", "100", "--steps", "40")),
+}
+
+
+def advisor_rate(folder: Path, script: str, args: tuple[str, ...], unsandboxed: bool) -> float:
+    """Steps/s of the baseline's full run, as `advisor diagnose --json` measured it."""
+    command = [sys.executable, "-m", "advisor.cli", "diagnose", "--json", "-q",
+               *(["--unsandboxed"] if unsandboxed else []), "--", "python", script, *args]
+    output = subprocess.run(command, cwd=folder, capture_output=True, text=True, check=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)}).stdout
+    return json.loads(output)["evidence"]["runs"]["full"]["samples_per_s"]
+
+
+def measure(name: str, rounds: int) -> None:
+    from advisor.verify import paired_interval
+
+    script, by_hand_args, advisor_args = SHAPES[name]
+    with tempfile.TemporaryDirectory() as temporary:
+        folder = Path(temporary)
+        shutil.copy(SCRIPTS / script, folder / script)
+        if name == "gpt":
+            subprocess.run([sys.executable, script, "--make-data"], cwd=folder, check=True)
+        arms = {"by hand": lambda: plain_rate(folder, script, by_hand_args, {"HOME": temporary}),
+                "advisor": lambda: advisor_rate(folder, script, advisor_args, False),
+                "unsandboxed": lambda: advisor_rate(folder, script, advisor_args, True)}
+        ratios: dict[str, list[float]] = {"advisor": [], "unsandboxed": []}
+        for index in range(rounds):
+            order = list(arms) if index % 2 == 0 else list(arms)[::-1]
+            rates = {arm: arms[arm]() for arm in order}
+            for arm in ratios:
+                ratios[arm].append(rates[arm] / rates["by hand"])
+            print(f"{name}: round {index + 1}: " + ", ".join(f"{arm} {rate:.2f} steps/s" for arm, rate in rates.items()),
+                  flush=True)
+    for arm, values in ratios.items():
+        ratio, low, high = paired_interval(values)
+        verdict = "within" if abs(ratio - 1) <= BAR else "OUTSIDE"
+        print(f"{name}: {arm} / by hand {ratio:.3f} ({low:.3f}-{high:.3f}), {verdict} {BAR:.0%}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("names", nargs="*", default=list(SHAPES))
+    parser.add_argument("--rounds", type=int, default=4)
+    args = parser.parse_args()
+    for name in args.names:
+        measure(name, args.rounds)
+
+
+if __name__ == "__main__":
+    main()
