@@ -309,7 +309,8 @@ def test_a_scripts_dataloader_is_set_from_outside_verified_and_anchored_at_its_l
     line = next(number for number, text in enumerate(script.splitlines(), 1) if "DataLoader(" in text and "=" in text)
     assert f"# cnn_train.py:{line}: loader = DataLoader(" in best["snippet"] and "num_workers=" in best["snippet"], best["snippet"]
     report = (Path(ranking["results"]) / "report.md").read_text()
-    assert "## What the script wrote" in report and "- `metrics.json`" in report and "- `runs/checkpoint.pt`" in report, report
+    assert "## What the script wrote" in report and "own copy of the machine" in report, report
+    assert f"- `{tmp_path}/metrics.json (" in report and f"- `{tmp_path}/runs/checkpoint.pt (" in report, report
     after = folder_digest(tmp_path)
     assert {name: after.get(name) for name in before} == before
     new = {name.split("/")[0] for name in set(after) - set(before)}
