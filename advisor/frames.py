@@ -40,6 +40,30 @@ def comparable(frame: "pd.DataFrame") -> "pd.DataFrame":
     return frame.reset_index(drop=row_labels)
 
 
+def keep_frame(frame: "pd.DataFrame", path) -> None:
+    """Writes an output frame for the comparison as Parquet, a format that holds data and never
+    code (a frame read back from disk must not run anything). Columns of Python objects Parquet
+    cannot type are kept as the text the comparison reads them as (`tabular`)."""
+    frame = comparable(frame)
+    try:
+        frame.to_parquet(path)
+        return
+    except (TypeError, ValueError, ImportError, ArithmeticError) as first:  # pyarrow's ArrowInvalid is a ValueError
+        problem = first
+    texts = {name: frame[name].astype(object).where(frame[name].notna(), None).astype(str)
+             for name in frame.columns if frame[name].dtype == object}
+    try:
+        frame.assign(**texts).to_parquet(path)
+    except (TypeError, ValueError, ArithmeticError):
+        raise problem from None
+
+
+def read_kept(path) -> "pd.DataFrame":
+    import pandas as pd
+
+    return pd.read_parquet(path)
+
+
 def plain_difference(mine, theirs, rtol: float, reference: str = "the baseline's") -> tuple[float, Optional[str]]:
     """Two plain frames (`tabular`) of the same columns and length: the worst relative float
     difference, and the first column and row where they disagree (None when they agree)."""

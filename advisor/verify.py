@@ -16,7 +16,7 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional, Sequence, Union
 
-from advisor.frames import plain_difference, shape_difference, tabular
+from advisor.frames import plain_difference, read_kept, shape_difference, tabular
 from advisor.measure import BUSY_SHARE, Measurement
 from advisor.outputs import own_output
 
@@ -281,14 +281,15 @@ def non_finite_where_finite(got, want) -> str:
 
 def compare_frames(candidate: Optional[str], baseline: Optional[str], risk: str, rtol: float,
                    order_matters: bool) -> NumericsResult:
-    """Compares two pipeline outputs (pickled frames): the same columns and rows, text and
+    """Compares two pipeline outputs (Parquet files): the same columns and rows, text and
     integers equal, floats within `rtol`; as sets of rows where order does not matter. Dtypes
     may differ (Arrow-backed, categorical): the values are what must match."""
-    import pandas as pd
-
     if not candidate or not baseline:
         return NumericsResult(False, risk, math.inf, rtol, 0, "no output to compare")
-    mine, theirs = pd.read_pickle(candidate), pd.read_pickle(baseline)
+    try:
+        mine, theirs = read_kept(candidate), read_kept(baseline)
+    except (OSError, ValueError) as exc:  # pyarrow's errors for a file that is not Parquet are ValueErrors
+        return NumericsResult(False, risk, math.inf, rtol, 0, f"a kept output is not a readable Parquet file ({exc})"[:300])
     misshapen = shape_difference(mine, theirs)
     if misshapen:
         return NumericsResult(False, risk, math.inf, rtol, 0, misshapen)

@@ -96,16 +96,53 @@ def test_used_columns_are_detected_by_dropping_each():
 
 def test_compare_frames(tmp_path):
     base = pd.DataFrame({"key": [1, 2, 3], "amount": [1.0, 2.0, 3.0]})
-    paths = {name: tmp_path / f"{name}.pkl" for name in ("base", "shuffled", "close", "changed")}
-    base.to_pickle(paths["base"])
-    base.iloc[::-1].reset_index(drop=True).to_pickle(paths["shuffled"])
-    base.assign(amount=base.amount * (1 + 1e-12)).to_pickle(paths["close"])
-    base.assign(amount=[1.0, 2.0, 3.5]).to_pickle(paths["changed"])
+    paths = {name: tmp_path / f"{name}.parquet" for name in ("base", "shuffled", "close", "changed")}
+    base.to_parquet(paths["base"])
+    base.iloc[::-1].reset_index(drop=True).to_parquet(paths["shuffled"])
+    base.assign(amount=base.amount * (1 + 1e-12)).to_parquet(paths["close"])
+    base.assign(amount=[1.0, 2.0, 3.5]).to_parquet(paths["changed"])
     assert compare_frames(str(paths["shuffled"]), str(paths["base"]), "exact", 1e-9, order_matters=False).passed
     assert not compare_frames(str(paths["shuffled"]), str(paths["base"]), "exact", 1e-9, order_matters=True).passed
     assert compare_frames(str(paths["close"]), str(paths["base"]), "exact", 1e-9, order_matters=True).passed
     changed = compare_frames(str(paths["changed"]), str(paths["base"]), "exact", 1e-9, order_matters=False)
     assert not changed.passed and "over the" in changed.note
+
+
+class Planted:
+    """What an attacker's pickle would run as it loads: here, a file made."""
+
+    def __init__(self, marker):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (open, (self.marker, "w"))
+
+
+def test_a_planted_pickle_among_the_kept_outputs_is_never_unpickled(tmp_path):
+    """A kept output is read as Parquet, which holds data and no code: a pickle put in its place
+    (a journal entry pointing at it) fails the comparison, and runs nothing."""
+    import pickle
+
+    marker = tmp_path / "ran"
+    planted = tmp_path / "planted.parquet"
+    planted.write_bytes(pickle.dumps(Planted(str(marker))))
+    pd.DataFrame({"a": [1.0]}).to_parquet(tmp_path / "base.parquet")
+    found = compare_frames(str(planted), str(tmp_path / "base.parquet"), "exact", 1e-9, order_matters=True)
+    assert not found.passed and "not a readable Parquet file" in found.note
+    assert not marker.exists()
+
+
+def test_objects_parquet_cannot_type_are_kept_as_the_text_they_are_compared_as(tmp_path):
+    from advisor.frames import keep_frame, read_kept
+
+    frame = pd.DataFrame({"mixed": [1, "two", None, (3, 4)], "x": [1.0, 2.0, 3.0, 4.0]})
+    keep_frame(frame, tmp_path / "out.parquet")
+    kept = read_kept(tmp_path / "out.parquet")
+    mixed = kept["mixed"].tolist()
+    assert [mixed[0], mixed[1], mixed[3]] == ["1", "two", "(3, 4)"] and pd.isna(mixed[2])
+    assert kept["x"].tolist() == [1.0, 2.0, 3.0, 4.0]
+    keep_frame(frame, tmp_path / "again.parquet")
+    assert compare_frames(str(tmp_path / "out.parquet"), str(tmp_path / "again.parquet"), "exact", 1e-9, True).passed
 
 
 # ------------------------------------------------------------------ harness and diagnosis
@@ -114,15 +151,15 @@ def test_compare_frames(tmp_path):
 def test_stages_are_timed_and_output_kept(tmp_path):
     (tmp_path / "out").mkdir()  # a sink in a folder that does not exist is a config error
     path = pipeline_config(tmp_path, sink="out/totals.parquet")
-    run = measure(path, tmp_path / "base.pkl")
+    run = measure(path, tmp_path / "base.parquet")
     assert run.ok, run.reason
     assert run.samples == 20_000 and run.samples_per_s > 0
     assert {"read", "transform", "write"} <= set(run.stages) and run.stages["read"]["wall_s"] > 0
     assert list((tmp_path / "out").iterdir()) == [], "the write is timed into advisor's own run folder, never the user's sink"
-    assert len(pd.read_pickle(tmp_path / "base.pkl")) == 50
-    chunked = measure(path, tmp_path / "chunked.pkl", **{"pipeline.chunksize": 3_000})
+    assert len(pd.read_parquet(tmp_path / "base.parquet")) == 50
+    chunked = measure(path, tmp_path / "chunked.parquet", **{"pipeline.chunksize": 3_000})
     assert chunked.ok and chunked.stages["combine"]["wall_s"] > 0
-    assert compare_frames(str(tmp_path / "chunked.pkl"), str(tmp_path / "base.pkl"), "tolerance", 1e-9, False).passed
+    assert compare_frames(str(tmp_path / "chunked.parquet"), str(tmp_path / "base.parquet"), "tolerance", 1e-9, False).passed
 
 
 def test_rowwise_apply_is_diagnosed_with_its_line_and_vectorised_advice(tmp_path):
@@ -160,7 +197,7 @@ def test_over_budget_pipeline_completes_under_the_budget_with_equal_output(tmp_p
     path = pipeline_config(tmp_path, 1_500_000)
     budget = 200
     yaml_with(path, constraints={"max_memory_mb": budget}, search={"recipes": ["chunked"], "trials": 3, "verify_top": 1})
-    unconstrained = measure(path, tmp_path / "whole.pkl")
+    unconstrained = measure(path, tmp_path / "whole.parquet")
     assert unconstrained.ok and unconstrained.peak_memory_mb > budget, unconstrained.peak_memory_mb
     result = run_cli("optimize", str(path), timeout=600)
     assert result.returncode == 0, result.stderr[-3000:]
@@ -169,18 +206,18 @@ def test_over_budget_pipeline_completes_under_the_budget_with_equal_output(tmp_p
     top = payload["recommendations"][0]
     assert top["verified"] and top["recipes"] == ["chunked"] and top["peak_memory_mb"] <= budget
     assert top["numerics"]["passed"]
-    assert measure(path, tmp_path / "chunked.pkl", **top["plan"]).ok
-    assert compare_frames(str(tmp_path / "chunked.pkl"), str(tmp_path / "whole.pkl"), "tolerance", 1e-9, False).passed
+    assert measure(path, tmp_path / "chunked.parquet", **top["plan"]).ok
+    assert compare_frames(str(tmp_path / "chunked.parquet"), str(tmp_path / "whole.parquet"), "tolerance", 1e-9, False).passed
 
 
 @pytest.mark.integration
 def test_dask_local_cluster_with_two_workers(tmp_path):
     path = pipeline_config(tmp_path, 40_000)
-    assert measure(path, tmp_path / "base.pkl").ok
-    run = measure(path, tmp_path / "dask.pkl", **{"pipeline.dask_workers": 2, "pipeline.dask_partitions": 4})
+    assert measure(path, tmp_path / "base.parquet").ok
+    run = measure(path, tmp_path / "dask.parquet", **{"pipeline.dask_workers": 2, "pipeline.dask_partitions": 4})
     assert run.ok, run.reason
     assert "cluster start" in run.stages and run.samples == 40_000
-    assert compare_frames(str(tmp_path / "dask.pkl"), str(tmp_path / "base.pkl"), "tolerance", 1e-9, False).passed
+    assert compare_frames(str(tmp_path / "dask.parquet"), str(tmp_path / "base.parquet"), "tolerance", 1e-9, False).passed
 
 
 @pytest.mark.integration
@@ -201,11 +238,11 @@ def test_dask_on_the_scheduler_the_config_names(tmp_path):
         with Client(address, timeout="60s") as client:
             client.wait_for_workers(1, timeout=60)
             path = pipeline_config(tmp_path, 40_000, dask={"scheduler": address})
-            assert measure(path, tmp_path / "base.pkl").ok
-            run = measure(path, tmp_path / "dask.pkl", **{"pipeline.dask_workers": 1, "pipeline.dask_partitions": 4})
+            assert measure(path, tmp_path / "base.parquet").ok
+            run = measure(path, tmp_path / "dask.parquet", **{"pipeline.dask_workers": 1, "pipeline.dask_partitions": 4})
             assert run.ok, run.reason
             assert "cluster start" in run.stages
-            assert compare_frames(str(tmp_path / "dask.pkl"), str(tmp_path / "base.pkl"), "tolerance", 1e-9, False).passed
+            assert compare_frames(str(tmp_path / "dask.parquet"), str(tmp_path / "base.parquet"), "tolerance", 1e-9, False).passed
             processed = client.run_on_scheduler(lambda dask_scheduler: dask_scheduler.transition_counter)
             assert processed > 0, "the partitions ran on the named cluster"
     finally:

@@ -19,11 +19,13 @@ OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory
 DISK_FULL = "No space left on device"  # ENOSPC's words
 
 
-def main(spec_path: str, result_path: str, interpreter: str = "") -> int:
+def main(spec_path: str, result_path: str, interpreter: str = "", config: Optional[bytes] = None) -> int:
+    """`config`: the config object pickled by value, as the parent handed it to this process at
+    its start (the Python API's); None: the spec's config file."""
     with open(spec_path) as handle:
         spec = json.load(handle)
     try:
-        result = {"status": "ok", **run_spec(spec), "interpreter": interpreter}
+        result = {"status": "ok", **run_spec(spec, config), "interpreter": interpreter}
     except UserError as exc:
         reason = str(exc)
         if not reason.startswith(spec["config"]):
@@ -42,22 +44,21 @@ def main(spec_path: str, result_path: str, interpreter: str = "") -> int:
     return 0
 
 
-def run_spec(spec: dict) -> dict:
+def run_spec(spec: dict, pickled: Optional[bytes] = None) -> dict:
     """Runs the spec's job through its kind's child entry (`CHILD_RUN`, named by its config
     section): the child imports the loop it runs, never the parent's judgement."""
     import importlib
 
-    config = read_config(spec)
+    config = read_config(spec, pickled)
     module, name = type(config.workload).CHILD_RUN.split(":")
     return getattr(importlib.import_module(module), name)(config, spec)
 
 
-def read_config(spec: dict):
-    if spec.get("config_pickle"):
+def read_config(spec: dict, pickled: Optional[bytes] = None):
+    if pickled is not None:  # from the parent's own memory, through this process's start
         import pickle
 
-        with open(spec["config_pickle"], "rb") as handle:
-            return pickle.load(handle)
+        return pickle.loads(pickled)
     from advisor.config import load_config
 
     return load_config(spec["config"])

@@ -77,17 +77,19 @@ def stop() -> None:
             pass
 
 
-def start(spec_path: str, result_path: str, log_path: str, fresh: bool = False) -> multiprocessing.Process:
+def start(spec_path: str, result_path: str, log_path: str, fresh: bool = False,
+          config: Optional[bytes] = None) -> multiprocessing.Process:
     """Starts a child that runs the spec; it leads its own process group (so a kill takes its
     DataLoader workers too) and writes its output to `log_path`. `fresh` starts a new interpreter
-    instead (pipelines: memory budgets are judged on RSS, which torch's preloaded pages would fill)."""
+    instead (pipelines: memory budgets are judged on RSS, which torch's preloaded pages would fill).
+    `config`: the config pickled by value, handed over with the child's start, not through a file."""
     chosen = multiprocessing.get_context("spawn") if fresh else context()
-    process = chosen.Process(target=_child, args=(spec_path, result_path, log_path), daemon=False)
+    process = chosen.Process(target=_child, args=(spec_path, result_path, log_path, config), daemon=False)
     process.start()
     return process
 
 
-def _child(spec_path: str, result_path: str, log_path: str) -> None:
+def _child(spec_path: str, result_path: str, log_path: str, config: Optional[bytes] = None) -> None:
     from advisor.harness.lifetime import die_with_parent
 
     die_with_parent()
@@ -122,7 +124,7 @@ def _child(spec_path: str, result_path: str, log_path: str) -> None:
 
         enter(spec["scratch"])
     limit_data_segment(spec["memory_limit_mb"])
-    code = main(spec_path, result_path, interpreter)
+    code = main(spec_path, result_path, interpreter, config)
     if sandboxed:  # pid 1 of the run: its end ends the script's threads and processes, not a wait on them
         sys.stdout.flush()
         sys.stderr.flush()

@@ -30,7 +30,7 @@ import pandas as pd
 
 from advisor.config import SOURCE_FORMATS, AdvisorConfig
 from advisor.errors import UserError
-from advisor.frames import checked, comparable
+from advisor.frames import checked, comparable, keep_frame
 from advisor.measure import descendants_cpu_seconds, machine_busy_seconds, other_cpu_share, tree_memory
 from recipes import applied
 
@@ -215,7 +215,7 @@ def run(config: AdvisorConfig, code: PipelineCode, plan: dict, mode: str, output
     others = other_cpu_share(machine_busy_seconds() - busy_start, tree_cpu, wall)
     memory_end = tree_memory(os.getpid())  # with Dask's workers alive; the high-water mark misses no peak
     if output_path:
-        comparable(output).to_pickle(output_path)  # pickle: no pyarrow import to inflate the peak
+        keep_frame(output, output_path)
     return {
         "samples": rows,
         "samples_per_s": rows / wall if wall > 0 else 0.0,

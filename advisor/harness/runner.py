@@ -49,14 +49,14 @@ def run_measurement(
             Path(folder) / name for name in ("spec.json", "result.json", "child.log", "progress.json"))
         limit_mb = memory_limit_mb or default_memory_limit_mb()
         group = cgroups.child_group(memory_limit_mb) if memory_limit_mb is not None else None
-        config_path, config_pickle = _config_for_child(config, Path(folder))
-        spec_path.write_text(json.dumps({"config": str(config_path), "config_pickle": config_pickle, "plan": plan, "mode": mode, "steps": steps,
+        config_path, config_bytes = _config_for_child(config)
+        spec_path.write_text(json.dumps({"config": str(config_path), "plan": plan, "mode": mode, "steps": steps,
                                           "output": str(output_path) if output_path else None,
                                           "memory_limit_mb": limit_mb, "cgroup": str(group) if group else None,
                                           "scratch": folder, "observer": os.getpid(), "sandbox": sandboxed(config),
                                           "progress": str(progress_path) if watch else None}))
         started = time.perf_counter()
-        child = launch.start(str(spec_path), str(result_path), str(log_path), fresh=fresh)
+        child = launch.start(str(spec_path), str(result_path), str(log_path), fresh=fresh, config=config_bytes)
         try:  # in a cgroup the kernel enforces the budget; the sampler only guards the machine
             with ResourceSampler(child.pid, None if group else limit_mb, budget=group is None and memory_limit_mb is not None) as sampler:
                 timed_out, pruned = _wait(child, timeout_s, watch, progress_path)
@@ -136,16 +136,15 @@ def disk_full(folder: str) -> str:
             "file system is full; free room there, or set TMPDIR to a folder with room")
 
 
-def _config_for_child(config, folder: Path) -> tuple[Path, Optional[str]]:
+def _config_for_child(config) -> tuple[Path, Optional[bytes]]:
     """A config file the child reads again; a config object (the Python API's, which may hold
-    callables defined in a notebook or script) travels pickled by value with cloudpickle."""
+    callables defined in a notebook or script) travels by value, pickled with cloudpickle, in the
+    child's start-up arguments: never through a file, which another process could replace."""
     if isinstance(config, (str, Path)):
         return Path(config), None
     import cloudpickle
 
-    pickle_path = folder / "config.pkl"
-    pickle_path.write_bytes(cloudpickle.dumps(config))
-    return config.path, str(pickle_path)
+    return config.path, cloudpickle.dumps(config)
 
 
 def _wait(child, timeout_s: float, watch: Optional[Callable[[dict], str]] = None,

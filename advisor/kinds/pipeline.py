@@ -83,7 +83,7 @@ class PipelineKind:
 
         def measure(plan: dict):
             return run_measurement(config, plan, "full", 1, config.measure.timeout_s, limit,
-                                   output_path=output_path(config, plan, ".pkl"), fresh=True)
+                                   output_path=output_path(config, plan, ".parquet"), fresh=True)
 
         return measure
 
