@@ -67,7 +67,7 @@ def training_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
             lines.append(f"epochs      {epoch_text(epoch_of([full]))}")
         if derived.get("ideal_samples_per_s"):
             lines.append(
-                f"ideal       {derived['ideal_samples_per_s']:,.0f} samples/s (one batch reused on the device): "
+                f"ideal       {derived['ideal_samples_per_s']:,.0f} {rate_unit(full)} (one batch reused on the device): "
                 f"actual is {1 / derived['ideal_over_actual']:.0%} of it" if derived["ideal_over_actual"] else ""
             )
         lines.append(
