@@ -502,6 +502,16 @@ def run_worker(args: argparse.Namespace) -> int:
     return 0
 
 
+def printable(text: str) -> str:
+    """Text read back from a store, as the terminal may show it: control characters (escape
+    sequences that move the cursor, clear the screen or retitle the window) dropped, lines kept."""
+    return "".join(c for c in str(text) if c in "\n\t" or (c.isprintable()))
+
+
+def say(text: str) -> None:
+    print(printable(text))
+
+
 def run_report(args: argparse.Namespace) -> int:
     """The latest session's ranking as `optimize` printed it (`--json`: the same shape as
     `optimize --json`), read back from MLflow."""
@@ -519,23 +529,36 @@ def run_report(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(ranking_from_runs(config.name, session, recommendations), indent=2, default=str))
         return 0
-    print(f"{config.name}: session {session['name']} (run {session['run_id']}), bottleneck {session['tags'].get('bottleneck')}")
+    say(f"{config.name}: session {session['name']} (run {session['run_id']}), bottleneck {session['tags'].get('bottleneck')}")
     failure = session["tags"].get("baseline_failure")
     if failure:
-        return baseline_failed(failure, "optimize")
+        return baseline_failed(printable(failure), "optimize")
     if payload is not None:
-        print(render_recommendations(payload))
+        say(render_recommendations(payload))
         return 0
     if not recommendations:  # a session whose recommendations.json MLflow did not take: its runs
         print("no recommendations: nothing cleared the bar")
     for rec in recommendations:
         metrics = rec["metrics"]
-        print(
+        say(
             f"#{int(metrics['rank'])} {rec['tags'].get('recipe')}: {metrics['speedup']:.2f}x "
             f"(95% {metrics['speedup_low']:.2f}-{metrics['speedup_high']:.2f}x), "
             f"verified {rec['tags'].get('verified')}, run {rec['run_id']}"
         )
     return 0
+
+
+STARTED = r"\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}"  # recommendations.json's `started`, as a session writes it
+
+
+def session_stamp(started, run_id: str) -> str:
+    """The results folder's name for a session, from advisor's own layout: its start time where
+    the stored text is one, else its run id's hex digits; never a path the stored data spells."""
+    import re
+
+    if isinstance(started, str) and re.fullmatch(STARTED, started):
+        return started.replace("-", "").replace(":", "").replace(" ", "-")
+    return "session-" + (re.sub(r"[^0-9a-f]", "", str(run_id).lower())[:32] or "unknown")
 
 
 def write_report_page(config, session: dict, payload: Optional[dict]) -> int:
@@ -546,8 +569,8 @@ def write_report_page(config, session: dict, payload: Optional[dict]) -> int:
     if payload is None:
         raise UserError(f"session run {session['run_id']} has no recommendations.json in MLflow (its logging failed); "
                         "its report.html cannot be rebuilt")
-    stamp = payload["started"].replace("-", "").replace(":", "").replace(" ", "-")
-    path = write_page(payload, config.root / "advisor-results" / config.name / stamp, with_plots=True)
+    path = write_page(payload, config.root / "advisor-results" / config.name / session_stamp(payload.get("started"),
+                                                                                         session["run_id"]), with_plots=True)
     print(f"report: {path}")
     return 0
 

@@ -469,3 +469,29 @@ def test_report_after_a_crashed_baseline_exits_4_and_says_why(tmp_path):
     reported = run_in(folder, "report", str(path))
     assert reported.returncode == 4 and "nothing cleared the bar" not in reported.stdout
     assert "advisor: the baseline itself failed (crashed: " in reported.stderr
+
+
+def test_report_html_writes_only_into_advisors_own_results_layout(tmp_path, monkeypatch):
+    """A recommendations artifact in MLflow whose `started` spells a path: the page goes to the
+    session's folder in advisor's layout, named by its run id, never where the stored text says."""
+    import types
+
+    import advisor.report_html
+    from advisor.cli import session_stamp, write_report_page
+
+    assert session_stamp("2026-11-27 22:30:05", "ab12") == "20261127-223005"
+    assert session_stamp("../../../../tmp/evil", "0f1e2d3c-run") == "session-0f1e2d3c"
+    assert session_stamp(None, "../..") == "session-unknown"
+    written = []
+    monkeypatch.setattr(advisor.report_html, "write_page",
+                        lambda payload, folder, with_plots: written.append(folder) or folder / "report.html")
+    config = types.SimpleNamespace(root=tmp_path, name="job")
+    write_report_page(config, {"run_id": "9a8b7c"}, {"started": "/../../../etc/cron.d/x"})
+    assert written == [tmp_path / "advisor-results" / "job" / "session-9a8b7c"]
+
+
+def test_text_from_a_store_reaches_the_terminal_as_printable_text():
+    from advisor.cli import printable
+
+    stored = "fix\x1b[2J\x1b]0;owned\x07 it\x9b31m\nnext line\twith a tab"
+    assert printable(stored) == "fix[2J]0;owned it31m\nnext line\twith a tab"
