@@ -432,6 +432,10 @@ def run_retune(args: argparse.Namespace) -> int:
 
     config = config_of(args)
     previous_run, previous = tracking.latest_payload(config)
+    mismatch = tracking.verified_plan_mismatch(config, previous)
+    if mismatch:  # the plan re-checked is the one verified, or none
+        raise UserError(printable(f"the latest session's #1 no longer matches its verification record in MLflow "
+                                  f"({mismatch}): it is not re-run; run advisor optimize again"))
     result = retune(config, previous, progress_printer(args))
     print(f"retune {config.name}: {result.status}")
     for change in result.changes:

@@ -455,6 +455,28 @@ def session_payload_of(config: AdvisorConfig, run_id: str) -> Optional[dict]:
         return json.loads(Path(path).read_text())
 
 
+def verified_plan_mismatch(config: AdvisorConfig, payload: dict) -> Optional[str]:
+    """Where a session's verified #1, as its stored recommendations.json spells it, differs from
+    the plan MLflow recorded when it was verified (its recommendation run's params, which MLflow
+    never lets change), in words; None where they agree or nothing was verified."""
+    best = next((r for r in payload.get("recommendations", []) if r.get("verified")), None)
+    if best is None:
+        return None
+    run_id = best.get("mlflow_run_id")
+    if not run_id:
+        return "the stored #1 names no MLflow run of its verification"
+    try:
+        recorded = dict(MlflowClient(tracking_uri=tracking_uri(config)).get_run(str(run_id)).data.params)
+    except Exception:  # noqa: BLE001 (MLflow's own errors, by store: no such run)
+        return f"the stored #1's verification run {str(run_id)[:40]!r} is not in MLflow"
+    stored = {key: str(value)[:MAX_PARAM_CHARS] for key, value in best.get("plan", {}).items()}
+    for key in sorted(set(recorded) | set(stored)):
+        if recorded.get(key) != stored.get(key):
+            return (f"{str(key)[:80]} is {stored.get(key, 'absent')[:40]} in the stored plan, "
+                    f"{recorded.get(key, 'absent')[:40]} when it was verified")
+    return None
+
+
 def log_recheck(config: AdvisorConfig, previous_run_id: str, status: str, detail: str, fingerprint_digest: str,
                 verdict: Optional[dict]) -> str:
     """Logs a re-check of unchanged advice as its own run, linked to the session it re-checked."""

@@ -4,6 +4,7 @@ reported with exit status 3, a changed model re-tuned warm-started, each linked 
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import optuna
 import pytest
@@ -146,3 +147,29 @@ def test_schedule_install_and_remove(tmp_path):
         assert f"retune {path}" not in subprocess.run(["crontab", "-l"], capture_output=True, text=True).stdout
     finally:
         subprocess.run(["crontab", "-"], input=before, text=True, check=False)
+
+
+def test_a_plan_edited_in_the_store_is_named_and_never_re_run(tuned, tmp_path):
+    """recommendations.json in MLflow says 32 workers where 8 were verified: retune refuses it,
+    naming the key, before measuring anything (the recommendation run's params are the record)."""
+    import json
+
+    session = runs_of_kind(tuned, "session")[0]
+    client = MlflowClient(tracking_uri=tracking_uri(load_config(tuned)))
+    original = Path(client.download_artifacts(session.info.run_id, "recommendations.json", str(tmp_path)))
+    kept = original.read_text()
+    payload = json.loads(kept)
+    best = next(r for r in payload["recommendations"] if r["verified"])
+    best["plan"]["dataloader.num_workers"] = 32
+    edited = tmp_path / "edited" / "recommendations.json"
+    edited.parent.mkdir()
+    edited.write_text(json.dumps(payload))
+    client.log_artifact(session.info.run_id, str(edited))
+    try:
+        result = run_cli("retune", str(tuned), timeout=300)
+    finally:
+        original.write_text(kept)
+        client.log_artifact(session.info.run_id, str(original))
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "dataloader.num_workers is 32 in the stored plan" in result.stderr and "not re-run" in result.stderr
+    assert "measuring the baseline" not in result.stderr
