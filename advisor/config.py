@@ -540,8 +540,20 @@ def _coerce(hint: Any, value: Any, key_path: str) -> Any:
         dict: isinstance(value, dict),
     }[hint]
     if not ok:
-        raise _Invalid(key_path, f"expected {_describe(hint)}, got {value!r} ({_type_name(value)})")
+        raise _Invalid(key_path, f"expected {_describe(hint)}, got {value!r} ({_type_name(value)}){_yaml_number_hint(hint, value)}")
     return float(value) if hint is float else value
+
+
+def _yaml_number_hint(hint: Any, value: Any) -> str:
+    """YAML reads 1.0e9 as text (its numbers need the exponent's sign, 1.0e+9): say how to write it."""
+    if hint not in (int, float) or not isinstance(value, str):
+        return ""
+    try:
+        number = float(value)
+    except ValueError:
+        return ""
+    plain = str(int(number)) if number.is_integer() and abs(number) < 1e18 else repr(number)
+    return f"; YAML reads {value} as text: write {plain}, or an exponent with a dot and its sign (1.0e+9)"
 
 
 def _describe(hint: Any) -> str:

@@ -495,3 +495,11 @@ def test_text_from_a_store_reaches_the_terminal_as_printable_text():
 
     stored = "fix\x1b[2J\x1b]0;owned\x07 it\x9b31m\nnext line\twith a tab"
     assert printable(stored) == "fix[2J]0;owned it31m\nnext line\twith a tab"
+
+
+def test_a_number_yaml_reads_as_text_is_told_how_to_write_it(tmp_path):
+    path = write_config(tmp_path, "name: tiny\nworkload: {model: broken:model, dataset: broken:dataset}\n"
+                                  "constraints: {p95_ms: 1.0e9}\n")
+    with pytest.raises(UserError, match=r"constraints.p95_ms: expected a number, got '1.0e9' \(str\); YAML reads 1.0e9 "
+                                        r"as text: write 1000000000, or an exponent with a dot and its sign \(1.0e\+9\)"):
+        load_config(path)
