@@ -31,7 +31,7 @@ def snippet(plan: dict) -> str:
     return (
         "import queue, threading, time, torch\n"
         f"MAX_BATCH, MAX_WAIT_S = {size}, {wait / 1000}\n"
-        "requests = queue.Queue()  # clients put (input, reply_queue); input has batch dim 1\n"
+        "requests = queue.Queue()  # clients put (input, reply_queue); each input's first dimension is its rows\n"
         "def batcher():\n"
         "    while True:\n"
         "        batch = [requests.get()]\n"
@@ -41,7 +41,7 @@ def snippet(plan: dict) -> str:
         "            except queue.Empty: break\n"
         "        with torch.inference_mode():\n"
         "            outputs = model(torch.cat([x for x, _ in batch]))\n"
-        "        for (_, reply), output in zip(batch, outputs.split(1)):\n"
+        "        for (_, reply), output in zip(batch, outputs.split([len(x) for x, _ in batch])):  # each its own rows\n"
         "            reply.put(output)\n"
         "threading.Thread(target=batcher, daemon=True).start()"
     )

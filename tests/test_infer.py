@@ -407,3 +407,22 @@ def test_a_nan_answer_never_matches_finite_outputs(tmp_path):
     found = compare_served(path("inf"), path("base"), "tolerance", 1e-2, 0.95)
     assert not found.passed and found.note.startswith("request 2: 1 of 8")
     assert compare_served(path("base"), path("base"), "exact", 1e-2, 0.95).passed
+
+
+def test_the_batching_snippet_returns_each_request_its_own_rows():
+    """The snippet is what was verified: requests of several rows each get their rows back, as
+    the harness split them (`split_output`), not one row each."""
+    import queue
+
+    from recipes.dynamic_batching import snippet
+
+    code = snippet({"dynamic_batching.max_batch": 4, "dynamic_batching.max_wait_ms": 50.0})
+    namespace = {"model": lambda x: x * 2}
+    exec(code, namespace)
+    replies = [queue.Queue() for _ in range(3)]
+    inputs = [torch.full((rows, 2), float(rows)) for rows in (1, 3, 2)]
+    for x, reply in zip(inputs, replies):
+        namespace["requests"].put((x, reply))
+    outputs = [reply.get(timeout=10) for reply in replies]
+    assert [tuple(o.shape) for o in outputs] == [(1, 2), (3, 2), (2, 2)]
+    assert all(torch.equal(o, x * 2) for o, x in zip(outputs, inputs))
