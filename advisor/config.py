@@ -361,7 +361,7 @@ def load_config(path: str | Path) -> AdvisorConfig:
     if not path.is_file():
         raise ConfigError(f"{path}: config file not found; pass the path of a YAML config")
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = bounded_yaml(path.read_text(), path)
     except (OSError, UnicodeDecodeError) as exc:
         why = exc.strerror if isinstance(exc, OSError) and exc.strerror else type(exc).__name__
         raise ConfigError(f"{path}: cannot be read ({why}); make it a readable UTF-8 text file") from None
@@ -371,6 +371,44 @@ def load_config(path: str | Path) -> AdvisorConfig:
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{path}: {where}invalid YAML ({problem}); fix the syntax there") from None
     return parse_config(raw, path.resolve())
+
+
+MOST_YAML_NODES = 100_000  # a config's values once its aliases are expanded: far past any real config
+DEEPEST_YAML = 64  # mappings and lists inside one another
+
+
+def bounded_yaml(text: str, path: Path) -> Any:
+    """The YAML document, refused in one line where its aliases refer to themselves, expand past
+    MOST_YAML_NODES (a few hundred bytes of nested aliases can stand for billions of values,
+    which every later walk of the config would expand) or nest past DEEPEST_YAML."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+    except RecursionError:  # the reader itself recurses once a level
+        raise ConfigError(f"{path}: nested over {DEEPEST_YAML} levels deep; flatten it") from None
+    if node is None:
+        return None
+    seen = 0
+    stack: list[tuple[Any, int, tuple]] = [(node, 1, ())]
+    while stack:
+        current, depth, path_ids = stack.pop()
+        seen += 1
+        if seen > MOST_YAML_NODES:
+            raise ConfigError(f"{path}: its aliases expand to over {MOST_YAML_NODES:,} values; write the values out, "
+                              "or use fewer nested aliases")
+        if depth > DEEPEST_YAML:
+            raise ConfigError(f"{path}: line {current.start_mark.line + 1}: nested over {DEEPEST_YAML} levels deep; "
+                              "flatten it")
+        if id(current) in path_ids:
+            raise ConfigError(f"{path}: line {current.start_mark.line + 1}: an alias refers to a value that holds "
+                              "it; write the value out")
+        if isinstance(current, yaml.MappingNode):
+            children = [item for pair in current.value for item in pair]
+        elif isinstance(current, yaml.SequenceNode):
+            children = current.value
+        else:
+            continue
+        stack.extend((child, depth + 1, (*path_ids, id(current))) for child in children)
+    return yaml.safe_load(text)
 
 
 PYTHON_COMMAND = re.compile(r"^python[0-9.]*$")

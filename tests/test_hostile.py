@@ -503,3 +503,23 @@ def test_a_number_yaml_reads_as_text_is_told_how_to_write_it(tmp_path):
     with pytest.raises(UserError, match=r"constraints.p95_ms: expected a number, got '1.0e9' \(str\); YAML reads 1.0e9 "
                                         r"as text: write 1000000000, or an exponent with a dot and its sign \(1.0e\+9\)"):
         load_config(path)
+
+
+BOMB = "name: tiny\nworkload: {model: broken:model, dataset: broken:dataset}\nmeasure: {}\nx0: &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1]\n" + "".join(
+    f"x{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 9)}]\n" for i in range(1, 9))
+
+
+@pytest.mark.parametrize("text, words", [
+    (BOMB, "its aliases expand to over 100,000 values"),
+    ("name: tiny\nworkload: &w {model: broken:model, dataset: broken:dataset, extra: *w}\n", "an alias refers to a value that holds it"),
+    ("name: tiny\nworkload: {model: broken:model, dataset: broken:dataset}\nx: " + "[" * 800 + "]" * 800 + "\n",
+     "nested over 64 levels deep"),
+])
+def test_a_config_that_would_blow_up_is_refused_at_load_in_one_line(tmp_path, text, words):
+    import time
+
+    path = write_config(tmp_path, text)
+    started = time.perf_counter()
+    with pytest.raises(UserError, match=words) as caught:
+        load_config(path)
+    assert time.perf_counter() - started < 5 and "\n" not in str(caught.value)
