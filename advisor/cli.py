@@ -355,9 +355,35 @@ def load_evidence(path: str):
     from advisor.evidence import Evidence
 
     try:
-        return Evidence.from_dict(json.loads(Path(path).read_text())["evidence"])
+        data = json.loads(Path(path).read_text())["evidence"]
+        check_runs(data)
+        return Evidence.from_dict(data)
+    except RecursionError:
+        raise UserError(f"--evidence: {path} nests too deep to be the JSON of advisor diagnose --json") from None
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise UserError(f"--evidence: {path} is not the JSON of advisor diagnose --json ({type(exc).__name__}: {exc})") from None
+        raise UserError(f"--evidence: {path} is not the JSON of advisor diagnose --json ({type(exc).__name__}: "
+                        f"{printable(str(exc))[:300]})") from None
+
+
+def check_runs(data: dict) -> None:
+    """Each run's fields of the types a measurement has, or a ValueError naming the first that
+    is not (a number where a number belongs: the diagnosis computes with them)."""
+    import typing
+
+    from advisor.measure import Measurement
+
+    hints = typing.get_type_hints(Measurement)
+    kinds = {float: (int, float), int: (int,), str: (str,), dict: (dict,), tuple: (list, tuple)}
+    words = {float: "a number", int: "an integer", str: "text", dict: "a mapping", tuple: "a list"}
+    if not isinstance(data, dict) or not isinstance(data.get("runs"), dict):
+        raise ValueError("evidence.runs: expected a mapping of runs")
+    for mode, run in data["runs"].items():
+        if not isinstance(run, dict):
+            raise ValueError(f"evidence.runs.{str(mode)[:40]}: expected a mapping")
+        for name, value in run.items():
+            expected = typing.get_origin(hints.get(name)) or hints.get(name)
+            if expected in kinds and (not isinstance(value, kinds[expected]) or isinstance(value, bool) and expected is not bool):
+                raise ValueError(f"evidence.runs.{str(mode)[:40]}.{name}: expected {words[expected]}, got {str(value)[:40]!r}")
 
 
 def publish(config, result, results_arg: Optional[str], config_arg: str, extra_tags: Optional[dict] = None,

@@ -523,3 +523,24 @@ def test_a_config_that_would_blow_up_is_refused_at_load_in_one_line(tmp_path, te
     with pytest.raises(UserError, match=words) as caught:
         load_config(path)
     assert time.perf_counter() - started < 5 and "\n" not in str(caught.value)
+
+
+@pytest.mark.parametrize("content, words", [
+    (lambda data: data["evidence"]["runs"]["full"].update(samples_per_s="fast"),
+     "evidence.runs.full.samples_per_s: expected a number, got 'fast'"),
+    (lambda data: data["evidence"]["runs"]["full"].update(losses=7), "evidence.runs.full.losses: expected a list"),
+    ("[" * 100_000 + "]" * 100_000, "nests too deep"),
+])
+def test_a_malformed_evidence_file_is_one_line_naming_the_field(tmp_path, content, words):
+    from advisor.cli import load_evidence
+
+    path = tmp_path / "evidence.json"
+    if callable(content):
+        data = {"evidence": json.loads((FIXTURES / "evidence" / "quickstart.json").read_text())}
+        content(data)
+        path.write_text(json.dumps(data))
+    else:
+        path.write_text(content)
+    with pytest.raises(UserError, match=words) as caught:
+        load_evidence(str(path))
+    assert "\n" not in str(caught.value)
