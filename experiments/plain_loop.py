@@ -62,6 +62,21 @@ def pasted_threaded_fetch() -> type:
     return namespace["ThreadedFetch"]
 
 
+def prepare(workload: dict, plan: dict) -> torch.device:
+    """The process as the user sets it up by hand before building anything: seeded, the plan's
+    threads, TF32 and cuDNN autotuning set; the device the config asks for, CUDA where there is one."""
+    torch.manual_seed(0)
+    if plan.get("threads.intra_op"):
+        torch.set_num_threads(plan["threads.intra_op"])
+    if plan.get("tf32.enabled"):
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    if plan.get("cudnn_benchmark.enabled"):
+        torch.backends.cudnn.benchmark = True
+    cuda = workload.get("device", "auto") != "cpu" and torch.cuda.is_available()
+    return torch.device("cuda" if cuda else "cpu")
+
+
 def backward_pass(model, optimizer, x, y, micro: int = 1, autocast=contextlib.nullcontext,
                   late_zero_grad: bool = False, split_always: bool = False, scaler=None):
     """One step up to the optimizer's: gradients dropped, the loss computed and backpropagated; the
@@ -101,16 +116,8 @@ def main() -> None:
     workload, measure = config["workload"], config.get("measure", {})
     root = config_path.parent
 
-    torch.manual_seed(0)
-    if plan.get("threads.intra_op"):
-        torch.set_num_threads(plan["threads.intra_op"])
-    cuda = workload.get("device", "auto") != "cpu" and torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
-    if plan.get("tf32.enabled"):
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    if plan.get("cudnn_benchmark.enabled"):
-        torch.backends.cudnn.benchmark = True
+    device = prepare(workload, plan)
+    cuda = device.type == "cuda"
     dataset = load(workload["dataset"], root)(**workload.get("dataset_args", {}))
     model = load(workload["model"], root)(**workload.get("model_args", {}))
     if plan.get("checkpointing.share"):

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 import yaml
 
-from experiments.plain_loop import load
+from experiments.plain_loop import load, prepare
 
 
 def percentile(values: list, share: float) -> float:
@@ -33,16 +33,8 @@ def main() -> None:
     workload, measure = config["workload"], config.get("measure", {})
     root = config_path.parent
 
-    torch.manual_seed(0)
-    if plan.get("threads.intra_op"):
-        torch.set_num_threads(plan["threads.intra_op"])
-    cuda = workload.get("device", "auto") != "cpu" and torch.cuda.is_available()
-    device = torch.device("cuda" if cuda else "cpu")
-    if plan.get("tf32.enabled"):
-        torch.backends.cuda.matmul.allow_tf32 = True
-        torch.backends.cudnn.allow_tf32 = True
-    if plan.get("cudnn_benchmark.enabled"):
-        torch.backends.cudnn.benchmark = True
+    device = prepare(workload, plan)
+    cuda = device.type == "cuda"
     model = load(workload["model"], root)(**workload.get("model_args", {})).eval().to(device)
     requests = [r.to(device) for r in load(workload["requests"], root)(**workload.get("requests_args", {}))]
     if plan.get("channels_last.enabled"):

@@ -22,7 +22,16 @@ from conftest import ROOT
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(unavailable() is not None, reason=f"no namespaces here: {unavailable()}")]
 
-# Every shape of write and process a script was seen to leak through the hooks, then a short training loop.
+# A short training loop, its steps (argv[3]) slowed a little: the window sees it running.
+TRAINING = '''
+model = torch.nn.Linear(8, 2)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+for step in range(int(sys.argv[3])):
+    loss = model(torch.randn(16, 8)).square().mean()
+    optimizer.zero_grad(); loss.backward(); optimizer.step()
+    time.sleep(0.01)
+'''
+# Every shape of write and process a script was seen to leak through the hooks, then the loop.
 HOSTILE = '''
 import atexit, multiprocessing, os, shutil, sqlite3, subprocess, sys, threading, time
 import numpy as np, pandas as pd, torch
@@ -52,13 +61,7 @@ os.chdir(os.path.dirname(os.path.abspath(__file__)))
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", MARK], start_new_session=True)  # a detached helper
 threading.Thread(target=lambda: [time.sleep(0.05) for _ in iter(int, 1)]).start()  # a non-daemon heartbeat
 atexit.register(lambda: open(os.path.join(OUTSIDE, "atexit.txt"), "w").write("x"))
-model = torch.nn.Linear(8, 2)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(int(sys.argv[3])):
-    loss = model(torch.randn(16, 8)).square().mean()
-    optimizer.zero_grad(); loss.backward(); optimizer.step()
-    time.sleep(0.01)
-'''
+''' + TRAINING
 
 
 def digest(folder: Path) -> dict:
@@ -76,13 +79,7 @@ DETACHED = '''
 import subprocess, sys, time
 import torch
 subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", sys.argv[2]], start_new_session=True)
-model = torch.nn.Linear(8, 2)
-optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-for step in range(int(sys.argv[3])):
-    loss = model(torch.randn(16, 8)).square().mean()
-    optimizer.zero_grad(); loss.backward(); optimizer.step()
-    time.sleep(0.01)
-'''
+''' + TRAINING
 
 
 def layout(tmp_path: Path, steps: int, script: str = HOSTILE) -> tuple[Path, Path, Path, dict]:
