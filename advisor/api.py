@@ -108,7 +108,7 @@ def optimize(config: ConfigLike, progress: Optional[Progress] = None, results: U
     check_main_guard()
     config = as_config(config, root)
     progress = progress or _quiet
-    check_results_folder(results)
+    check_results_folder(results, config)
     if evidence is not None:
         check_evidence(config, evidence)
         check_losses(evidence.full)
@@ -184,14 +184,26 @@ def check_main_guard() -> None:
                         "`if __name__ == \"__main__\":`")
 
 
-def check_results_folder(path: Union[str, Path, None]) -> None:
-    """`--results DIR` names a folder to write; one that already holds files is never overwritten."""
+def check_results_folder(path: Union[str, Path, None], config: Optional[AdvisorConfig] = None) -> None:
+    """The results folder can be written, checked before anything is measured: `--results DIR`
+    (one that already holds files is never overwritten), else advisor-results/ next to the config.
+    Nothing on its way may be a file, and the first folder on it that exists must be writable."""
     from advisor.errors import UserError
 
+    option = "--results" if path else "the results folder"
     if path and Path(path).is_dir() and any(Path(path).iterdir()):
         raise UserError(f"--results: {path} already holds files; name a new folder, or move those away first")
     if path and Path(path).exists() and not Path(path).is_dir():
         raise UserError(f"--results: {path} is a file; name a folder")
+    if path is None and config is None:
+        return
+    target = Path(path).absolute() if path else config.root / "advisor-results" / config.name
+    existing = next(folder for folder in (target, *target.parents) if folder.exists())
+    if not existing.is_dir():
+        raise UserError(f"{option}: {existing} is a file, where {target} would go; move it, or pass --results DIR")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise UserError(f"{option}: {existing} cannot be written, where {target} would go; pass --results DIR "
+                        "naming a folder you can write")
 
 
 def start_children(config: AdvisorConfig) -> None:

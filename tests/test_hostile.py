@@ -544,3 +544,25 @@ def test_a_malformed_evidence_file_is_one_line_naming_the_field(tmp_path, conten
     with pytest.raises(UserError, match=words) as caught:
         load_evidence(str(path))
     assert "\n" not in str(caught.value)
+
+
+def test_a_blocked_results_folder_is_exit_2_before_anything_is_measured(tmp_path):
+    """advisor-results next to the config is a file: the session would have run whole, then
+    failed with a traceback, its verified #1 nowhere. Checked first: one line, exit 2, at once."""
+    import time
+
+    from conftest import run_cli
+
+    config = write_config(tmp_path, TINY)
+    (tmp_path / "advisor-results").write_text("not a folder")
+    started = time.perf_counter()
+    result = run_cli("optimize", str(config), timeout=120)
+    assert result.returncode == 2 and time.perf_counter() - started < 60, result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        f"advisor: error: the results folder: {tmp_path / 'advisor-results'} is a file, where "
+        f"{tmp_path / 'advisor-results' / 'tiny'} would go; move it, or pass --results DIR")
+    assert (tmp_path / "advisor-results").read_text() == "not a folder"
+    from advisor.api import check_results_folder
+
+    with pytest.raises(UserError, match="is a file, where"):
+        check_results_folder(str(tmp_path / "advisor-results" / "deeper"))
