@@ -30,3 +30,17 @@ def own_output(config: AdvisorConfig, path: Optional[str]) -> bool:
     if not path:
         return True  # no output: the comparison says so
     return Path(path).resolve().parent == outputs_folder(config).resolve()
+
+
+def write_whole(path: Path, text: str) -> None:
+    """Writes a results file whole or not at all: into a temporary file beside it, then renamed
+    over it. A full disk leaves the last complete version (or none), never a truncated one."""
+    import os
+
+    partial = path.with_name(f".{path.name}.partial")
+    try:
+        partial.write_text(text)
+        os.replace(partial, path)
+    except OSError:
+        partial.unlink(missing_ok=True)
+        raise

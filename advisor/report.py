@@ -11,6 +11,7 @@ from advisor.advice import larger_batch, larger_batch_line
 from advisor.capacity import capacity_sentence
 from advisor.diagnosis import THRESHOLDS, Diagnosis, Finding, gpu_line
 from advisor.evidence import Evidence, rate_unit
+from advisor.outputs import write_whole
 from advisor.measure import BUSY_SHARE, epoch_of
 from advisor.verify import ANSWERED, BUSY_REASON
 
@@ -524,7 +525,7 @@ def ended_section(names: Optional[list]) -> list[str]:
 def write_results(payload: dict, diagnosis_text: str, folder: Path) -> Path:
     """Writes recommendations.json, report.md and the plots into `folder`."""
     folder.mkdir(parents=True, exist_ok=True)
-    (folder / "recommendations.json").write_text(json.dumps(payload, indent=2, default=str))
+    write_whole(folder / "recommendations.json", json.dumps(payload, indent=2, default=str))
     figures = write_plots(payload, folder)
     report = [
         f"# advisor: {payload['workload']}",
@@ -551,7 +552,7 @@ def write_results(payload: dict, diagnosis_text: str, folder: Path) -> Path:
     report += writes_section(seen.get("writes"), bool(seen.get("sandboxed")))
     report += ended_section(seen.get("ended_processes"))
     report += ["", "## Plots", ""] + [f"![{figure.stem}]({figure.name})" for figure in figures]
-    (folder / "report.md").write_text("\n".join(report) + "\n")
+    write_whole(folder / "report.md", "\n".join(report) + "\n")
     return folder
 
 

@@ -9,6 +9,7 @@ import base64
 import html
 from pathlib import Path
 
+from advisor.outputs import write_whole
 from advisor.report import SHOWN_REJECTIONS, loader_lines, render_recommendations, write_plots
 
 FIGURES = ("load_curve.png", "latency.png", "breakdown.png", "speedup.png", "history.png")  # in the page's order, where a session has them
@@ -121,5 +122,5 @@ def write_page(payload: dict, folder: Path, with_plots: bool = False) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         write_plots(payload, folder)
     path = folder / "report.html"
-    path.write_text(page(payload, [folder / name for name in FIGURES if (folder / name).exists()]))
+    write_whole(path, page(payload, [folder / name for name in FIGURES if (folder / name).exists()]))
     return path

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from advisor.config import AdvisorConfig
+from advisor.outputs import write_whole
 from advisor.errors import UserError
 from advisor.plan import plan_key
 from advisor.secrets import shown
@@ -226,7 +227,7 @@ class SessionLog:
         if self.session and not self.error:
             payload["mlflow"] = {"uri": shown(tracking_uri(self.config)), "experiment": experiment_name(self.config),
                                  "session_run_id": self.session}
-            (folder / "recommendations.json").write_text(json.dumps(payload, indent=2, default=str))
+            write_whole(folder / "recommendations.json", json.dumps(payload, indent=2, default=str))
         if self.tracker:
             self._call("the results folder", self.tracker.attach, self.session, folder)
         self.close("FINISHED")

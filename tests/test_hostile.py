@@ -566,3 +566,23 @@ def test_a_blocked_results_folder_is_exit_2_before_anything_is_measured(tmp_path
 
     with pytest.raises(UserError, match="is a file, where"):
         check_results_folder(str(tmp_path / "advisor-results" / "deeper"))
+
+
+def test_a_results_file_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
+    """A disk that fills midway leaves the last complete file, never a truncated one."""
+    from advisor.outputs import write_whole
+
+    target = tmp_path / "recommendations.json"
+    write_whole(target, '{"complete": 1}')
+    real_write = type(target).write_text
+
+    def fills_up(self, text, *args, **kwargs):
+        real_write(self, text[:5])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(type(target), "write_text", fills_up)
+    with pytest.raises(OSError, match="No space left"):
+        write_whole(target, '{"complete": 2, "longer": true}')
+    monkeypatch.undo()
+    assert json.loads(target.read_text()) == {"complete": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recommendations.json"]
