@@ -124,7 +124,7 @@ def diagnose_input(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
         busy = derived["gpu_busy_share"]
         summary = (f"input-bound ({kind}), the GPU starves: the GPU is busy {busy:.0%} of the step; {wait:.0%} of the "
                    f"step waits on the next batch; {why}")
-        findings.insert(1, Finding("GPU busy share of the step (kernel time, profiled)", busy))
+        findings.insert(1, busy_finding(derived))
     if fetch_share is not None:  # threads or processes: what a sample's load time is spent on
         wall, cpu = derived["sample_wall_ms"], min(derived["sample_cpu_ms"], derived["sample_wall_ms"])
         summary += (f" (a sample takes {wall:.2f} ms to load, {cpu:.2f} ms of it on the CPU: "
@@ -153,6 +153,10 @@ def gpu_line(derived: dict) -> str:
             f"kernel launches {derived['gpu_idle_launch_share']:.0%}")
 
 
+def busy_finding(derived: dict) -> Finding:
+    return Finding("GPU busy share of the step (kernel time, profiled)", derived["gpu_busy_share"])
+
+
 def small_operators(evidence: Evidence, t: Thresholds) -> Optional[dict]:
     """The profile's operator summary when a step (or request) runs many operators and spends
     most of its time outside substantial ones; None otherwise."""
@@ -176,7 +180,7 @@ def diagnose_launches(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
                f"host launches them; {gpu_line(derived)}")
     findings = (
         Finding("GPU idle between kernel launches, share of the step", share, t.launch_moderate),
-        Finding("GPU busy share of the step (kernel time, profiled)", derived["gpu_busy_share"]),
+        busy_finding(derived),
         Finding("kernel time a step", derived["gpu_kernel_ms_per_step"], unit="ms"),
         Finding("operators per step", ops.get("ops_per_step", 0.0)),
     )
@@ -232,7 +236,7 @@ def diagnose_compute(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
         share = derived["gpu_busy_share"]
         summary = (f"compute-bound: {gpu_line(derived)}" if severity == "high"
                    else f"the GPU computes {share:.0%} of the step")
-        findings.insert(1, Finding("GPU busy share of the step (kernel time, profiled)", share))
+        findings.insert(1, busy_finding(derived))
         fixes = ("amp", "tf32", "compile", "channels_last", "cudnn_benchmark", "fused_optimizer")
     return Diagnosis("compute", severity, share, summary, tuple(findings), fixes)
 

@@ -16,6 +16,13 @@ def hung(timeout_s: float) -> str:
     return f"hung: no result within the {timeout_s:.0f} s time limit"
 
 
+def out_of_disk(where) -> str:
+    """A run whose files filled the file system they are kept on: a script's copy of the machine
+    keeps every write of the run there too."""
+    return (f"out of disk: the run's files, and a script's every write, are kept under {where}, whose file system "
+            "is full; free room there, or set TMPDIR to a folder with room")
+
+
 def pruned(run) -> bool:
     """Whether a run was stopped midway, clearly losing."""
     return not run.ok and run.reason.startswith(PRUNED)

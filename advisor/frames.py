@@ -50,8 +50,7 @@ def keep_frame(frame: "pd.DataFrame", path) -> None:
         return
     except (TypeError, ValueError, ImportError, ArithmeticError) as first:  # pyarrow's ArrowInvalid is a ValueError
         problem = first
-    texts = {name: frame[name].astype(object).where(frame[name].notna(), None).astype(str)
-             for name in frame.columns if frame[name].dtype == object}
+    texts = {name: as_text(frame[name]) for name in frame.columns if frame[name].dtype == object}
     try:
         frame.assign(**texts).to_parquet(path)
     except (TypeError, ValueError, ArithmeticError):
@@ -133,5 +132,10 @@ def tabular(frame):
         if pd.api.types.is_numeric_dtype(series.dtype) and not pd.api.types.is_bool_dtype(series.dtype):
             columns[name] = series.to_numpy(dtype="float64", na_value=float("nan"))
         else:
-            columns[name] = series.astype(object).where(series.notna(), None).astype(str).to_numpy()
+            columns[name] = as_text(series).to_numpy()
     return pd.DataFrame(columns)
+
+
+def as_text(series):
+    """A column as the comparison reads what is not a number: each value's text, a missing one None's."""
+    return series.astype(object).where(series.notna(), None).astype(str)

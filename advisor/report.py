@@ -11,8 +11,8 @@ from advisor.advice import larger_batch, larger_batch_line
 from advisor.capacity import capacity_sentence
 from advisor.diagnosis import THRESHOLDS, Diagnosis, Finding, gpu_line
 from advisor.evidence import Evidence, rate_unit
-from advisor.outputs import write_whole
 from advisor.measure import BUSY_SHARE, epoch_of
+from advisor.outputs import write_whole
 from advisor.verify import ANSWERED, BUSY_REASON
 
 

@@ -14,6 +14,7 @@ import traceback
 from typing import Optional
 
 from advisor.errors import UserError
+from advisor.failures import out_of_disk
 
 OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory", "MemoryError")
 DISK_FULL = "No space left on device"  # ENOSPC's words
@@ -34,9 +35,7 @@ def main(spec_path: str, result_path: str, interpreter: str = "", config: Option
     except BaseException as exc:  # a failed trial is data for the parent, never a lost study
         reason = failure_reason(exc, spec.get("plan") or {})
         if spec.get("sandbox") and DISK_FULL in reason:
-            reason = (f"out of disk: the run's copy of the machine keeps every write under "
-                      f"{os.path.dirname(spec['scratch'])}, whose file system is full; free room there, or set TMPDIR "
-                      f"to a folder with room ({reason})")
+            reason = f"{out_of_disk(os.path.dirname(spec['scratch']))} ({reason})"
         result = {"status": "failed", "reason": reason}
         traceback.print_exc()
     with open(result_path, "w") as handle:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from advisor.errors import WorkloadInvalid
-from advisor.failures import PRUNED, hung
+from advisor.failures import PRUNED, hung, out_of_disk
 from advisor.harness import cgroups, launch, lifetime
 from advisor.measure import Measurement, ResourceSampler, TreeMemory, default_memory_limit_mb, kill_tree
 
@@ -132,8 +132,7 @@ def disk_full(folder: str) -> str:
         return ""
     if stats.f_bavail * stats.f_frsize >= DISK_ROOM_BYTES:
         return ""
-    return (f"out of disk: the run's files, and a script's every write, are kept under {Path(folder).parent}, whose "
-            "file system is full; free room there, or set TMPDIR to a folder with room")
+    return out_of_disk(Path(folder).parent)
 
 
 def _config_for_child(config) -> tuple[Path, Optional[bytes]]:

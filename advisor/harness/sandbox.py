@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Optional
 
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
-MS_RDONLY, MS_BIND, MS_REC, MS_PRIVATE = 0x1, 0x1000, 0x4000, 0x40000
+MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
 # file systems that hold no user files: the kernel's own views, bound into the copy as they are
 VIRTUAL = frozenset({"proc", "sysfs", "devtmpfs", "devpts", "cgroup", "cgroup2", "mqueue", "debugfs", "tracefs",
                      "securityfs", "pstore", "bpf", "configfs", "fusectl", "hugetlbfs", "binfmt_misc", "autofs",
@@ -123,10 +123,10 @@ def mounts() -> list[tuple[str, str, bool]]:
     return found
 
 
-def enter(scratch: str) -> bool:
+def enter(scratch: str) -> None:
     """Moves this measurement child into its copy of the machine. Returns in the process that
-    runs the script (pid 1 of the new namespace, its root the copy, its folder the same), True;
-    the process that forked it waits for it and exits with its status, never returning. The
+    runs the script (pid 1 of the new namespace, its root the copy, its folder the same); the
+    process that forked it waits for it and exits with its status, never returning. The
     copy's layers live in `scratch/sandbox`; `scratch` itself stays the real folder (the run's
     result, log and progress files are written there)."""
     from advisor.harness.lifetime import die_with_parent
@@ -141,7 +141,6 @@ def enter(scratch: str) -> bool:
     root = build_root(Path(scratch))
     os.chroot(root)
     os.chdir(here)
-    return True
 
 
 def build_root(scratch: Path) -> str:

@@ -20,6 +20,7 @@ import resource
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional, Protocol
 
 import psutil
@@ -35,6 +36,7 @@ from advisor.harness.operators import STEP_LABEL, summarize_profile
 from advisor.measure import (
     descendants_cpu_seconds, machine_busy_seconds, other_cpu_share, step_statistics, tree_memory,
 )
+from advisor.outputs import write_whole
 from recipes import applied, around, chain, checkpointing, dataloader
 
 PROGRESS_EVERY_S = 0.05  # how often the timed window reports its running rate to the parent
@@ -237,6 +239,7 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
     `progress`: a file rewritten every PROGRESS_EVERY_S with the steps, samples and seconds so far."""
     step_s, wait_s, transfer_s, losses = [], [], [], []
     events = DeviceEvents(device)
+    move = mover(device, plan)  # resolved once: the loop runs it every step
     checksums: list = []
     samples = 0
     faults_start, checksum_faults = minor_faults(), 0
@@ -247,7 +250,7 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
         t0 = time.perf_counter()
         batch = next(batches)
         t1 = time.perf_counter()
-        batch = to_device(batch, device, plan)
+        batch = move(batch)
         synchronize(device)
         t2 = time.perf_counter()
         events.start()
@@ -314,11 +317,8 @@ def report_progress(path: str, done: int, steps: int, samples: int, seconds: flo
     """The timed window so far, for the parent to read at any moment: written whole, then renamed.
     `best`: the most the run's objective can still end at, where the run alone can tell (a
     service's 1000 / p95 ms, from its latencies)."""
-    partial = f"{path}.partial"
-    with open(partial, "w") as handle:
-        json.dump({"steps": done, "of": steps, "samples": samples, "seconds": seconds,
-                   **({"best": best} if best is not None else {})}, handle)
-    os.replace(partial, path)
+    write_whole(Path(path), json.dumps({"steps": done, "of": steps, "samples": samples, "seconds": seconds,
+                                        **({"best": best} if best is not None else {})}))
 
 
 def parameter_checksums(model: torch.nn.Module) -> list[list[float]]:
@@ -631,8 +631,14 @@ def unique_mb(pids: list[int]) -> float:
 
 
 def to_device(batch: Any, device: torch.device, plan: dict) -> Any:
-    """The batch on the device, in the layout the plan asks for (`batch` hooks)."""
-    return chain("batch", plan)(batches.to_device(batch, device, non_blocking=applied("non_blocking", False, plan)))
+    return mover(device, plan)(batch)
+
+
+def mover(device: torch.device, plan: dict) -> Callable[[Any], Any]:
+    """What puts a batch on the device under the plan: its copy (asynchronous where the plan
+    pins memory) and the layout it asks for (`batch` hooks)."""
+    non_blocking, layout = applied("non_blocking", False, plan), chain("batch", plan)
+    return lambda batch: layout(batches.to_device(batch, device, non_blocking=non_blocking))
 
 
 def synchronize(device: torch.device) -> None:
