@@ -13,7 +13,7 @@ from advisor.diagnosis import THRESHOLDS, Diagnosis, Finding, gpu_line
 from advisor.evidence import Evidence, rate_unit
 from advisor.measure import BUSY_SHARE, epoch_of
 from advisor.outputs import write_whole
-from advisor.verify import ANSWERED, BUSY_REASON
+from advisor.verify import ANSWERED, BUSY_REASON, EXACT_RTOL, nondeterministic_reason
 
 
 def format_value(finding: Finding) -> str:
@@ -150,6 +150,9 @@ def serving_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
             f"resources   peak memory {full.peak_memory_mb:,.0f} MB ({full.memory_source}),"
             f" CPU {full.cpu_util:.0%} of {_cores()} cores, GPU: {_gpu_line(full.gpu)}",
         ]
+        repeat = full.output.get("repeat_difference")
+        if repeat and repeat > EXACT_RTOL:
+            lines.append(f"outputs     {nondeterministic_reason(repeat)}")
     if not evidence.profile.ok:
         lines.append(f"the profile run failed: {evidence.profile.reason}")
     lines += diagnosis_lines(diagnoses)

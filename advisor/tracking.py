@@ -127,7 +127,9 @@ class SessionLog:
     def __init__(self, config: AdvisorConfig, warn: Callable[[str], None] = lambda line: None,
                  tags: Optional[dict] = None):
         self.config, self.warn = config, warn
-        self.error, self.skipped = "", []
+        self.error, self.skipped = unwritable_store(config), []
+        if self.error:  # said once, now: MLflow itself would print each failed statement with its traceback
+            warn(f"MLflow: the store {self.error}; the session goes on, its results folder keeps everything")
         self.tracker: Optional[Tracker] = None
         self.session: Optional[str] = None
         self.logged_trials: set[int] = set()
@@ -381,6 +383,33 @@ def check_sqlite_file(path: Path) -> None:
     if head not in (b"", b"SQLite format 3\x00"):
         raise UserError(f"tracking.uri: {path} is not a SQLite database (or cannot be read); move it away, or point "
                         "tracking.uri elsewhere")
+
+
+def unwritable_store(config: AdvisorConfig) -> str:
+    """Why a local sqlite store cannot take this session's runs (a read-only file, folder or
+    file system), in words; "" where it can, or the store is not a local file. A write is tried
+    and rolled back: permissions alone say nothing to root, nor of a read-only mount."""
+    import sqlite3
+    import tempfile
+
+    parsed = urllib.parse.urlparse(tracking_uri(config))
+    if parsed.scheme.split("+")[0] != "sqlite" or not parsed.path or parsed.path == "/:memory:":
+        return ""
+    path = Path(parsed.path[1:]).absolute()  # what sqlite opens: sqlite:///relative, sqlite:////absolute
+    try:
+        if not path.exists():
+            tempfile.TemporaryFile(dir=path.parent).close()  # sqlite must create the file there
+            return ""
+        connection = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=30)
+        try:
+            connection.execute("BEGIN IMMEDIATE")
+            connection.execute("CREATE TABLE advisor_write_probe (x)")  # the folder takes the journal file
+            connection.execute("ROLLBACK")
+        finally:
+            connection.close()
+    except (OSError, sqlite3.Error) as exc:
+        return f"{path} cannot be written ({shown(str(exc))[:120]})"
+    return ""
 
 
 def check_store_exists(config: AdvisorConfig) -> None:

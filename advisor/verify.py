@@ -170,6 +170,24 @@ def foreign_output(config, candidate: Measurement, reference: Measurement, risk:
     return NumericsResult(False, risk, math.inf, tolerance, 0, "an output lies outside advisor's own folder: not read")
 
 
+def nondeterministic_service(reference: Measurement, risk: str, tolerance: float) -> Optional[NumericsResult]:
+    """A failed comparison when the baseline itself answered the same requests differently on
+    a second pass (dropout left on, sampling): no plan's outputs can then be told from the
+    service's own variation, so none is verified on them. None for a service that repeats."""
+    if risk == "changes semantics":
+        return None
+    repeat = reference.output.get("repeat_difference")
+    if repeat is None or repeat <= min(tolerance, EXACT_RTOL):
+        return None
+    return NumericsResult(False, risk, math.inf, tolerance, 0, nondeterministic_reason(repeat))
+
+
+def nondeterministic_reason(repeat: float) -> str:
+    return (f"the service is nondeterministic: the baseline answers the same requests {repeat:.2%} differently "
+            "from one pass to the next, so no plan's outputs can be checked and none is verified; "
+            "put the model in eval mode (dropout) or seed its sampling")
+
+
 def compare_training(candidate: Measurement, baseline: Measurement, risk: str, loss_rtol: float,
                      envelope: Optional[Envelope] = None) -> NumericsResult:
     """The loss trajectories; for an exact recipe also the parameters after the same number of
@@ -576,16 +594,27 @@ def interleave(
     rounds_total: Union[int, Callable[[int], int], None] = None,
     measure_reference: Optional[Callable[[dict], Measurement]] = None,
     enough: Callable[["Rounds"], bool] = lambda rounds: False,
+    earlier: Optional[Rounds] = None,
+    keep: Callable[[int, dict[str, Measurement]], None] = lambda index, runs: None,
 ) -> Rounds:
     """Runs `pairs` rounds; in each, the reference plan (named `reference` in the progress lines)
     and every candidate, order rotated per round. `first_reference_run`, a run of the reference
     made just before, stands in for the first round's (it leads that round's order anyway).
     `measure_reference` measures the reference where it differs from the candidates' `measure`
     (the job as the user runs it today, without the memory budget the candidates must keep).
-    `enough`, asked after each round with the rounds so far, stops them early when it says so."""
+    `enough`, asked after each round with the rounds so far, stops them early when it says so.
+    `earlier`: these arms' rounds finished before (a session stopped mid-verification), counted
+    among the `pairs` and not run again; `keep` hears each round as it finishes, to store it."""
     names = [reference, *candidates]
     plans = {reference: baseline_plan, **candidates}
     runs: dict[str, list[Measurement]] = {name: [] for name in names}
+    if earlier is not None and earlier.baseline:
+        runs = {reference: list(earlier.baseline), **{name: list(earlier.candidates[name]) for name in candidates}}
+        done = len(earlier.baseline)
+        progress(f"  {done} round(s) kept from before: going on from round {rounds_before + done + 1}")
+        rounds_before, pairs = rounds_before + done, pairs - done
+        if pairs <= 0 or enough(_rounds(runs, reference)):
+            return _rounds(runs, reference)
     for round_index in range(rounds_before, rounds_before + pairs):  # continuing earlier rounds keeps the rotation
         shift = round_index % len(names)
         order = names[shift:] + names[:shift]
@@ -598,6 +627,7 @@ def interleave(
         other = _rounds(runs, reference).disturbance(-1)
         busy = f"; set aside: other processes took {other:.0%} of the CPU" if other >= BUSY_SHARE else ""
         progress(f"  round {label}: " + ", ".join(_round_summary(runs, name) for name in names) + busy)
+        keep(round_index, {name: runs[name][-1] for name in names})
         if enough(_rounds(runs, reference)):
             break
     return _rounds(runs, reference)

@@ -353,6 +353,42 @@ def test_a_store_that_is_not_a_database_is_named_before_anything_runs(tmp_path):
             check(config)
 
 
+def test_a_read_only_store_is_one_line_and_the_session_logs_nothing_to_it(tmp_path):
+    """A read-only mlflow.db once flooded stderr with 113 lines of SQL and tracebacks: the store
+    is tried once (a write rolled back), said in one line, and left as it was."""
+    import os
+    import subprocess
+
+    from advisor.tracking import SessionLog, Tracker, unwritable_store
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    config = load_config(write_config(folder, TINY))
+    assert unwritable_store(config) == ""  # no store yet: the folder takes one
+    Tracker(config)  # the store, made as a session makes it
+    assert unwritable_store(config) == "" and not list(folder.glob("mlflow.db-journal"))
+    before = (folder / "mlflow.db").read_bytes()
+    if os.geteuid() == 0:  # root writes through permissions: a read-only mount
+        subprocess.run(["mount", "--bind", str(folder), str(folder)], check=True)
+        subprocess.run(["mount", "-o", "remount,ro,bind", str(folder)], check=True)
+    else:
+        folder.chmod(0o555)
+        (folder / "mlflow.db").chmod(0o444)
+    try:
+        warned = []
+        log = SessionLog(config, warned.append)
+        log.trial(0, {}, {"status": "ok", "samples_per_s": 1.0}, True, 0.0, 1.0)
+        log.close("FINISHED")
+    finally:
+        if os.geteuid() == 0:
+            subprocess.run(["umount", str(folder)], check=True)
+        else:
+            folder.chmod(0o755)
+    assert len(warned) == 1 and "mlflow.db cannot be written (attempt to write a readonly database" in warned[0], warned
+    assert warned[0].endswith("the session goes on, its results folder keeps everything")
+    assert log.skipped == ["trial 0"] and (folder / "mlflow.db").read_bytes() == before
+
+
 # ------------------------------------------------------------------ the table of hostile cases, every kind
 
 TRAIN = TINY

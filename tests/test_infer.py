@@ -426,3 +426,32 @@ def test_the_batching_snippet_returns_each_request_its_own_rows():
     outputs = [reply.get(timeout=10) for reply in replies]
     assert [tuple(o.shape) for o in outputs] == [(1, 2), (3, 2), (2, 2)]
     assert all(torch.equal(o, x * 2) for o, x in zip(outputs, inputs))
+
+
+def test_a_nondeterministic_service_is_said_and_no_plan_is_verified_on_its_outputs(tmp_path):
+    """A service that answers the same request differently (dropout left on) once had even its
+    exact fixes rejected as "outputs differ by 113%". The baseline is compared with itself
+    first: the comparison then says the service is nondeterministic and verifies nothing on
+    its outputs, where a service that repeats itself is compared as before."""
+    from advisor.config import parse_config
+    from advisor.harness.infer import InferJob, run
+    from advisor.kinds.infer import KIND
+    from advisor.outputs import output_path
+    from advisor.report import serving_body
+    from shapes import dropout_served_model, served_model, served_requests
+
+    config = parse_config({**SERVED, "measure": {**SERVED["measure"], "requests": 8}}, tmp_path / "advisor.yaml")
+    kept = {}
+    for name, build in (("dropout", dropout_served_model), ("steady", served_model)):
+        done = run(config, lambda build=build: InferJob(build(), served_requests()), {}, "full",
+                   output_path=str(output_path(config, {"service": name}, ".pt")))
+        kept[name] = Measurement.from_dict({"mode": "full", "status": "ok", "plan": {}, **done})
+    assert kept["steady"].output["repeat_difference"] == 0.0
+    assert kept["dropout"].output["repeat_difference"] > 0.05
+    for risk in ("exact", "tolerance"):
+        found = KIND.compare(kept["dropout"], kept["dropout"], risk, config)
+        assert not found.passed and found.note.startswith("the service is nondeterministic: the baseline answers")
+        assert "eval mode" in found.note
+        assert KIND.compare(kept["steady"], kept["steady"], risk, config).passed
+    said = "\n".join(serving_body(Evidence(full=kept["dropout"], profile=kept["dropout"]), []))
+    assert "the service is nondeterministic" in said

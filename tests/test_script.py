@@ -2,6 +2,7 @@
 
 import hashlib
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -315,3 +316,24 @@ def test_a_scripts_dataloader_is_set_from_outside_verified_and_anchored_at_its_l
     assert {name: after.get(name) for name in before} == before
     new = {name.split("/")[0] for name in set(after) - set(before)}
     assert new <= {"advisor-results", "mlflow.db", "mlruns", "cnn.optuna-journal"}, new  # advisor's own
+
+
+def test_a_script_too_slow_for_its_window_is_stopped_saying_which_keys_to_raise(tmp_path):
+    """A script of 2 s steps under a 60 s limit once waited the limit out, was called "hung" with
+    no advice, and so did every later run. Two timed steps tell the window cannot end in time:
+    one line, exit 2, the keys to change, well before the limit."""
+    import time
+
+    (tmp_path / "slow.py").write_text(
+        "import time, torch\nw = torch.zeros(2, requires_grad=True)\n"
+        "for _ in range(1000):\n    time.sleep(2.0)\n    (w.sum() * 2).backward()\n")
+    config = write_config(tmp_path, {"name": "slow", "workload": {"kind": "script", "script": "slow.py"},
+                                     "measure": {"timeout_s": 60, "warmup_steps": 2, "steps": 30}}, name="advisor.yaml")
+    started = time.monotonic()
+    result = run_cli("diagnose", str(config))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+    line = result.stderr.strip().splitlines()[-1]
+    assert re.search(r"slow\.py takes about 2\.\d s a step, so the 32 steps advisor times \(measure\.warmup_steps \+ "
+                     r"measure\.steps\) need about \d+ s, past measure\.timeout_s 60 s: raise measure\.timeout_s to "
+                     r"\d+ or more, or lower measure\.steps", line), line
+    assert time.monotonic() - started < 40, "stopped after a few steps, not at the limit"

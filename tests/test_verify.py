@@ -486,3 +486,41 @@ def test_the_report_says_why_a_service_near_its_limit_is_judged_at_full_load():
     line, = answered_lines({**payload, "baseline": {"latency_ms": behind}})
     assert "fell behind, answering 455/s" in line
     assert answered_lines({**payload, "recommendations": [{"speedup_basis": "objective"}]}) == []
+
+
+def test_a_verification_stopped_mid_way_goes_on_from_its_next_round(tmp_path):
+    """Ctrl-C during verification once threw away every finished round (one case lost 11):
+    rounds are kept in the study as they finish, and the resumed verification runs only the
+    rounds still to run, its rotation where it left off, its ratios those of every round."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from advisor.session.kept_rounds import KeptRounds, arms_key
+
+    storage = lambda: JournalStorage(JournalFileBackend(str(tmp_path / "study.journal")))  # noqa: E731
+    optuna.create_study(study_name="s", storage=storage())
+    arms = {"#3": {"x": 1}}
+    key = arms_key({"x": 0}, arms)
+    calls = []
+
+    def measure(plan):
+        calls.append(plan["x"])
+        if len(calls) == 7:  # the user presses Ctrl-C in round 4
+            raise KeyboardInterrupt
+        return Measurement("full", plan, "ok", samples_per_s=(100, 200 + len(calls))[plan["x"]])
+
+    kept = KeptRounds(optuna.load_study(study_name="s", storage=storage()), key)
+    with pytest.raises(KeyboardInterrupt):
+        interleave({"x": 0}, arms, measure, 6, keep=kept.keeper())
+    resumed = KeptRounds(optuna.load_study(study_name="s", storage=storage()), key)  # another process, later
+    earlier = resumed.earlier("baseline", list(arms))
+    assert len(earlier.baseline) == 3 and [r.samples_per_s for r in earlier.candidates["#3"]] == [202, 203, 206]
+    assert KeptRounds(resumed.study, arms_key({"x": 0}, {"#4": {"x": 1}})).earlier("baseline", ["#4"]) is None
+    calls.clear()
+    heard = []
+    rounds = interleave({"x": 0}, arms, measure, 6, heard.append, earlier=earlier, keep=resumed.keeper())
+    assert len(calls) == 6, "rounds 4 to 6 only"
+    assert len(rounds.baseline) == 6 and rounds.ratios("#3")[:3] == [2.02, 2.03, 2.06]
+    assert heard[0] == "  3 round(s) kept from before: going on from round 4"
+    assert len(KeptRounds(optuna.load_study(study_name="s", storage=storage()), key).earlier("baseline", ["#3"]).baseline) == 6

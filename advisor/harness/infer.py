@@ -111,8 +111,11 @@ def timed_replay(config: AdvisorConfig, servers: list, requests: list, plan: dic
     wall = time.perf_counter() - wall_start
     cpu_used = cpu_seconds() - cpu_start
     others = other_cpu_share(machine_busy_seconds() - busy_start, cpu_used, wall)  # read with cpu_used: the window alone
+    repeat_difference = None
     if output_path:
-        torch.save(numerics_outputs(servers[0], requests, batch), output_path)
+        outputs = numerics_outputs(servers[0], requests, batch)
+        torch.save(outputs, output_path)
+        repeat_difference = worst_difference(numerics_outputs(servers[0], requests, batch), outputs)
     objective = {"p95": 1000 / latency["p95_ms"], "capacity": latency.get("capacity", {}).get("per_s", 0.0)}.get(
         config.objective, latency["throughput_per_s"])
     return {
@@ -123,7 +126,8 @@ def timed_replay(config: AdvisorConfig, servers: list, requests: list, plan: dic
         "cpu_util": min(1.0, cpu_used / (wall * (psutil.cpu_count() or 1))),
         "other_cpu_share": others,
         "window": (window_start, time.time()), "memory_end": tree_memory_dict(),
-        "output": {"path": output_path, "requests": min(NUMERICS_REQUESTS, len(requests))} if output_path else {},
+        "output": {"path": output_path, "requests": min(NUMERICS_REQUESTS, len(requests)),
+                   "repeat_difference": repeat_difference} if output_path else {},
     }
 
 
@@ -424,6 +428,22 @@ def numerics_outputs(serve: Callable, requests: list, max_batch: int) -> list:
     for start in range(0, len(chosen), max_batch):
         outputs += serve(chosen[start:start + max_batch])
     return [[t.detach().float().cpu() for t in tensors(output)] for output in outputs]
+
+
+def worst_difference(again: list, first: list) -> float:
+    """The largest difference between two passes over the same requests, relative to each
+    tensor's largest magnitude: 0 for a service that answers the same twice, what dropout left on
+    or sampling makes it otherwise (a NaN counts as a total difference)."""
+    worst = 0.0
+    for outputs, expected in zip(again, first):
+        for got, want in zip(outputs, expected):
+            if got.shape != want.shape:
+                return float("inf")
+            if got.numel():
+                same = (got == want) | (got.isnan() & want.isnan())  # the same NaN or infinity twice: no difference
+                gap = torch.where(same, 0.0, (got - want).abs().nan_to_num(float("inf")))
+                worst = max(worst, float(gap.max() / want.abs().nan_to_num(0.0, 0.0, 0.0).max().clamp_min(1e-12)))
+    return worst
 
 
 def profile_requests(serve: Callable, requests: list, device: torch.device, count: int) -> dict:

@@ -27,6 +27,7 @@ import builtins
 import inspect
 import io
 import linecache
+import math
 import os
 import runpy
 import signal
@@ -61,6 +62,11 @@ class NoStepYet(BaseException):
     """The run's time is nearly spent and the script has called no backward: unwinds it."""
 
 
+class WindowTooLong(BaseException):
+    """The script's steps are too slow for the timed window to end within the run's time limit:
+    unwinds it at once, rather than have this run and every later one wait out the limit."""
+
+
 @dataclass
 class Steps:
     """The script's steps as the backward hook sees them: the end of each, its loss, and the
@@ -78,10 +84,14 @@ class Steps:
     checksums: list = field(default_factory=list)  # theirs at the window's end
     marks: dict = field(default_factory=dict)  # the window's "start" and "end": (wall clock, own CPU s, machine's busy s)
     on_window: Callable[[str], None] = lambda moment: None  # the timed window's "start", each "step", its "end"
+    limit_s: float = math.inf  # the window must end this long after `born`
+    born: float = field(default_factory=time.perf_counter)
 
     def ended(self, loss: float) -> None:
         self.ends.append(time.perf_counter())
         timed = len(self.ends) - self.warmup - 1  # steps ended since the window opened
+        if timed < self.steps:
+            self.check_fits()
         if timed > 0:  # a timed step: from the last end to this one
             self.losses.append(loss)
             self.waits.append(self.waiting)
@@ -96,6 +106,17 @@ class Steps:
             raise WindowDone
         elif timed > 0:
             self.on_window("step")
+
+    def check_fits(self) -> None:
+        """Once two steps are timed, whether the rest can end within the limit at the faster of
+        the two (a first step that compiles, or warms a cache, is not held against it)."""
+        if len(self.ends) < 3:
+            return
+        step = min(self.ends[-1] - self.ends[-2], self.ends[-2] - self.ends[-3])
+        remaining = self.warmup + self.steps + 1 - len(self.ends)
+        if self.ends[-1] + step * remaining - self.born > self.limit_s:
+            setup = self.ends[0] - self.born
+            raise WindowTooLong(step, setup + step * (self.warmup + self.steps))
 
     def loaded(self, wall: float, cpu: float, samples: int) -> None:
         """A batch the main process loaded itself (no workers) within the window: its wall and CPU time."""
@@ -121,7 +142,7 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str, 
     script = (config.root / workload.script).resolve()
     device, default_threads = prepare_process(config, plan)
     warmup = PROFILE_WARMUP_STEPS if mode == "profile" else config.measure.warmup_steps
-    record = Steps(warmup, steps)
+    record = Steps(warmup, steps, limit_s=max(1.0, config.measure.timeout_s - NO_STEP_MARGIN_S))
     profiler = Profiled() if mode == "profile" else None
     if profiler is not None:
         record.on_window = profiler.on_window
@@ -139,7 +160,7 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str, 
             stack.enter_context(writes_kept_in(config.root, Path(scratch) / "writes", writes))
         stack.enter_context(as_main(script, [str(arg) for arg in workload.args], config.root, printed))
         stack.enter_context(first_step_by(max(1.0, config.measure.timeout_s - NO_STEP_MARGIN_S), record))
-        outcome = run_script(script, workload.script)
+        outcome = run_script(script, workload.script, config, warmup + steps)
     if outcome is not None or len(record.ends) < warmup + steps + 1:
         raise UserError(ended_early(workload.script, outcome, len(record.ends), warmup + steps + 1, printed.last))
     step_s = record.step_seconds()
@@ -176,12 +197,14 @@ def alive_beside_me() -> list[str]:
     return sorted(names)
 
 
-def run_script(script: Path, named: str) -> Optional[str]:
+def run_script(script: Path, named: str, config: AdvisorConfig, window: int) -> Optional[str]:
     """Runs the script as __main__; None when the window ended it, else how it ended."""
     try:
         runpy.run_path(str(script), run_name="__main__")
     except WindowDone:
         return None
+    except WindowTooLong as exc:
+        raise UserError(too_slow_for_window(named, *exc.args, window, config.measure.timeout_s)) from None
     except NoStepYet as exc:
         raise UserError(f"workload.script: {named} called no backward of a scalar loss in {exc} s; advisor finds a "
                         "script's training steps by their loss.backward(): give it arguments that reach training "
@@ -192,6 +215,15 @@ def run_script(script: Path, named: str) -> Optional[str]:
         raise UserError(f"{script.name} reads standard input (input() or sys.stdin), which advisor's runs do not "
                         "have; pass what it asks for as command-line arguments (workload.args)") from None
     return "ended on its own"
+
+
+def too_slow_for_window(script: str, step_s: float, needed_s: float, window: int, limit_s: float) -> str:
+    """What to change when the script's steps are too slow for its window: the time limit it
+    needs, rounded up with room, or fewer steps."""
+    enough = 60 * math.ceil((needed_s * 1.25 + NO_STEP_MARGIN_S + 30) / 60)
+    return (f"workload.script: {script} takes about {step_s:.1f} s a step, so the {window} steps advisor times "
+            f"(measure.warmup_steps + measure.steps) need about {needed_s:.0f} s, past measure.timeout_s "
+            f"{limit_s:.0f} s: raise measure.timeout_s to {enough} or more, or lower measure.steps")
 
 
 def ended_early(script: str, outcome: Optional[str], ended: int, needed: int, last_line: str) -> str:

@@ -119,10 +119,11 @@ class InferKind:
         return None  # outputs, not a trajectory: nothing amplifies rounding from one step to the next
 
     def compare(self, candidate, reference, risk: str, config: AdvisorConfig, envelope=None):
-        from advisor.verify import compare_served, foreign_output
+        from advisor.verify import compare_served, foreign_output, nondeterministic_service
 
         constraints = config.constraints
-        refused = foreign_output(config, candidate, reference, risk, constraints.output_rtol)
+        refused = foreign_output(config, candidate, reference, risk, constraints.output_rtol) or \
+            nondeterministic_service(reference, risk, constraints.output_rtol)
         return refused or compare_served(candidate.output.get("path"), reference.output.get("path"), risk,
                                          constraints.output_rtol, constraints.min_top1_agreement)
 

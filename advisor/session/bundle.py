@@ -68,6 +68,7 @@ class Session:
     # the rounds whose ratios are reported (verification, leave-one-out): a new interpreter each run
     round_measure: Optional[Callable[..., Measurement]] = None
     round_reference: Optional[Callable[[dict], Measurement]] = None
+    study: Optional[object] = field(default=None, compare=False, repr=False)  # keeps verification rounds as they finish
 
     def measured_envelope(self) -> Optional[Envelope]:
         """The rounding envelope measured for the reference's plan (the baseline's during the

@@ -36,7 +36,7 @@ def optimize(config: AdvisorConfig, progress: Progress = lambda line: None, warm
         progress(f"bottleneck: {diagnoses[0].bottleneck}; trying: {', '.join(facts.chosen) or 'nothing'}")
     if facts.loader:
         progress(facts.loader["said"] + ": its plan is the first trial")
-    session = Session(config, facts, diagnoses, progress=progress, hooks=hooks, started=started)
+    session = Session(config, facts, diagnoses, progress=progress, hooks=hooks, started=started, study=study)
     verified = Verified(started, progress, hooks)
     if study is None:  # nothing to search: the baseline alone
         return conclude(session, [], verified)

@@ -17,6 +17,7 @@ from advisor.kinds import kind_of
 from advisor.measure import BUSY_SHARE, QUIET_WAIT_S, Measurement, epoch_of, page_faults_of, wait_for_quiet
 from advisor.plan import active_recipes, changes_of, combined_risk, names
 from advisor.session.bundle import Session, round_measures
+from advisor.session.kept_rounds import KeptRounds, arms_key
 from advisor.session.gate import gate_candidates, rounding_envelope, worst_numerics
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
@@ -309,9 +310,11 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
     session.progress(f"verifying {len(plans)} candidate(s), interleaved with the baseline"
                      f"{' and the ideal' if with_ideal else ''}: looking after {', '.join(map(str, stopping.schedule))} "
                      "rounds, stopping once every verdict is clear (a round other processes disturb is run again):")
+    kept = KeptRounds(session.study, arms_key(reference_plan, arms)) if session.study is not None else None
     rounds = interleave(reference_plan, arms, measure, stopping.schedule[-1] + config.search.pairs, session.progress,
                         measure_reference=lambda plan: measure(plan, reference_run=True), enough=stopping,
-                        rounds_total=stopping.round_of)
+                        rounds_total=stopping.round_of, earlier=kept.earlier("baseline", list(arms)) if kept else None,
+                        keep=kept.keeper() if kept else lambda index, runs: None)
     ideal_ratios = rounds.quiet().ratios("ideal") if with_ideal else []
     ideal = paired_interval(ideal_ratios)[0] if ideal_ratios else None
     return rounds, stopping.confidence, ideal, stopping.started, time.time()
