@@ -21,6 +21,7 @@ from typing import Any, Callable, Optional, Union
 
 from advisor.config import AdvisorConfig, load_config, parse_config
 from advisor.diagnosis import Diagnosis
+from advisor.errors import UserError
 from advisor.evidence import Evidence
 
 ConfigLike = Union[str, Path, dict, AdvisorConfig]
@@ -115,6 +116,9 @@ def optimize(config: ConfigLike, progress: Optional[Progress] = None, results: U
     search.check_storage(config)  # bad addresses are one line, before anything is measured or written
     tracking.check_tracking(config)
     if fresh:
+        from advisor.session.claim import check_none_running
+
+        check_none_running(config)  # never the study of a session that runs
         search.remove_study(config)
     start_children(config)
     log = tracking.SessionLog(config, progress)
@@ -136,17 +140,57 @@ def record(config: AdvisorConfig, result, results: Union[str, Path, None], log) 
     MLflow session."""
     from advisor.fingerprint import fingerprint
     from advisor.kinds import kind_of
-    from advisor.report import render_diagnosis, write_results
-    from advisor.report_html import write_page
+    from advisor.report import render_diagnosis
     from advisor.session import session_payload
 
     payload = session_payload(result, fingerprint(config, kind_of(config.kind).seen(result.evidence)))
     stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(result.started))
     folder = Path(results) if results else config.root / "advisor-results" / config.name / stamp
-    write_results(payload, render_diagnosis(config.name, result.evidence, result.diagnoses), folder)
-    write_page(payload, folder)
-    log.conclude(payload, folder)
+    write_or_keep(payload, render_diagnosis(config.name, result.evidence, result.diagnoses), folder, log)
     return payload, folder
+
+
+def write_or_keep(payload: dict, diagnosis_text: str, folder: Path, log) -> None:
+    """The results folder, then MLflow. A folder that cannot be written at the end (checked
+    before the session, yet the disk filled meanwhile): MLflow still gets the session, the
+    ranking is kept in the temporary folder, and one line says where."""
+    from advisor.report import write_results
+    from advisor.report_html import write_page
+
+    try:
+        write_results(payload, diagnosis_text, folder)
+        write_page(payload, folder)
+    except OSError as exc:
+        log.conclude(payload, folder, folder_written=False)
+        raise UserError(results_not_written(folder, exc, keep_elsewhere(payload, folder.name))) from None
+    log.conclude(payload, folder)
+
+
+def keep_elsewhere(payload: dict, stamp: str) -> Optional[Path]:
+    """The session's recommendations.json in the temporary folder, where its results folder
+    could not take it; None where that fails too."""
+    import json
+    import tempfile
+
+    from advisor.outputs import write_whole
+
+    name = "".join(c if c.isalnum() or c in "-_." else "_" for c in str(payload.get("workload", "session")))
+    path = Path(tempfile.gettempdir()) / f"advisor-{name}-{stamp}-recommendations.json"
+    try:
+        write_whole(path, json.dumps(payload, indent=2, default=str))
+    except OSError:
+        return None
+    return path
+
+
+def results_not_written(folder: Path, exc: OSError, kept: Optional[Path]) -> str:
+    """Which of the folder's files are whole (each is written whole or not at all), and where the ranking went."""
+    whole = [name for name in ("recommendations.json", "report.md", "report.html") if (folder / name).is_file()]
+    there = f"; whole in it: {', '.join(whole)}" if whole else ""
+    elsewhere = (f"the ranking is kept at {kept}" if kept else
+                 "the ranking could not be kept anywhere on disk; it is in MLflow where that could be written")
+    return (f"results: {folder} could not be written ({exc.strerror or exc}){there}; {elsewhere}; free room there, "
+            "then advisor report --html writes the report again from MLflow")
 
 
 def check_main_guard() -> None:
@@ -156,7 +200,6 @@ def check_main_guard() -> None:
     import ast
     import sys
 
-    from advisor.errors import UserError
 
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
@@ -188,7 +231,6 @@ def check_results_folder(path: Union[str, Path, None], config: Optional[AdvisorC
     """The results folder can be written, checked before anything is measured: `--results DIR`
     (one that already holds files is never overwritten), else advisor-results/ next to the config.
     Nothing on its way may be a file, and the first folder on it that exists must be writable."""
-    from advisor.errors import UserError
 
     option = "--results" if path else "the results folder"
     if path and Path(path).is_dir() and any(Path(path).iterdir()):
@@ -214,7 +256,6 @@ def start_children(config: AdvisorConfig) -> None:
     from advisor.kinds import kind_of
 
     if sandboxed(config):
-        from advisor.errors import UserError
         from advisor.harness.sandbox import unavailable
 
         why = unavailable()

@@ -339,6 +339,7 @@ def fail_stale_trials(study: optuna.Study, now: Optional[float] = None, only_gon
 
 def create_study(
     config: AdvisorConfig, space: dict[str, Param], baseline_params: dict, attrs: dict, first: Sequence[dict] = (),
+    claimed: Optional[optuna.Study] = None,
 ) -> optuna.Study:
     """Creates the workload's study: the session's facts stored in it, the baseline enqueued first
     and the `first` plans (earlier best plans, textbook settings) right after it, as many as the
@@ -346,11 +347,12 @@ def create_study(
     the budget is not sampled: `run_trials` queues its plans one at a time (`next_grid_plan`).
 
     Creation is atomic in every Optuna storage, so of several processes starting at once exactly
-    one creates the study and enqueues the baseline; the others load it.
+    one creates the study and enqueues the baseline; the others load it. `claimed`: the study, made
+    empty and held by the session before it diagnosed (`session.claim`), filled now.
     """
     storage = open_storage(storage_url(config))
     try:
-        study = optuna.create_study(
+        study = claimed or optuna.create_study(
             study_name=config.name, storage=storage, sampler=make_sampler(config), direction="maximize"
         )
     except optuna.exceptions.DuplicatedStudyError:

@@ -195,9 +195,10 @@ class SessionLog:
 
         self._call(f"the verification of {name}", log)
 
-    def conclude(self, payload: dict, folder: Path) -> None:
+    def conclude(self, payload: dict, folder: Path, folder_written: bool = True) -> None:
         """The baseline, trials not logged yet (other workers', earlier sessions'), the ranked
-        recommendations and the results folder; then the session closes FINISHED."""
+        recommendations and the results folder; then the session closes FINISHED. Where the
+        folder could not be written, recommendations.json goes to MLflow alone."""
         bottleneck = payload["diagnoses"][0]["bottleneck"] if payload["diagnoses"] else "none"
         self._call("the session's tags", lambda: self.tracker.log(
             self.session, params={"recipes_tried": ",".join(payload["recipes_tried"]) or "none"},
@@ -229,9 +230,13 @@ class SessionLog:
         if self.session and not self.error:
             payload["mlflow"] = {"uri": shown(tracking_uri(self.config)), "experiment": experiment_name(self.config),
                                  "session_run_id": self.session}
-            write_whole(folder / "recommendations.json", json.dumps(payload, indent=2, default=str))
-        if self.tracker:
+            if folder_written:
+                write_whole(folder / "recommendations.json", json.dumps(payload, indent=2, default=str))
+        if self.tracker and folder_written:
             self._call("the results folder", self.tracker.attach, self.session, folder)
+        elif self.tracker:
+            self._call("recommendations.json", lambda: self.tracker.client.log_text(
+                self.session, json.dumps(payload, indent=2, default=str), "recommendations.json"))
         self.close("FINISHED")
 
     def _recommendation(self, rec: dict, bottleneck: str) -> None:

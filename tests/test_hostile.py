@@ -206,6 +206,46 @@ def test_a_worker_started_before_its_study_waits_for_it(tmp_path):
     assert study.study_name == "tiny" and 0.9 < time.time() - started < 30
 
 
+@pytest.mark.integration
+def test_two_sessions_of_one_config_make_one_study_and_the_second_says_how_to_join(tmp_path):
+    """Two `advisor optimize` of one fresh config at once once made two studies' records, two
+    diagnoses and two rankings. The first claims the study before it diagnoses: the second is
+    one line, exit 2, naming the running session and `advisor worker`; once the first is gone
+    (even by SIGKILL), its claim lapses and a new session takes the study."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from advisor.session.claim import SESSION_ATTR, claim_study
+
+    path = write_config(tmp_path, merged(TINY, {"search": {"time_budget_s": 120}}))
+    journal = tmp_path / "tiny.optuna-journal"
+    env = {**{k: v for k, v in __import__("os").environ.items() if k != "MLFLOW_TRACKING_URI"}, "PYTHONUNBUFFERED": "1"}
+    first = subprocess.Popen([sys.executable, "-m", "advisor.cli", "optimize", str(path), "-q"], cwd=tmp_path, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while SESSION_ATTR not in (journal.read_text() if journal.exists() else "") and time.monotonic() < deadline:
+            time.sleep(0.2)
+        started = time.monotonic()
+        second = run_in(tmp_path, "optimize", str(path), timeout=120)
+        assert second.returncode == 2, second.stderr[-2000:]
+        line = second.stderr.strip().splitlines()[-1]
+        assert f"a session of study 'tiny' is running (process {first.pid}, started 0 min ago); join it with: " \
+               f"advisor worker {path}, or wait for it to end" in line, second.stderr[-2000:]
+        assert time.monotonic() - started < 30 and "diagnosing" not in second.stderr
+        fresh = run_in(tmp_path, "optimize", str(path), "--fresh", timeout=120)
+        assert fresh.returncode == 2 and "is running" in fresh.stderr, "--fresh never removes a running session's study"
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=60)
+    records = [json.loads(line) for line in journal.read_text().splitlines()]
+    assert sum(1 for r in records if r.get("op_code") == 0) == 1, "one create-study record"
+    config = load_config(path)
+    assert claim_study(config).user_attrs[SESSION_ATTR]["owner"].endswith(f":{__import__('os').getpid()}")
+
+
 @pytest.mark.parametrize("uri, words", [
     ("file:///nonexistent/dir", "tracking.uri: neither /nonexistent/dir nor its folder exists"),
     ("sqlite:////nonexistent/mlflow.db", "tracking.uri: the folder of sqlite:////nonexistent/mlflow.db does not exist"),

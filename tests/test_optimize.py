@@ -15,7 +15,7 @@ from mlflow import MlflowClient
 from advisor.config import load_config
 from advisor.measure import cpu_has_bf16
 from advisor.session import optimize
-from advisor.tracking import tracking_uri
+from advisor.tracking import experiment_name, tracking_uri
 from conftest import ROOT, TINY, free_port, merged, run_cli, write_config
 
 pytestmark = pytest.mark.integration
@@ -206,3 +206,47 @@ def test_a_session_without_its_recommendations_json_reports_the_same_json_shape(
     assert set(built) == set(ranking(payload, None)) and set(built["recommendations"][0]) == set(RANKING_FIELDS)
     top = built["recommendations"][0]
     assert top["recipes"] == ["dataloader", "fetch_threads"] and top["interval"] == [2.1, 2.9] and top["verified"]
+
+
+@pytest.mark.skipif(__import__("os").geteuid() != 0, reason="mounts a small tmpfs: root only")
+def test_a_results_folder_that_fills_at_the_end_keeps_the_ranking_and_says_where(optimized, tmp_path):
+    """The folder was checked before the session, yet the disk filled meanwhile: once a
+    traceback and a truncated recommendations.json; now the files written are whole, MLflow
+    still gets the session, and one line says where the ranking is kept."""
+    import os
+
+    from advisor.api import write_or_keep
+    from advisor.errors import UserError
+    from advisor.tracking import SessionLog
+
+    payload = json.loads((optimized.results_dir / "recommendations.json").read_text())
+    small = tmp_path / "small"
+    small.mkdir()
+    subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(small)], check=True)
+    try:
+        with open(small / "filler", "wb") as handle:  # the disk fills while the session runs
+            try:
+                handle.write(os.urandom(1 << 20))
+            except OSError:
+                pass
+        log = SessionLog(load_config(write_config(tmp_path, TINY)))
+        with pytest.raises(UserError) as said:
+            write_or_keep(payload, "the diagnosis", small / "results", log)
+        leftover = sorted(p.name for p in (small / "results").glob("*")) if (small / "results").exists() else []
+    finally:
+        subprocess.run(["umount", "-l", str(small)], check=True)
+    line = str(said.value)
+    assert "\n" not in line and re.match(rf"results: {re.escape(str(small))}/results could not be written \(No space left on "
+                                         r"device\).*; the ranking is kept at (\S+); free room there, then advisor report "
+                                         r"--html writes the report again from MLflow", line), line
+    kept = re.search(r"kept at (\S+);", line).group(1)
+    assert json.loads(open(kept).read()) == payload
+    os.unlink(kept)
+    assert not [name for name in leftover if name.endswith(".json") and name != "recommendations.json"], leftover
+    assert not log.error and not log.skipped, "MLflow got the session all the same"
+    client = MlflowClient(tracking_uri(log.config))
+    [session] = client.search_runs([client.get_experiment_by_name(experiment_name(log.config)).experiment_id],
+                                   "tags.kind = 'session'")
+    assert session.info.status == "FINISHED"
+    assert json.loads(client.download_artifacts(session.info.run_id, "recommendations.json", str(tmp_path)) and
+                      open(tmp_path / "recommendations.json").read())["recommendations"] == payload["recommendations"]

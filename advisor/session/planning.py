@@ -16,6 +16,7 @@ from advisor.errors import UserError
 from advisor.evidence import Evidence, collect_evidence
 from advisor.fingerprint import describe_changes, fingerprint
 from advisor.kinds import kind_of
+from advisor.session.claim import claim_study, release_unplanned
 from advisor.session.results import Progress
 from recipes import RECIPES, Context, Param, Recipe, by_name
 
@@ -31,23 +32,28 @@ def plan_or_resume(config: AdvisorConfig, evidence: Optional[Evidence], warm_sta
     study = search.find_study(config)
     if study is not None and search.SPACE_ATTR in study.user_attrs:
         check_same_workload(config, study.user_attrs)
+        study = claim_study(config)
         facts = SessionFacts.from_attrs(study.user_attrs)
         done = len(search.finished_trials(study))
         progress(f"resuming study '{config.name}' ({done} trials done; the baseline's diagnosis is reused)")
         return study, facts, diagnose(facts.evidence), None
-    diagnosed_now = None
-    if evidence is None:
-        progress("diagnosing the baseline:")
-        evidence = diagnosed_now = collect_evidence(config, progress)
-    else:
-        progress("using the given diagnosis of the baseline")
-    diagnoses = diagnose(evidence)
-    facts = plan_session(config, evidence, diagnoses)
-    study = None
-    if facts.space:
-        first = (*warm_start, *textbook_params(facts))
-        study = search.create_study(config, facts.space, {key: facts.baseline[key] for key in facts.space},
-                                    facts.to_attrs(), first)
+    claimed = claim_study(config)  # before the diagnosis: one diagnosis a study
+    try:
+        diagnosed_now = None
+        if evidence is None:
+            progress("diagnosing the baseline:")
+            evidence = diagnosed_now = collect_evidence(config, progress)
+        else:
+            progress("using the given diagnosis of the baseline")
+        diagnoses = diagnose(evidence)
+        facts = plan_session(config, evidence, diagnoses)
+        study = None
+        if facts.space:
+            first = (*warm_start, *textbook_params(facts))
+            study = search.create_study(config, facts.space, {key: facts.baseline[key] for key in facts.space},
+                                        facts.to_attrs(), first, claimed=claimed)
+    finally:
+        release_unplanned(config, claimed)
     return study, facts, diagnoses, diagnosed_now
 
 
