@@ -1,6 +1,7 @@
 """`kind: infer`: requests replayed under load, latency percentiles, diagnosis of a service's
 bottlenecks, outputs compared with the baseline's, and bad input in one line."""
 
+import json
 import re
 
 import pytest
@@ -455,3 +456,19 @@ def test_a_nondeterministic_service_is_said_and_no_plan_is_verified_on_its_outpu
         assert KIND.compare(kept["steady"], kept["steady"], risk, config).passed
     said = "\n".join(serving_body(Evidence(full=kept["dropout"], profile=kept["dropout"]), []))
     assert "the service is nondeterministic" in said
+
+
+@pytest.mark.integration
+def test_a_plan_that_answers_nan_faster_is_never_verified(tmp_path):
+    """End to end: inference mode makes this service fast and every answer NaN. Its trial wins
+    on speed; the comparison with the baseline's finite outputs rejects it, in those words."""
+    from advisor.api import optimize
+
+    service = {**SERVED, "workload": {**SERVED["workload"], "model": "shapes:nan_when_fast_model"},
+               "search": {**SERVED["search"], "recipes": ["inference_mode"], "trials": 2}}
+    done = optimize(service, root=tmp_path)
+    fast = [t for t in done.session.trials if t.plan.get("inference_mode.enabled") and t.measurement.ok]
+    assert fast and fast[0].samples_per_s > 1.5 * done.session.baseline_samples_per_s, "its trial won on speed"
+    assert not [r for r in done.recommendations if r.verified], [(r.recipes, r.reason) for r in done.recommendations]
+    said = json.dumps(done.payload["rejected"]) + json.dumps(done.payload["recommendations"])
+    assert "outputs are NaN or infinite where the baseline's outputs are finite" in said, said[:3000]
