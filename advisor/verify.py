@@ -626,8 +626,8 @@ def interleave(
         label = f"{round_index + 1}/{total}"
         other = _rounds(runs, reference).disturbance(-1)
         busy = f"; set aside: other processes took {other:.0%} of the CPU" if other >= BUSY_SHARE else ""
+        keep(round_index, {name: runs[name][-1] for name in names})  # before it is said: a round said is kept
         progress(f"  round {label}: " + ", ".join(_round_summary(runs, name) for name in names) + busy)
-        keep(round_index, {name: runs[name][-1] for name in names})
         if enough(_rounds(runs, reference)):
             break
     return _rounds(runs, reference)

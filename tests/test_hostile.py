@@ -662,3 +662,36 @@ def test_a_results_file_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
     monkeypatch.undo()
     assert json.loads(target.read_text()) == {"complete": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["recommendations.json"]
+
+
+@pytest.mark.integration
+def test_ctrl_c_during_verification_keeps_the_finished_rounds_for_the_resume(tmp_path):
+    """Once a resume started its verification again at round 1 (one case lost 11 rounds): the
+    rounds finished before Ctrl-C are kept in the study, and the resumed session goes on from
+    the next one."""
+    import os
+    import re
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from conftest import FETCH_STALLED
+
+    (tmp_path / "latency.txt").write_text("3.0")
+    path = write_config(tmp_path, merged(FETCH_STALLED, {"search": {"precision": 0.02}}))
+    env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "PYTHONUNBUFFERED": "1"}
+    first = subprocess.Popen([sys.executable, "-m", "advisor.cli", "optimize", str(path)], cwd=tmp_path, env=env,
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    said = []
+    for line in first.stderr:
+        said.append(line)
+        if re.match(r"\s+round 2/", line):  # two rounds of the verification are done
+            first.send_signal(signal.SIGINT)
+            break
+    first.communicate(timeout=120)
+    assert any(re.match(r"\s+round 2/", line) for line in said), "".join(said)[-3000:]
+    resumed = run_in(tmp_path, "optimize", str(path), timeout=600)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "2 round(s) kept from before: going on from round 3" in resumed.stderr, resumed.stderr[-3000:]
+    assert not re.search(r"^\s+round [12]/\d+: baseline", resumed.stderr, re.M), "no round measured twice"

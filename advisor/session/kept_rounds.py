@@ -9,6 +9,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
+from advisor.harness.lifetime import interrupts_held
 from advisor.measure import Measurement
 from advisor.plan import plan_key
 from advisor.verify import Rounds
@@ -43,6 +44,8 @@ class KeptRounds:
 
     def keeper(self) -> Callable[[int, dict[str, Measurement]], None]:
         def keep(index: int, runs: dict[str, Measurement]) -> None:
-            self.study.set_user_attr(f"{ROUND_ATTR}:{self.key}:{index}", {name: run.to_dict() for name, run in runs.items()})
+            with interrupts_held():  # a round is stored whole: Ctrl-C waits for it
+                self.study.set_user_attr(f"{ROUND_ATTR}:{self.key}:{index}",
+                                         {name: run.to_dict() for name, run in runs.items()})
 
         return keep
