@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -37,31 +38,44 @@ import atexit, multiprocessing, os, shutil, sqlite3, subprocess, sys, threading,
 import numpy as np, pandas as pd, torch
 
 OUTSIDE, MARK = sys.argv[1], sys.argv[2]
-torch.save({"w": 1}, os.path.join(OUTSIDE, "ckpt.pt"))                  # an absolute path: the commonest shape
-os.makedirs(os.path.expanduser("~/.cache/job"), exist_ok=True)         # $HOME
-open(os.path.expanduser("~/.cache/job/state"), "w").write("x")
-os.truncate("data.txt", 0)                                             # calls the hooks never saw
-shutil.rmtree("results")
-os.rmdir("empty")
-np.savetxt("table.txt", np.zeros(3))
-pd.DataFrame({"a": [1]}).to_parquet("frame.parquet")
-folder = os.open(".", os.O_RDONLY)
-os.close(os.open("via_dir_fd.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=folder))
-os.chmod("data.txt", 0o600)
-os.utime("table.txt", (0, 0))
-shutil.copy("table.txt", "table.copy")                                  # copymode on a path that is new
-os.close(os.open("existing.txt", os.O_WRONLY | os.O_TRUNC))              # O_TRUNC of a file that exists
-subprocess.run(["touch", "touched.txt"], check=True)                     # a child process
-with multiprocessing.Pool(2) as pool:                                    # a pool of the script's own
-    pool.map(os.path.exists, ["x", "y"])
-sqlite3.connect("store.db").execute("create table t (x)")
-os.chdir(OUTSIDE)                                                        # a write after chdir elsewhere
-open("after_chdir.txt", "w").write("x")
-os.chdir(os.path.dirname(os.path.abspath(__file__)))
-subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", MARK], start_new_session=True)  # a detached helper
-threading.Thread(target=lambda: [time.sleep(0.05) for _ in iter(int, 1)]).start()  # a non-daemon heartbeat
-atexit.register(lambda: open(os.path.join(OUTSIDE, "atexit.txt"), "w").write("x"))
-''' + TRAINING
+
+
+def write_from_the_pool(name):
+    open(name, "w").write("x")
+
+
+def heartbeat():
+    while True:
+        open("heartbeat.txt", "w").write(str(time.time()))
+        time.sleep(0.05)
+
+
+if __name__ == "__main__":
+    torch.save({"w": 1}, os.path.join(OUTSIDE, "ckpt.pt"))                  # an absolute path: the commonest shape
+    os.makedirs(os.path.expanduser("~/.cache/job"), exist_ok=True)         # $HOME
+    open(os.path.expanduser("~/.cache/job/state"), "w").write("x")
+    os.truncate("data.txt", 0)                                             # calls the hooks never saw
+    shutil.rmtree("results")
+    os.rmdir("empty")
+    np.savetxt("table.txt", np.zeros(3))
+    pd.DataFrame({"a": [1]}).to_parquet("frame.parquet")
+    folder = os.open(".", os.O_RDONLY)
+    os.close(os.open("via_dir_fd.txt", os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644, dir_fd=folder))
+    os.chmod("data.txt", 0o600)
+    os.utime("table.txt", (0, 0))
+    shutil.copy("existing.txt", "existing.copy")                            # copymode on a path that is new
+    os.close(os.open("existing.txt", os.O_WRONLY | os.O_TRUNC))              # O_TRUNC of a file that exists
+    subprocess.run(["touch", "touched.txt"], check=True)                     # a child process
+    with multiprocessing.get_context("fork").Pool(2) as pool:                # a pool of the script's own
+        pool.map(write_from_the_pool, ["pool_0.txt", "pool_1.txt"])
+    sqlite3.connect("store.db").execute("create table t (x)")
+    os.chdir(OUTSIDE)                                                        # a write after chdir elsewhere
+    open("after_chdir.txt", "w").write("x")
+    os.chdir(os.path.dirname(os.path.abspath(__file__)))
+    subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)", MARK], start_new_session=True)  # a detached helper
+    threading.Thread(target=heartbeat).start()                               # a non-daemon thread that writes
+    atexit.register(lambda: open(os.path.join(OUTSIDE, "atexit.txt"), "w").write("x"))
+''' + "\n".join("    " + line for line in TRAINING.splitlines())
 
 
 def digest(folder: Path) -> dict:
@@ -110,22 +124,84 @@ def marked(mark: str) -> list[psutil.Process]:
     return found
 
 
-def test_every_write_of_a_hostile_script_stays_in_its_copy_and_its_processes_end(tmp_path):
-    linked, outside, home, run = layout(tmp_path, 400)
-    before = {folder: digest(folder) for folder in (tmp_path / "real", outside, home)}
+@dataclass(frozen=True)
+class HostileRun:
+    tmp: Path
+    before: dict  # folder -> its digest before the run
+    after: dict  # folder -> its digest after
+    done: subprocess.CompletedProcess
+    mark: str
+
+    def unchanged(self, place: str, name: str) -> bool:
+        """Whether the path is as it was before the run: there with the same bytes, mode and
+        time, or absent as it was."""
+        return self.before[place].get(name) == self.after[place].get(name)
+
+    @property
+    def writes(self) -> str:
+        return "\n".join(json.loads(self.done.stdout)["evidence"]["runs"]["full"]["environment"]["writes"])
+
+
+@pytest.fixture(scope="module")
+def hostile(tmp_path_factory) -> HostileRun:
+    """One `advisor diagnose` of the hostile script (its every run in a copy of the machine),
+    the user's folder, a folder outside it and $HOME hashed before and after."""
+    tmp = tmp_path_factory.mktemp("hostile")
+    linked, outside, home, run = layout(tmp, 400)
+    folders = {"real": tmp / "real", "outside": outside, "home": home}
+    before = {place: digest(folder) for place, folder in folders.items()}
     done = subprocess.run(run["command"], cwd=linked, env=run["env"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    for folder, was in before.items():
-        assert digest(folder) == was, f"{folder} changed"
-    assert not marked(run["mark"]), "the detached helper outlived its run"
-    environment = json.loads(done.stdout)["evidence"]["runs"]["full"]["environment"]
+    return HostileRun(tmp, before, {place: digest(folder) for place, folder in folders.items()}, done, run["mark"])
+
+
+# Each leak once seen under the interpreter's hooks: the paths it touched, unchanged after the run
+# (place, path), and how the run's list of writes names it.
+LEAKS = {
+    "absolute path": ([("outside", "ckpt.pt")], "outside/ckpt.pt"),
+    "$HOME": ([("home", ".cache"), ("home", ".cache/job/state")], "home/.cache/job/state"),
+    "chdir": ([("outside", "after_chdir.txt")], "outside/after_chdir.txt"),
+    "truncate": ([("real", "data.txt")], "real/data.txt"),
+    "rmtree": ([("real", "results"), ("real", "results/run1.json")], "real/results (deleted)"),
+    "numpy": ([("real", "table.txt")], "real/table.txt"),
+    "pandas": ([("real", "frame.parquet")], "real/frame.parquet"),
+    "rmdir": ([("real", "empty")], "real/empty (deleted)"),
+    "dir_fd": ([("real", "via_dir_fd.txt")], "real/via_dir_fd.txt"),
+    "chmod/utime": ([("real", "data.txt"), ("real", "table.txt")], "real/data.txt"),
+    "subprocess": ([("real", "touched.txt")], "real/touched.txt"),
+    "pool": ([("real", "pool_0.txt"), ("real", "pool_1.txt")], "real/pool_0.txt"),
+    "sqlite": ([("real", "store.db")], "real/store.db"),
+    "thread": ([("real", "heartbeat.txt")], "real/heartbeat.txt"),
+    "atexit": ([("outside", "atexit.txt")], None),  # runs at the interpreter's end, which the run never reaches
+    "shutil.copy, O_TRUNC": ([("real", "existing.txt"), ("real", "existing.copy")], "real/existing.copy"),
+}
+
+
+@pytest.mark.parametrize("leak", LEAKS)
+def test_a_leak_of_the_hooks_stays_in_the_runs_copy(hostile, leak):
+    paths, listed = LEAKS[leak]
+    for place, name in paths:
+        assert hostile.unchanged(place, name), f"{leak}: {place}/{name} changed"
+    if listed:
+        assert listed in hostile.writes, f"{leak}: {listed} not listed among the run's writes:\n{hostile.writes}"
+
+
+def test_every_byte_outside_advisors_own_results_is_as_it_was_the_folder_reached_by_a_symlink(hostile):
+    """The user's folder (reached through a symlink), the folder outside it and $HOME, whole."""
+    for place, was in hostile.before.items():
+        assert hostile.after[place] == was, f"{place} changed"
+
+
+def test_the_processes_a_script_started_end_with_its_run_and_the_report_names_them(hostile):
+    assert not marked(hostile.mark), "the detached helper outlived its run"
+    environment = json.loads(hostile.done.stdout)["evidence"]["runs"]["full"]["environment"]
     assert environment["sandboxed"] and "python" in " ".join(environment["ended_processes"])
-    writes = environment["writes"]
-    listed = "\n".join(writes)
-    for path in ("outside/ckpt.pt", "home/.cache/job/state", "real/data.txt", "real/results (deleted)",
-                 "real/table.txt", "real/frame.parquet", "real/via_dir_fd.txt", "real/touched.txt", "real/store.db",
-                 "outside/after_chdir.txt"):
-        assert path in listed, f"{path} not listed among the run's writes:\n{listed}"
+    assert environment["unit"] == "steps/s"
+
+
+def test_the_runs_writes_are_listed_with_their_sizes(hostile):
+    assert re.search(r"outside/ckpt\.pt \([\d,]+ bytes\)", hostile.writes), hostile.writes
+    assert re.search(r"real/data\.txt \(0 bytes\)", hostile.writes), "truncated: its size now"
 
 
 def test_kill_9_of_advisor_leaves_no_process_of_the_run(tmp_path):
