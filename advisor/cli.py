@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from advisor.errors import UserError
 from advisor.secrets import shown
@@ -122,10 +123,29 @@ def config_argument(args: argparse.Namespace, script_command: Optional[list[str]
 
 
 def config_of(args: argparse.Namespace):
-    """The command's config, read and validated."""
+    """The command's config, read and validated; `--trials` and `--time-budget` override its search."""
+    import dataclasses
+
     from advisor.config import load_config
 
-    return load_config(args.config) if isinstance(args.config, str) else args.config
+    config = load_config(args.config) if isinstance(args.config, str) else args.config
+    overrides = {key: value for key, value in (("trials", getattr(args, "trials", None)),
+                                               ("time_budget_s", getattr(args, "time_budget", None))) if value is not None}
+    return dataclasses.replace(config, search=dataclasses.replace(config.search, **overrides)) if overrides else config
+
+
+def positive(kind: type) -> Callable[[str], Any]:
+    """An argparse type: a number of `kind` above zero."""
+    def parse(text: str):
+        try:
+            value = kind(text)
+        except ValueError:
+            value = None
+        if value is None or not value > 0:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a {'whole ' if kind is int else ''}number above 0")
+        return value
+
+    return parse
 
 
 def stop_on_signals() -> None:
@@ -156,21 +176,58 @@ def warm_up_for(args: argparse.Namespace) -> None:
         pass  # the command reports it
 
 
+EXIT_STATUSES = {  # by command: what each exit status means
+    "diagnose": ("0 measured and diagnosed", "2 bad input (one line: the problem and the fix)",
+                 "4 the job itself crashed or hung as it is", "130 interrupted"),
+    "optimize": ("0 a session finished (verified fixes or not)", "2 bad input (one line: the problem and the fix)",
+                 "4 the job itself crashed or hung as it is", "130 interrupted: finished trials are kept, run it again to resume"),
+    "retune": ("0 the advice holds, or was tuned again", "2 bad input", "3 the advice no longer holds (regressed)",
+               "130 interrupted"),
+    "report": ("0 printed", "2 no store or no session yet", "4 the latest session's baseline failed"),
+}
+EXAMPLES = {
+    "diagnose": ("advisor diagnose -- python train.py --epochs 5", "advisor diagnose configs/builders.yaml --json > diagnosis.json"),
+    "optimize": ("advisor optimize -- python train.py --epochs 5", "advisor optimize configs/service.yaml --trials 12 --time-budget 300",
+                 "advisor optimize job.yaml --evidence diagnosis.json --json -q > ranking.json"),
+    "worker": ("advisor worker job.yaml   # beside a running optimize of the same study",),
+    "report": ("advisor report job.yaml", "advisor report job.yaml --html", "advisor report job.yaml --json --run RUN_ID"),
+    "retune": ("advisor retune job.yaml", "advisor retune job.yaml --json -q > retune.json"),
+    "schedule": ("advisor schedule job.yaml --install --cron '0 3 * * *'",),
+    "ui": ("advisor ui job.yaml --port 5001",),
+}
+
+
+def epilog(name: str) -> str:
+    """A command's examples and exit statuses, below its options in --help."""
+    lines = ["examples:", *(f"  {example}" for example in EXAMPLES.get(name, ()))] if name in EXAMPLES else []
+    statuses = EXIT_STATUSES.get(name, ("0 done", "2 bad input (one line: the problem and the fix)"))
+    return "\n".join([*lines, "", "exit status:", *(f"  {status}" for status in statuses)]).strip()
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="advisor",
-        description="Measures a PyTorch training job or a pandas pipeline, names its bottleneck with evidence, trials the "
-        "matching fixes and keeps only those whose speedup is verified and whose results are unchanged.",
+        description="Measures a PyTorch training job or inference service, or a pandas pipeline, names its bottleneck "
+        "with evidence, trials the matching fixes and keeps only those whose speedup is verified and whose results "
+        "are unchanged.",
+        epilog="examples:\n  advisor optimize -- python train.py      # your script as it is\n"
+               "  advisor optimize configs/service.yaml   # a service, judged on its p95 under load\n"
+               "  advisor recipes                         # every fix advisor can try\n\n"
+               "advisor COMMAND --help shows each command's options, examples and exit statuses.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"advisor {version()}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
 
     def command(name: str, handler, help_text: str, config_help: str = "path of the YAML config"):
-        sub = commands.add_parser(name, help=help_text)
+        sub = commands.add_parser(name, help=help_text, description=help_text, epilog=epilog(name),
+                                  formatter_class=argparse.RawDescriptionHelpFormatter)
         sub.add_argument("config", nargs="?", help=config_help + (
             "; or, after --, the command line of a training script (-- python train.py ARGS)"
             if name in SCRIPT_COMMANDS else ""))
         sub.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr (for CI logs)")
+        sub.add_argument("-v", "--verbose", action="store_true", help="the detail the default output leaves out "
+                                                                     "(every rejected plan)")
         sub.set_defaults(command=handler, name=name)
         return sub
 
@@ -188,6 +245,11 @@ def build_parser() -> argparse.ArgumentParser:
     worker.add_argument("--wait-s", type=float, default=600.0, metavar="S",
                         help="wait up to S seconds for the study to exist (default 600: an optimize started beside "
                              "it diagnoses first)")
+    for sub in (optimize, worker):
+        sub.add_argument("--trials", type=positive(int), metavar="N",
+                         help="distinct plans to measure, the baseline's included (overrides search.trials; default 24)")
+        sub.add_argument("--time-budget", type=positive(float), metavar="S",
+                         help="seconds for the search and the verification (overrides search.time_budget_s; default 600)")
     for sub in (optimize, worker, diagnose):
         sub.add_argument("--slots", type=int, metavar="N",
                          help="measure at most N runs at once on this machine, across advisor processes (1: take turns)")
@@ -199,7 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     report.add_argument("--json", action="store_true", help="print them as JSON on stdout")
     report.add_argument("--html", action="store_true", help="write the session's report.html again, from what MLflow kept")
     report.add_argument("--run", metavar="RUN_ID", help="a past session's MLflow run id (default: the latest session)")
-    command("retune", run_retune, "re-check the latest advice; tune again if the workload changed")
+    retune = command("retune", run_retune, "re-check the latest advice; tune again if the workload changed")
+    retune.add_argument("--json", action="store_true", help="print the outcome as JSON on stdout (the words on stderr)")
 
     schedule = command("schedule", run_schedule, "print, install or remove a crontab line that runs retune")
     schedule.add_argument("--cron", default="0 3 * * *", help="cron schedule (default: 03:00 every day)")
@@ -219,15 +282,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-RISK_WORDS = {"exact": "exact: the same results", "tolerance": "approximate: results within a tolerance",
-              "changes semantics": "changes what is computed: only where the config allows it"}
+RISK_WORDS = {"exact": "exact: the same results", "tolerance": "tolerance: results within a tolerance",
+              "changes semantics": "changes semantics: changes what is computed, only where the config allows it"}
 
 
 def recipe_table() -> list[dict]:
     """Every recipe as `advisor recipes` lists it: the workload kinds it applies to, as a config
     names them (a Lightning module takes the training recipes)."""
     from advisor.config import WORKLOAD_KINDS
-    from recipes import RECIPES
+    from advisor.recipes import RECIPES
 
     def kinds_of(families: tuple[str, ...]) -> list[str]:
         named = [kind for kind, section in WORKLOAD_KINDS.items() if section is not None and section.RECIPES in families]
@@ -262,7 +325,7 @@ def version() -> str:
     from importlib.metadata import version as installed
 
     try:
-        return installed("advisor")
+        return installed("verified-advisor")  # the distribution's name (the import is advisor)
     except PackageNotFoundError:  # run from a checkout that was never installed
         return "unknown"
 
@@ -334,7 +397,7 @@ def run_optimize(args: argparse.Namespace) -> int:
     evidence = load_evidence(args.evidence) if args.evidence else None
     done = optimize(config, progress_printer(args), results=args.results, fresh=args.fresh, evidence=evidence,
                     started=COMMAND_STARTED)
-    print_session(config, done.payload, done.folder, done.mlflow, args.shown, as_json=args.json)
+    print_session(config, done.payload, done.folder, done.mlflow, args.shown, as_json=args.json, verbose=args.verbose)
     result = done.session
     base = next((t.measurement for t in result.trials if t.number == 0), result.evidence.full)
     if not base.ok and not out_of_memory(base) and not over_slo(base):
@@ -387,26 +450,29 @@ def check_runs(data: dict) -> None:
 
 
 def publish(config, result, results_arg: Optional[str], config_arg: str, extra_tags: Optional[dict] = None,
-            args: Optional[argparse.Namespace] = None) -> None:
-    """Writes a finished session's results folder and MLflow session (retune), and prints them."""
+            args: Optional[argparse.Namespace] = None) -> dict:
+    """Writes a finished session's results folder and MLflow session (retune), and prints them;
+    returns the ranking as `optimize --json` prints it."""
     from advisor import tracking
     from advisor.api import record
 
     log = tracking.SessionLog(config, progress_printer(args), extra_tags)
     payload, folder = record(config, result, results_arg, log)
-    print_session(config, payload, folder, log, config_arg)
+    print_session(config, payload, folder, log, config_arg, verbose=getattr(args, "verbose", False))
+    return ranking(payload, folder)
 
 
-def print_session(config, payload: dict, folder, log, config_arg: str, as_json: bool = False) -> None:
+def print_session(config, payload: dict, folder, log, config_arg: str, as_json: bool = False,
+                  verbose: bool = False) -> None:
     """The ranking, where its results went, and what MLflow could not take; with `as_json`, the
-    ranking as JSON on stdout and the rest on stderr."""
+    ranking as JSON on stdout and the rest on stderr; `verbose`: every rejected plan."""
     from advisor import tracking
     from advisor.report import render_recommendations
 
     out = sys.stderr if as_json else sys.stdout
     if as_json:
         print(json.dumps(ranking(payload, folder), indent=2, default=str))
-    print(render_recommendations(payload), file=out)
+    print(render_recommendations(payload, verbose), file=out)
     print(f"\nresults: {folder}  (recommendations.json, report.md, plots)", file=out)
     uri = shown(tracking.tracking_uri(config))
     if log.skipped:
@@ -463,17 +529,24 @@ def run_retune(args: argparse.Namespace) -> int:
         raise UserError(printable(f"the latest session's #1 no longer matches its verification record in MLflow "
                                   f"({mismatch}): it is not re-run; run advisor optimize again"))
     result = retune(config, previous, progress_printer(args))
-    print(f"retune {config.name}: {result.status}")
-    for change in result.changes:
-        print(f"  changed: {change}")
-    print(f"  {result.detail}")
-    if result.new_session is not None:
-        tags = {"retune_of": previous_run, "retune_status": result.status, "changes": "; ".join(result.changes)[:4000]}
-        publish(config, result.new_session, None, args.shown, tags, args)
-    else:
-        run_id = tracking.log_recheck(config, previous_run, result.status, result.detail, previous["fingerprint"],
-                                      asdict(result.verdict) if result.verdict else None)
-        print(f"  MLflow run {run_id} (linked to session {previous_run})")
+    summary = {"workload": config.name, "status": result.status, "changes": list(result.changes),
+               "detail": result.detail, "verdict": asdict(result.verdict) if result.verdict else None,
+               "previous_session_run_id": previous_run, "recheck_run_id": None, "session": None,
+               "exit_status": result.exit_code}
+    with contextlib.redirect_stdout(sys.stderr if args.json else sys.stdout):  # --json: the words go to stderr
+        print(f"retune {config.name}: {result.status}")
+        for change in result.changes:
+            print(f"  changed: {change}")
+        print(f"  {result.detail}")
+        if result.new_session is not None:
+            tags = {"retune_of": previous_run, "retune_status": result.status, "changes": "; ".join(result.changes)[:4000]}
+            summary["session"] = publish(config, result.new_session, None, args.shown, tags, args)
+        else:
+            summary["recheck_run_id"] = tracking.log_recheck(config, previous_run, result.status, result.detail,
+                                                             previous["fingerprint"], summary["verdict"])
+            print(f"  MLflow run {summary['recheck_run_id']} (linked to session {previous_run})")
+    if args.json:
+        print(json.dumps(summary, indent=2, default=str))
     return result.exit_code
 
 
@@ -564,7 +637,7 @@ def run_report(args: argparse.Namespace) -> int:
     if failure:
         return baseline_failed(printable(failure), "optimize")
     if payload is not None:
-        say(render_recommendations(payload))
+        say(render_recommendations(payload, args.verbose))
         return 0
     if not recommendations:  # a session whose recommendations.json MLflow did not take: its runs
         print("no recommendations: nothing cleared the bar")

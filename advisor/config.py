@@ -471,7 +471,7 @@ def _check_recipe_names(setting: Any) -> None:
     applies to this workload is judged once its diagnosis is known)."""
     import difflib
 
-    from recipes import RECIPES
+    from advisor.recipes import RECIPES
 
     if setting == "auto":
         return
@@ -489,7 +489,7 @@ def _check_recipe_names(setting: Any) -> None:
 def _check_recipe_kinds(setting: Any, family: str) -> None:
     """Each recipe `search.recipes` names applies to this kind of workload: told before anything
     runs or is logged (whether it applies to this job is judged once its diagnosis is known)."""
-    from recipes import by_name
+    from advisor.recipes import by_name
 
     for name in [] if setting == "auto" else [setting] if isinstance(setting, str) else setting:
         kinds = by_name(name).kinds

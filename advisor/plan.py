@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from recipes import RECIPES, Recipe
+from advisor.recipes import RECIPES, Recipe
 
 Plan = dict[str, Any]
 

@@ -369,8 +369,12 @@ def loader_lines(payload: dict) -> list[str]:
     return lines + (said("loader model, the verified #1", model["verified_top"]) if "verified_top" in model else [])
 
 
-def render_recommendations(payload: dict) -> str:
-    """The ranked table the terminal shows, and `advisor report` prints from MLflow."""
+TABLE_HEADER = f"{'rank':<5}{'fix':<34}{'speedup':>8}  {'95% interval':<14}{'verified':<10}{'numerics':<10}{'peak MB':>8}"
+
+
+def render_recommendations(payload: dict, verbose: bool = False) -> str:
+    """The ranked table the terminal shows, and `advisor report` prints from MLflow; `verbose`
+    (-v): every rejected plan, not the first SHOWN_REJECTIONS."""
     base = payload["baseline"]
     capacity = (base.get("latency_ms") or {}).get("capacity_per_s")  # over the rounds the speedups pair with
     lines = [
@@ -407,7 +411,7 @@ def render_recommendations(payload: dict) -> str:
                      if busy else
                      f"nothing clears the bar: no fix was verified at >= {payload['min_speedup']:.2f}x with unchanged results")
     if recs:
-        lines.append(f"{'rank':<5}{'fix':<34}{'speedup':>8}  {'95% interval':<14}{'verified':<10}{'numerics':<10}{'peak MB':>8}")
+        lines.append(TABLE_HEADER)
         for rec in recs:
             low, high = rec["interval"]
             numerics = rec["numerics"]
@@ -473,10 +477,11 @@ def render_recommendations(payload: dict) -> str:
                     )
     lines += unvectorised_lines(payload)
     rejected = payload["rejected"]
-    for rejection in rejected[:SHOWN_REJECTIONS]:
+    shown = len(rejected) if verbose else SHOWN_REJECTIONS
+    for rejection in rejected[:shown]:
         lines.append(f"rejected {'+'.join(rejection['recipes'])} ({rejection['plan_changes']}): {rejection['reason']}")
-    if len(rejected) > SHOWN_REJECTIONS:
-        lines.append(f"... and {len(rejected) - SHOWN_REJECTIONS} more rejected plans (see recommendations.json)")
+    if len(rejected) > shown:
+        lines.append(f"... and {len(rejected) - shown} more rejected plans (-v lists them; recommendations.json has all)")
     if recs and recs[0]["verified"]:
         top = recs[0]
         lines += ["", f"apply #1 ({top['reason']}):", top["snippet"]]

@@ -12,6 +12,7 @@ from pathlib import Path
 from advisor.outputs import write_whole
 from advisor.report import SHOWN_REJECTIONS, loader_lines, render_recommendations, write_plots
 
+LEAD_FIGURE = "speedup.png"  # the speedups with their intervals: what the page leads with
 FIGURES = ("load_curve.png", "latency.png", "breakdown.png", "speedup.png", "history.png")  # in the page's order, where a session has them
 
 STYLE = """
@@ -54,6 +55,15 @@ def diagnosis_section(payload: dict) -> list[str]:
     return parts
 
 
+def tied_ranks(recs: list[dict]) -> dict[int, list[int]]:
+    """For each verified rank, the other verified ranks whose intervals overlap its own: their
+    order is not told apart by the measurements."""
+    verified = [rec for rec in recs if rec["verified"]]
+    return {rec["rank"]: [other["rank"] for other in verified if other is not rec
+                          and other["interval"][0] <= rec["interval"][1] and rec["interval"][0] <= other["interval"][1]]
+            for rec in verified}
+
+
 def ranking_section(payload: dict) -> list[str]:
     parts = ["<h2>Recommendations</h2>", f"<p>Baseline: {payload['baseline']['samples_per_s']:,.0f} {escape(payload['unit'])}"
              + (f" (ideal {payload['baseline']['ideal_samples_per_s']:,.0f})" if payload["baseline"].get("ideal_samples_per_s")
@@ -62,9 +72,12 @@ def ranking_section(payload: dict) -> list[str]:
     recs = payload["recommendations"]
     if not recs:
         return parts + ["<p>No fix to recommend: nothing cleared the bar.</p>"]
+    ties = tied_ranks(recs)
     parts.append("<table><tr><th>rank</th><th>fix</th><th>speedup</th><th>95% interval</th><th>verified</th>"
-                 "<th>numerics</th><th>peak MB</th></tr>")
+                 "<th>numerics</th><th>peak MB</th><th></th></tr>")
     for rec in recs:
+        tied = ties.get(rec["rank"])
+        tie = f"tied with {', '.join(f'#{rank}' for rank in tied)}: the intervals overlap" if tied else ""
         low, high = rec["interval"]
         numerics = rec["numerics"]
         numerics_text = "n/a" if not numerics else ("ok" if numerics["passed"] else "FAILED")
@@ -72,8 +85,13 @@ def ranking_section(payload: dict) -> list[str]:
                   '<span class="unverified">not verified</span>')
         parts.append(f"<tr><td>#{rec['rank']}</td><td>{escape('+'.join(rec['recipes']))}</td>"
                      f'<td class="number">{rec["speedup"]:.2f}x</td><td class="number">{low:.2f}-{high:.2f}x</td>'
-                     f"<td>{status}</td><td>{escape(numerics_text)}</td><td class=\"number\">{rec['peak_memory_mb']:,.0f}</td></tr>")
+                     f"<td>{status}</td><td>{escape(numerics_text)}</td><td class=\"number\">{rec['peak_memory_mb']:,.0f}</td>"
+                     f'<td class="finding">{escape(tie)}</td></tr>')
     parts.append("</table>")
+    if ties and any(ties.values()):
+        parts.append("<p>Ranks tied within their intervals are equally good on this evidence: pick by what each "
+                     "changes, or run more rounds (search.precision) to tell them apart.</p>")
+    first_of: dict[tuple, int] = {}  # a recipe set's first rank: its snippet is printed there, once
     for rec in recs:
         parts.append(f"<h3>#{rec['rank']} {escape('+'.join(rec['recipes']))}: {rec['speedup']:.2f}x</h3>")
         parts.append(f"<p>{escape(', '.join(f'{k}={v}' for k, v in rec['changes'].items()))}</p>")
@@ -85,9 +103,12 @@ def ranking_section(payload: dict) -> list[str]:
                 low, high = share["interval"]
                 parts.append(f"<p>{escape(recipe)}: {share['factor']:.2f}x of it, left out in the same rounds "
                              f"({low:.2f}-{high:.2f}x)</p>")
-        if rec.get("snippet"):
+        shared = first_of.setdefault(tuple(rec["recipes"]), rec["rank"])
+        if rec.get("snippet") and shared == rec["rank"]:
             parts.append(f"<details open><summary>the change to make</summary><pre><code>{escape(rec['snippet'])}"
                          "</code></pre></details>")
+        elif rec.get("snippet"):
+            parts.append(f"<p>The change to make is #{shared}'s above, with the values listed here.</p>")
     return parts
 
 
@@ -103,14 +124,16 @@ def rejected_section(payload: dict) -> list[str]:
 
 
 def page(payload: dict, figures: list[Path]) -> str:
-    """The whole page: the diagnosis, the ranking with each fix's change, what was rejected, the
-    plots, and the terminal's own table at the end."""
+    """The whole page: the speedups with their intervals (a picture), the ranking with each fix's
+    change, the diagnosis, what was rejected, the other plots, and the terminal's own table at the end."""
     title = f"advisor: {payload['workload']}"
+    lead = [figure for figure in figures if figure.name == LEAD_FIGURE]  # the answer at a glance, first
     body = [f"<h1>{escape(title)}</h1>",
             f"<p>Session of {escape(payload['started'])} ({payload['duration_s']:.0f} s), fingerprint "
             f"<code>{escape(payload['fingerprint'])}</code>.</p>",
-            *diagnosis_section(payload), *ranking_section(payload), *rejected_section(payload),
-            "<h2>Plots</h2>", *(inlined(figure) for figure in figures),
+            *(inlined(figure) for figure in lead),
+            *ranking_section(payload), *diagnosis_section(payload), *rejected_section(payload),
+            "<h2>Plots</h2>", *(inlined(figure) for figure in figures if figure.name != LEAD_FIGURE),
             "<h2>As the terminal showed it</h2>", f"<pre>{escape(render_recommendations(payload))}</pre>"]
     return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
             f"<style>{STYLE}</style></head><body>\n" + "\n".join(body) + "\n</body></html>\n")

@@ -33,7 +33,7 @@ from advisor.harness.lifetime import interrupts_held, owner, owner_gone
 from advisor.failures import pruned
 from advisor.measure import Measurement
 from advisor.plan import plan_key, unique
-from recipes import Choice, IntRange, Param
+from advisor.recipes import Choice, IntRange, Param
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

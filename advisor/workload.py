@@ -209,7 +209,7 @@ def _one_line(exc: BaseException) -> str:
 # ---------------------------------------------------------------- Lightning
 
 
-MISSING = "workload.kind: 'lightning' needs the lightning package; install it with pip install 'advisor[lightning]'"
+MISSING = "workload.kind: 'lightning' needs the lightning package; install it with pip install 'verified-advisor[lightning]'"
 
 
 def lightning_classes() -> tuple[tuple[type, ...], tuple[type, ...]]:

@@ -22,6 +22,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from experiments import config_path
+
 ROOT = Path(__file__).resolve().parent.parent
 FIXED = {"MALLOC_MMAP_THRESHOLD_": str(256 * 2**20), "MALLOC_TRIM_THRESHOLD_": str(2**30)}
 
@@ -62,7 +64,7 @@ def geomean(values: list[float]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("config", nargs="?", default=str(ROOT / "configs" / "compute_bound.yaml"))
+    parser.add_argument("config", nargs="?", default=str(config_path("compute_bound")))
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     config = Path(args.config).resolve()

@@ -56,7 +56,8 @@ from advisor.session.verification import gap_recovered, more_requests
 from advisor.verify import ANSWERED, OBJECTIVE, Rounds, interleave, paired_interval
 from experiments.calibrate import aa_verdicts
 from experiments.agreement import loops_ratio, same_rounds, speedups
-from recipes import by_name
+from advisor.recipes import by_name
+from experiments import config_path
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ("quickstart", "fetch_stall", "prep_stall", "compute_bound", "memory_budget", "overhead", "shard_open",
@@ -135,7 +136,7 @@ def scratch_config(name: str, folder: Path, precision: Optional[float] = None) -
     """The reference config with its Optuna study in a fresh journal of the bench's own; with
     `precision`, its claims pinned to that share either side (`search.precision`), as many
     rounds as that takes up to MOST_PAIRS, within PINNING_BUDGET_S at least."""
-    config = load_config(ROOT / "configs" / f"{name}.yaml")
+    config = load_config(config_path(name))
     journal = folder / f"{name}.optuna-journal"
     journal.unlink(missing_ok=True)
     pinned = {} if precision is None else {

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from advisor.config import load_config
 from advisor.kinds import kind_of
+from experiments import config_path
 
 ROOT = Path(__file__).resolve().parent.parent
 PLANS = {
@@ -39,7 +40,7 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=20)
     args = parser.parse_args()
     for name, plans in PLANS.items():
-        config = load_config(ROOT / "configs" / f"{name}.yaml")
+        config = load_config(config_path(name))
         config = dataclasses.replace(config, measure=dataclasses.replace(config.measure, steps=args.steps))
         kind = kind_of(config.kind)
         baseline = kind.baseline_plan(config)

@@ -30,6 +30,8 @@ from typing import Optional
 
 import yaml
 
+from experiments import config_path
+
 ROOT = Path(__file__).resolve().parent.parent
 JOBS = {  # the compute-bound job first: the GPU-only fixes are its to find
     "gpu_transformer": ("train", "an fp32 transformer encoder (1024 wide, 6 layers, 256 tokens) trained with AdamW"),
@@ -55,11 +57,11 @@ PLAIN_TIMEOUT_S = 120
 def job_config(name: str, device: str, folder: Path) -> Path:
     """The job's config, written into `folder` with its code paths made absolute; on the CPU at
     its small sizes, with the search's budget halved."""
-    config = yaml.safe_load((ROOT / "configs" / f"{name}.yaml").read_text())
+    config = yaml.safe_load(config_path(name).read_text())
     workload = config["workload"]
     for key in ("model", "dataset", "requests"):
         if key in workload:
-            workload[key] = str((ROOT / "configs" / workload[key]).resolve())
+            workload[key] = str((config_path(name).parent / workload[key]).resolve())
     if device == "cpu":
         workload["device"] = "cpu"
         for key, value in CPU_SIZES[name].items():

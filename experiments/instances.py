@@ -16,12 +16,13 @@ from advisor.config import load_config
 from advisor.kinds import kind_of
 from advisor.session import round_measures
 from advisor.verify import interleave, paired_interval
+from experiments import config_path
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def compare(name: str, instances: int, rounds: int) -> list[str]:
-    config = load_config(ROOT / "configs" / f"{name}.yaml")
+    config = load_config(config_path(name))
     config = dataclasses.replace(config, search=dataclasses.replace(config.search, storage=None))
     baseline = kind_of(config.kind).baseline_plan(config)
     arms = {mode: {**baseline, "serving.instances": instances, "serving.mode": mode} for mode in ("thread", "process")}

@@ -3,7 +3,7 @@ its draw of the memory layout, and a job's speed can hang on that draw.
 
     python -m experiments.layout [cnn|lm] [--sessions 4] [--rounds 4] [--plan JSON]
 
-For a script reference (experiments/workloads/scripts; default lm with bf16 and the allocator,
+For a script reference (configs/train.py, experiments/workloads/scripts; default lm with bf16 and the allocator,
 its verified #1), each "session" is a new Python process that measures `--rounds` interleaved
 pairs (the baseline, then the plan) two ways: forked from that process's template, as trials
 are, and each run in a new interpreter, as verification rounds are. Then the same number of

@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from experiments import config_path
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -31,7 +33,7 @@ def rate(config: Path, plan_file: Path, late: bool) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("config", nargs="?", default=str(ROOT / "configs" / "compute_bound.yaml"))
+    parser.add_argument("config", nargs="?", default=str(config_path("compute_bound")))
     parser.add_argument("plan", nargs="?", default='{"amp.dtype": "bfloat16"}')
     parser.add_argument("--rounds", type=int, default=6)
     args = parser.parse_args()

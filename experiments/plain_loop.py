@@ -55,7 +55,7 @@ def checkpoint_share(model: torch.nn.Sequential, share: float) -> torch.nn.Seque
 def pasted_threaded_fetch() -> type:
     """The ThreadedFetch class exactly as the fetch_threads snippet gives it to a user to paste:
     the replay runs the user's copy, not advisor's own (`advisor.harness.fetching`)."""
-    from recipes.fetch_threads import WRAPPER
+    from advisor.recipes.fetch_threads import WRAPPER
 
     namespace = {"torch": torch}
     exec(WRAPPER, namespace)

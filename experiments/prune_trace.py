@@ -29,6 +29,7 @@ from advisor.config import load_config
 from advisor.evidence import collect_evidence
 from advisor.session import measure_with, plan_session
 from advisor.session.trials import prunable
+from experiments import config_path
 from experiments.pruning import plans_to_measure
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -53,7 +54,7 @@ def recorder(points: list, started: float):
 
 
 def record(name: str, plans: int, seed: int) -> dict:
-    config = load_config(ROOT / "configs" / f"{name}.yaml")
+    config = load_config(config_path(name))
     facts = plan_session(config, collect_evidence(config))
     measure, may_prune = measure_with(config), prunable(config, facts.baseline)
     rows = []

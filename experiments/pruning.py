@@ -34,6 +34,7 @@ from advisor.plan import plan_key, unique
 from advisor.session import measure_with, plan_session
 from advisor.session.planning import textbook_params
 from advisor.session.trials import prunable
+from experiments import config_path
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCES = ("shard_open", "memory_budget", "text_step", "fetch_stall", "quickstart", "prep_stall", "overhead",
@@ -122,7 +123,7 @@ def with_window(config, window: str):
 
 
 def compare(name: str, plans: int, seed: int, order: str = "random", window: str = "configured") -> str:
-    config = with_window(load_config(ROOT / "configs" / f"{name}.yaml"), window)
+    config = with_window(load_config(config_path(name)), window)
     facts = plan_session(config, collect_evidence(config))
     if order == "session":  # the pass off is the session's own search; the pass on replays its plans
         off = session_pass(config, facts, plans + 1, seed)

@@ -13,6 +13,7 @@ from pathlib import Path
 
 from advisor.config import load_config
 from advisor.evidence import collect_evidence
+from experiments import config_path
 
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCES = ("quickstart", "fetch_stall", "prep_stall", "compute_bound", "memory_budget", "overhead")
@@ -24,7 +25,7 @@ def main() -> None:
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     for name in REFERENCES:
-        config = load_config(ROOT / "configs" / f"{name}.yaml")
+        config = load_config(config_path(name))
         evidence = collect_evidence(config, lambda line: print(f"{name}: {line}", file=sys.stderr))
         (args.out / f"{name}.json").write_text(json.dumps(evidence.to_dict(), indent=1))
 

@@ -17,6 +17,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from experiments import config_path
+
 ROOT = Path(__file__).resolve().parent.parent
 REFERENCES = ("quickstart", "fetch_stall", "prep_stall", "compute_bound", "memory_budget", "overhead", "remote_fetch")
 BAR = 0.15
@@ -31,7 +33,7 @@ def plain_result(config: Path, plan_file: Path, flags: tuple[str, ...] = ()) -> 
     """One run of the plain loop under the plan (its rate, its page faults a step); the allocator's
     thresholds, which a user sets in the shell that starts the job (the snippet's `export`), are
     set in its environment. `flags`: the loop's own options (`--split-always`)."""
-    from recipes.allocator import thresholds
+    from advisor.recipes.allocator import thresholds
 
     keep_mb = json.loads(plan_file.read_text()).get("allocator.keep_mb")
     env = {**os.environ, **({name: str(value) for name, value in thresholds(keep_mb).items()} if keep_mb else {})}
@@ -63,7 +65,7 @@ def plain_speedup(config: Path, plan: dict, rounds: int) -> tuple[float, float, 
 
 
 def latest_payload(name: str) -> dict | None:
-    found = sorted((ROOT / "configs" / "advisor-results" / name).glob("*/recommendations.json"))
+    found = sorted((config_path(name).parent / "advisor-results" / name).glob("*/recommendations.json"))
     return json.loads(found[-1].read_text()) if found else None
 
 
@@ -80,7 +82,7 @@ def main() -> None:
             print(f"{name:<15}{'(no verified recommendation)':<48}")
             continue
         top = verified[0]
-        measured, _, _ = plain_speedup(ROOT / "configs" / f"{name}.yaml", top["plan"], args.rounds)
+        measured, _, _ = plain_speedup(config_path(name), top["plan"], args.rounds)
         error = measured / top["speedup"] - 1
         changes = ", ".join(f"{k.split('.')[-1]}={v}" for k, v in top["changes"].items())[:46]
         print(f"{name:<15}{changes:<48}{top['speedup']:>8.2f}x{measured:>11.2f}x{error:>+8.1%}  {'yes' if abs(error) <= BAR else 'NO'}")

@@ -2,7 +2,7 @@
 
     python -m experiments.retune_check
 
-In a scratch copy of the quickstart (its config beside a copy of experiments/workloads/cnn.py):
+In a scratch copy of the quickstart (its config beside a copy of configs/cnn.py):
 1. `advisor optimize` (timed); 2. `advisor retune` with nothing changed (timed: it must take
 under a quarter of the optimize, and say whether the advice holds); 3. an edit to the model's
 source (the second convolution twice as wide); 4. `advisor retune`, which must name the change,
@@ -23,6 +23,8 @@ from pathlib import Path
 import yaml
 from mlflow import MlflowClient
 
+from experiments import config_path
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -33,8 +35,8 @@ def advisor(*args: str) -> tuple[subprocess.CompletedProcess, float]:
 
 
 def scratch_quickstart(folder: Path) -> Path:
-    shutil.copy(ROOT / "experiments" / "workloads" / "cnn.py", folder / "cnn.py")
-    config = yaml.safe_load((ROOT / "configs" / "quickstart.yaml").read_text())
+    shutil.copy(ROOT / "configs" / "cnn.py", folder / "cnn.py")
+    config = yaml.safe_load((config_path("quickstart")).read_text())
     config["workload"]["model"] = "cnn.py:build_model"
     config["workload"]["dataset"] = "cnn.py:build_dataset"
     path = folder / "quickstart.yaml"

@@ -22,6 +22,7 @@ from advisor.config import load_config
 from advisor.kinds import baseline_plan
 from advisor.session import round_measures
 from advisor.verify import paired_interval
+from experiments import config_path
 from experiments.reproduce import plain_run
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -30,7 +31,7 @@ FOUR_WORKERS = {"dataloader.num_workers": 4, "dataloader.persistent_workers": Tr
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("config", nargs="?", type=Path, default=ROOT / "configs" / "fetch_stall.yaml")
+    parser.add_argument("config", nargs="?", type=Path, default=config_path("fetch_stall"))
     parser.add_argument("plan", nargs="?", type=Path, help="a JSON object of the plan's knobs (default: 4 workers)")
     parser.add_argument("--rounds", type=int, default=10)
     args = parser.parse_args()

@@ -3,9 +3,9 @@
 script's own log of steps/s, rounds interleaved; also `--unsandboxed` (the interpreter's hooks
 alone) beside them, to show what the copy costs.
 
-    python -m experiments.script_overhead [cnn] [gpt] [--rounds 4]
+    python -m experiments.script_overhead [cnn] [gpt] [--rounds 4] [--unsandboxed]
 
-Two script shapes: a DataLoader over a Dataset (experiments/workloads/scripts/cnn_train.py,
+Two script shapes: a DataLoader over a Dataset (configs/train.py,
 its storage latency set to zero: compute-bound) and tokens sliced from a memory-mapped file with
 no DataLoader (gpt_memmap.py, nanoGPT's shape). The bar: advisor's rate within 5% of the
 script's own.
@@ -20,13 +20,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from experiments.scripts import plain_rate
+from experiments.scripts import plain_rate, script_source
 
 ROOT = Path(__file__).resolve().parent.parent
-SCRIPTS = ROOT / "experiments" / "workloads" / "scripts"
 BAR = 0.05
 SHAPES = {  # script, its arguments by hand (4 epochs: the first, warming, is left out), advisor's (long enough)
-    "cnn": ("cnn_train.py", ("--epochs", "4", "--latency-ms", "0", "--images", "4096"),
+    "cnn": ("train.py", ("--epochs", "4", "--latency-ms", "0", "--images", "4096"),
             ("--epochs", "100", "--latency-ms", "0", "--images", "4096")),
     "gpt": ("gpt_memmap.py", ("--epochs", "4", "--steps", "100"), ("--epochs", "100", "--steps", "100")),
 }
@@ -45,19 +44,20 @@ def advisor_rate(folder: Path, script: str, args: tuple[str, ...], unsandboxed: 
     return json.loads(output)["evidence"]["runs"]["full"]["samples_per_s"]
 
 
-def measure(name: str, rounds: int) -> None:
+def measure(name: str, rounds: int, unsandboxed: bool) -> None:
     from advisor.verify import paired_interval
 
     script, by_hand_args, advisor_args = SHAPES[name]
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
-        shutil.copy(SCRIPTS / script, folder / script)
+        shutil.copy(script_source(script), folder / script)
         if name == "gpt":
             subprocess.run([sys.executable, script, "--make-data"], cwd=folder, check=True)
         arms = {"by hand": lambda: plain_rate(folder, script, by_hand_args, {"HOME": temporary}),
-                "advisor": lambda: advisor_rate(folder, script, advisor_args, False),
-                "unsandboxed": lambda: advisor_rate(folder, script, advisor_args, True)}
-        ratios: dict[str, list[float]] = {"advisor": [], "unsandboxed": []}
+                "advisor": lambda: advisor_rate(folder, script, advisor_args, False)}
+        if unsandboxed:
+            arms["unsandboxed"] = lambda: advisor_rate(folder, script, advisor_args, True)
+        ratios: dict[str, list[float]] = {arm: [] for arm in arms if arm != "by hand"}
         for index in range(rounds):
             order = list(arms) if index % 2 == 0 else list(arms)[::-1]
             rates = {arm: arms[arm]() for arm in order}
@@ -77,9 +77,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("names", nargs="*", default=list(SHAPES))
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--unsandboxed", action="store_true", help="also `--unsandboxed`: what the copy costs")
     args = parser.parse_args()
     for name in args.names:
-        measure(name, args.rounds)
+        measure(name, args.rounds, args.unsandboxed)
 
 
 if __name__ == "__main__":

@@ -24,6 +24,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPTS = ROOT / "experiments" / "workloads" / "scripts"
+
+
+def script_source(file: str) -> Path:
+    """A reference script's file: the template's train.py (configs/), or one of experiments' own."""
+    return ROOT / "configs" / file if file == "train.py" else SCRIPTS / file
 BAR = 0.10
 
 
@@ -38,7 +43,7 @@ class Reference:
 
 
 REFERENCES = {
-    "cnn": Reference("cnn_train.py", (), ("--epochs", "100"), ("--epochs", "3"),
+    "cnn": Reference("train.py", (), ("--epochs", "100"), ("--epochs", "3"),
                      ("loss = nn.functional.cross_entropy(model(images), labels)",),
                      "optimizer = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)"),
     "lm": Reference("lm_train.py", ("lm_model.py",), ("--epochs", "100"), ("--epochs", "3"),
@@ -77,7 +82,7 @@ def by_hand(source: str, changes: dict, reference: Reference) -> str:
 
 
 def environment_of(changes: dict) -> dict:
-    from recipes.allocator import thresholds
+    from advisor.recipes.allocator import thresholds
 
     keep_mb = changes.get("allocator.keep_mb")
     return {name: str(value) for name, value in thresholds(keep_mb).items()} if keep_mb else {}
@@ -107,7 +112,7 @@ def reproduce(name: str, reference: Reference, rounds: int, trials: int) -> None
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)
         for file in (reference.script, *reference.files):
-            shutil.copy(SCRIPTS / file, folder / file)
+            shutil.copy(script_source(file), folder / file)
         payload = session(folder, name, reference, trials)
         diagnosis = payload["diagnoses"][0]
         print(f"{name}: {diagnosis['summary']}")

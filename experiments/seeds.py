@@ -25,7 +25,7 @@ from advisor.session import round_measures, measure_with, optimize
 from advisor.session.planning import search_space
 from advisor.verify import interleave, paired_interval
 from experiments.bench import ROOT, grid, pick, run_grid, run_search, scratch_config
-from recipes import by_name
+from advisor.recipes import by_name
 
 WITHIN = 0.95  # "within 5% of the grid's pick"
 

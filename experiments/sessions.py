@@ -15,6 +15,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from experiments import config_path
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -31,7 +33,7 @@ def one_session(config: Path) -> dict:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("config", nargs="?", default=str(ROOT / "configs" / "serve_encoder.yaml"))
+    parser.add_argument("config", nargs="?", default=str(config_path("serve_encoder")))
     parser.add_argument("--sessions", type=int, default=5)
     args = parser.parse_args()
     verified = 0

@@ -41,13 +41,13 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Callable, ContextManager
 
-from recipes import (
+from advisor.recipes import (
     allocator, amp, arrow_engine, channels_last, checkpointing, chunked, columns, comm_hook, compile, cudnn_benchmark,
     dask, dataloader, ddp_bucket_view, ddp_buckets, ddp_static_graph, ddp_unused, dtypes, dynamic_batching,
     fetch_threads, fused_optimizer, grad_accumulation, inference_mode, parquet_cache, quantize_dynamic, serving,
     tf32, threads, vectorise, warmup,
 )
-from recipes.base import Choice, Context, IntRange, Param, Recipe
+from advisor.recipes.base import Choice, Context, IntRange, Param, Recipe
 
 RECIPES: tuple[Recipe, ...] = (
     dataloader.RECIPE,

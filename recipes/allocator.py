@@ -19,7 +19,7 @@ import os
 import platform
 from typing import Mapping, Optional
 
-from recipes.base import Choice, Context, Recipe
+from advisor.recipes.base import Choice, Context, Recipe
 
 # each variable glibc reads at start-up, and mallopt's parameter for it (malloc.h)
 MALLOPT = {"MALLOC_TRIM_THRESHOLD_": ("M_TRIM_THRESHOLD", -1), "MALLOC_MMAP_THRESHOLD_": ("M_MMAP_THRESHOLD", -3)}

@@ -9,7 +9,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any, Optional
 
-from recipes.base import Choice, Context, Recipe, at_call, serves
+from advisor.recipes.base import Choice, Context, Recipe, at_call, serves
 
 
 def why_not(context: Context) -> Optional[str]:

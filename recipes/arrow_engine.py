@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from recipes.base import Choice, Context, Recipe, reader
+from advisor.recipes.base import Choice, Context, Recipe, reader
 
 
 def why_not(context: Context) -> Optional[str]:

@@ -11,7 +11,7 @@ import functools
 import math
 from typing import Any, Optional
 
-from recipes.base import Choice, Context, Recipe
+from advisor.recipes.base import Choice, Context, Recipe
 
 SHARES = (0.0, 0.25, 0.5, 0.75, 1.0)
 

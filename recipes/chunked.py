@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from recipes.base import Choice, Context, Recipe, reader
+from advisor.recipes.base import Choice, Context, Recipe, reader
 
 CHUNKS = (4, 16, 64)  # the source split into this many chunks
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from recipes.base import Choice, Recipe
+from advisor.recipes.base import Choice, Recipe
 
 HOOKS = ("bf16_compress", "fp16_compress", "powersgd_1", "powersgd_2", "powersgd_4")
 POWERSGD_START_ITER = 2  # steps of plain all-reduce first (error feedback and warm start need at least 2)

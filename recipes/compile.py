@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
-from recipes.base import Choice, Context, Recipe, at_call
+from advisor.recipes.base import Choice, Context, Recipe, at_call
 
 
 def why_not(context: Context) -> Optional[str]:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from recipes.base import Choice, Context, Recipe
-from recipes.compile import warmup_cost
+from advisor.recipes.base import Choice, Context, Recipe
+from advisor.recipes.compile import warmup_cost
 
 
 def why_not(context: Context) -> Optional[str]:

@@ -8,8 +8,8 @@ import sys
 from contextlib import contextmanager
 from typing import Optional
 
-from recipes.base import Choice, Context, Recipe
-from recipes.chunked import why_not as needs_partition_safety
+from advisor.recipes.base import Choice, Context, Recipe
+from advisor.recipes.chunked import why_not as needs_partition_safety
 
 
 def why_not(context: Context) -> Optional[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from recipes.base import Choice, Context, IntRange, Recipe, at_call
+from advisor.recipes.base import Choice, Context, IntRange, Recipe, at_call
 
 FETCH_WORKERS_PER_CORE = 4  # workers blocked on I/O are cheap; let the search find how many
 MIN_FETCH_WORKERS = 8

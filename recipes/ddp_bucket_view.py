@@ -5,7 +5,7 @@ held instead of two. The values are the same: exact.
 
 from __future__ import annotations
 
-from recipes.base import Choice, Recipe, keyword_option
+from advisor.recipes.base import Choice, Recipe, keyword_option
 
 
 RECIPE = Recipe(

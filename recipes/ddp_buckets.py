@@ -8,7 +8,7 @@ receives is the same whatever the grouping: exact.
 
 from __future__ import annotations
 
-from recipes.base import Choice, Recipe, keyword_option
+from advisor.recipes.base import Choice, Recipe, keyword_option
 
 SIZES_MB = (1.0, 5.0, 25.0, 100.0)
 

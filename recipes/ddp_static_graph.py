@@ -6,7 +6,7 @@ trial, which then counts as failed.
 
 from __future__ import annotations
 
-from recipes.base import Choice, Recipe, keyword_option
+from advisor.recipes.base import Choice, Recipe, keyword_option
 
 
 RECIPE = Recipe(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from recipes.base import Choice, Context, Recipe, keyword_option
+from advisor.recipes.base import Choice, Context, Recipe, keyword_option
 
 
 def why_not(context: Context) -> Optional[str]:

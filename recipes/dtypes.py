@@ -4,7 +4,7 @@ missing text is NA, not pandas' NaN, so where text has missing values only categ
 
 from __future__ import annotations
 
-from recipes.base import Choice, Context, Recipe, reader
+from advisor.recipes.base import Choice, Context, Recipe, reader
 
 
 def why_not(context: Context):

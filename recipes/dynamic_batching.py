@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from recipes.base import Choice, Context, Recipe
+from advisor.recipes.base import Choice, Context, Recipe
 
 
 def why_not(context: Context) -> Optional[str]:

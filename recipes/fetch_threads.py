@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from recipes.base import Choice, Context, Recipe, at_call
+from advisor.recipes.base import Choice, Context, Recipe, at_call
 
 KEY = "dataloader.fetch_threads"
 THREADS = (1, 2, 4, 8, 16, 32, 64)  # 1: no pool, the DataLoader's own loop

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from recipes.base import Choice, Context, Recipe
+from advisor.recipes.base import Choice, Context, Recipe
 
 FUSABLE = ("Adam", "AdamW", "SGD")  # torch.optim classes with a fused CUDA kernel
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from recipes.base import Choice, Context, Recipe
+from advisor.recipes.base import Choice, Context, Recipe
 
 MICRO_BATCHES = (1, 2, 4, 8)
 

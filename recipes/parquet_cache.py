@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from recipes.base import Choice, Context, Recipe, reader
+from advisor.recipes.base import Choice, Context, Recipe, reader
 
 CHUNK_ROWS = 250_000  # rows parsed at a time while building the cache
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from recipes.base import Choice, Context, Recipe
+from advisor.recipes.base import Choice, Context, Recipe
 
 COUNTS = (2, 3, 4, 6, 8)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from recipes.base import Choice, Context, Recipe
+from advisor.recipes.base import Choice, Context, Recipe
 
 AMPERE = 8.0  # the first compute capability with TF32 tensor cores
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from recipes.base import Context, IntRange, Recipe
+from advisor.recipes.base import Context, IntRange, Recipe
 
 
 def why_not(context: Context) -> Optional[str]:

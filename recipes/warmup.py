@@ -7,7 +7,7 @@ the tail. Served at load time, sample requests keep them out of any client's lat
 
 from __future__ import annotations
 
-from recipes.base import Choice, Recipe, always
+from advisor.recipes.base import Choice, Recipe, always
 
 
 def snippet(plan: dict) -> str:

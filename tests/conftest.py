@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from advisor.measure import cpu_has_bf16
+from experiments import config_path  # noqa: F401  (the tests' way to a reference config by name)
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures"

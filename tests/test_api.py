@@ -18,15 +18,12 @@ pytestmark = pytest.mark.integration
 
 
 def readme_example() -> str:
-    text = (ROOT / "README.md").read_text()
-    section = text[text.index("## Python API"):]
-    return re.search(r"```python\n(.*?)```", section, re.S).group(1)
+    text = (ROOT / "docs" / "python-api.md").read_text()
+    return re.search(r"```python\n(.*?)```", text, re.S).group(1)
 
 
 def test_readme_example_returns_what_mlflow_holds(tmp_path):
-    (tmp_path / "experiments" / "workloads").mkdir(parents=True)
-    (tmp_path / "experiments" / "__init__.py").write_text("")
-    shutil.copy(ROOT / "experiments" / "workloads" / "cnn.py", tmp_path / "experiments" / "workloads" / "cnn.py")
+    shutil.copy(ROOT / "configs" / "cnn.py", tmp_path / "cnn.py")
     (tmp_path / "example.py").write_text(readme_example())
     env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "PYTHONPATH": str(tmp_path)}
     result = subprocess.run([sys.executable, "example.py"], cwd=tmp_path, capture_output=True, text=True,

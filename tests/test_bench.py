@@ -11,7 +11,7 @@ from advisor.measure import Measurement
 from advisor.search import TrialResult
 from advisor.session.verification import gap_recovered
 from experiments.bench import blog_plan, capped, cost_cell, grid, markdown, paired_ratio, pick, write_csv
-from recipes import Choice, Context, IntRange
+from advisor.recipes import Choice, Context, IntRange
 from conftest import TINY, write_config
 
 BASELINE = {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": False,
@@ -240,6 +240,7 @@ def test_the_long_window_times_more_steps_after_the_same_warm_up(tmp_path):
         "round 2 is paired with round 2, not shifted onto round 1 past its failed run (that pairing reads 1.5x)"
 
 
+@pytest.mark.integration
 def test_the_plain_loop_times_every_fetch_of_its_window(tmp_path):
     """The reproduction's plain loop over a job that waits at least 5 ms a sample (20 ms a batch
     of 4) cannot run faster than 200 samples/s. Started once the first timed batch was in hand, it

@@ -90,3 +90,27 @@ def test_the_sessions_report_html_shows_its_first_fix_verified(optimized):
     row = re.search(r"<tr><td>#1</td>(.*?)</tr>", dom, re.S)
     assert row, dom[:2000]
     assert f"{top['speedup']:.2f}x" in row.group(1) and ">verified<" in row.group(1), row.group(1)
+
+
+def test_the_page_leads_with_the_speedups_says_ties_and_prints_a_shared_snippet_once(optimized):
+    """The first screen once held one snippet printed twice almost unchanged, ranks whose
+    intervals overlap (17.7-73.3x against 23.6-28.1x) were not said to be tied, and the plots
+    came last. Now: the speedups' picture first, ties said, a recipe set's snippet once."""
+    import copy
+    import json
+
+    from advisor.report_html import page, tied_ranks
+
+    payload = json.loads((optimized.results_dir / "recommendations.json").read_text())
+    top = payload["recommendations"][0]
+    second = copy.deepcopy(top) | {"rank": 2, "speedup": top["speedup"] * 0.9,
+                                   "interval": [top["interval"][0] * 0.95, top["interval"][1] * 0.9]}
+    third = copy.deepcopy(top) | {"rank": 3, "recipes": ["threads"], "speedup": 1.1, "interval": [1.06, 1.12],
+                                  "snippet": "torch.set_num_threads(2)"}
+    payload["recommendations"] = [top, second, third]
+    assert tied_ranks(payload["recommendations"]) == {1: [2], 2: [1], 3: []}
+    figures = sorted(optimized.results_dir.glob("*.png"))
+    text = page(payload, figures)
+    assert text.index('alt="speedup"') < text.index("<h2>Recommendations</h2>") < text.index("<h2>Diagnosis</h2>")
+    assert "tied with #2: the intervals overlap" in text and "tied with #1: the intervals overlap" in text
+    assert text.count("the change to make</summary>") == 2 and "The change to make is #1's above" in text

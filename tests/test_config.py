@@ -10,7 +10,7 @@ import yaml
 
 from advisor.config import load_config
 from advisor.errors import ConfigError
-from conftest import TINY, merged, run_cli, write_config
+from conftest import ROOT, TINY, config_path, merged, run_cli, write_config
 
 PARENT_SIDE = [
     # (changes to the tiny config, or raw YAML text; words the error must contain)
@@ -79,6 +79,7 @@ def test_cli_exits_2_with_one_line(tmp_path, changes, words):
     assert result.stdout == ""
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("recipes", [5, ["compile"], ["nope"]], ids=["a number", "another kind's", "unknown"])
 def test_bad_search_recipes_stop_before_anything_is_written(tmp_path, recipes):
     """Told in one line with the file's name, exit 2, before a measurement, a study or an MLflow run."""
@@ -93,6 +94,7 @@ def test_bad_search_recipes_stop_before_anything_is_written(tmp_path, recipes):
     assert sorted(p.name for p in tmp_path.iterdir()) == before, "no store, journal or results folder"
 
 
+@pytest.mark.integration
 def test_missing_config_file(tmp_path):
     result = run_cli("diagnose", str(tmp_path / "nope.yaml"))
     assert result.returncode == 2
@@ -107,9 +109,7 @@ def test_valid_config_has_defaults(tmp_path):
 
 
 def test_reference_configs_load():
-    from conftest import ROOT
-
-    for path in sorted((ROOT / "configs").glob("*.yaml")):
+    for path in sorted([*(ROOT / "configs").glob("*.yaml"), *(ROOT / "experiments" / "configs").glob("*.yaml")]):
         assert load_config(path).name == path.stem
 
 
@@ -126,6 +126,7 @@ def test_a_config_that_cannot_be_read_is_one_line(tmp_path):
         load_config(path)
 
 
+@pytest.mark.integration
 @pytest.mark.skipif(not shutil.which("setpriv") or os.geteuid() != 0, reason="needs root and setpriv to drop read rights")
 def test_a_config_the_process_may_not_read_is_one_line_with_exit_2(tmp_path):
     """Root reads any file: the command runs without the capabilities that override file modes."""
@@ -139,9 +140,7 @@ def test_a_config_the_process_may_not_read_is_one_line_with_exit_2(tmp_path):
 
 
 def test_a_sub_millisecond_slo_is_a_real_slo(tmp_path):
-    from conftest import ROOT
-
-    raw = yaml.safe_load((ROOT / "configs" / "serve_encoder.yaml").read_text())
+    raw = yaml.safe_load((config_path("serve_encoder")).read_text())
     raw["constraints"] = {**raw.get("constraints", {}), "p95_ms": 0.5}
     assert load_config(write_config(tmp_path, raw)).constraints.p95_ms == 0.5
     raw["constraints"]["p95_ms"] = 0
@@ -182,3 +181,41 @@ def test_a_url_is_shown_without_its_password_and_reads_named_variables(tmp_path,
     monkeypatch.delenv("ADVISOR_DB_PASSWORD")
     with pytest.raises(ConfigError, match=r"search.storage: names the environment variable ADVISOR_DB_PASSWORD, which is not set"):
         load_config(path)
+
+
+def template_copy(path, folder):
+    """A template as a user copies it: the config and the files it names, into an empty folder."""
+    import shutil
+
+    import yaml
+
+    raw = yaml.safe_load(path.read_text())
+    named = {str(value).split(":")[0] for value in raw["workload"].values() if ".py:" in str(value)}
+    named |= {raw["workload"]["script"]} if raw["workload"].get("script") else set()
+    for file in named:
+        assert "/" not in file, f"{path.name} names {file} outside its own folder: a copy breaks"
+        shutil.copy(path.parent / file, folder / file)
+    shutil.copy(path, folder / path.name)
+    return folder / path.name, raw
+
+
+@pytest.mark.parametrize("template", sorted(p.name for p in (ROOT / "configs").glob("*.yaml")))
+def test_every_template_works_from_a_copy_next_to_its_code(tmp_path, template):
+    """configs/ holds what a user copies: each config, copied into an empty folder with the files
+    it names, loads there and its every code reference resolves."""
+    from advisor.workload import resolve_callable
+
+    copied, raw = template_copy(ROOT / "configs" / template, tmp_path)
+    config = load_config(copied)
+    for key, value in raw["workload"].items():
+        if ".py:" in str(value):
+            assert callable(resolve_callable(value, config.root, f"workload.{key}"))
+    if raw["workload"].get("kind") == "pipeline":
+        assert list(tmp_path.glob(raw["workload"]["source"]["path"])), "the source is there once its code is imported"
+
+
+@pytest.mark.integration
+def test_the_script_template_is_diagnosed_from_a_copy(tmp_path):
+    copied, _ = template_copy(ROOT / "configs" / "script.yaml", tmp_path)
+    result = run_cli("diagnose", str(copied), "-q")
+    assert result.returncode == 0 and "bottleneck: input-fetch" in result.stdout, result.stdout + result.stderr[-2000:]

@@ -72,6 +72,7 @@ def assert_no_rank_left(within_s: float = 5.0) -> None:
 # ------------------------------------------------------------------ the config and pure parts
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("distributed, words", [
     ({"nodes": 0}, "workload.distributed.nodes: expected a number >= 1"),
     ({"nodes": 2}, "workload.distributed.rendezvous: missing; 2 nodes need an address on node 0"),

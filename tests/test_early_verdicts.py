@@ -210,7 +210,7 @@ def test_a_plateau_first_measures_the_best_plans_neighbours():
     import optuna
 
     from advisor import search
-    from recipes import Choice, IntRange
+    from advisor.recipes import Choice, IntRange
 
     space = {"dataloader.num_workers": IntRange(0, 8), "dataloader.prefetch_factor": Choice((2, 4, 8)),
              "dataloader.persistent_workers": Choice((False, True))}
@@ -355,7 +355,7 @@ def test_the_winner_without_what_slows_it_is_verified_and_leads():
 def test_a_run_measured_after_the_search_is_kept_as_a_trial_the_sampler_learns_from():
     from advisor import search
     from advisor.plan import plan_key
-    from recipes import Choice, IntRange
+    from advisor.recipes import Choice, IntRange
 
     space = {"dataloader.num_workers": IntRange(0, 4), "dataloader.persistent_workers": Choice((False, True))}
     study = search.random_study({"dataloader.num_workers": 0, "dataloader.persistent_workers": False})

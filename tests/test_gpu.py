@@ -20,8 +20,8 @@ from advisor.harness.child import failure_reason
 from advisor.harness.operators import STEP_LABEL, summarize_profile
 from advisor.measure import Measurement, summarize_gpu
 from advisor.failures import out_of_memory
-from conftest import FIXTURES, ROOT
-from recipes import Context, by_name
+from conftest import FIXTURES, ROOT, config_path
+from advisor.recipes import Context, by_name
 
 CUDA = torch.cuda.is_available()
 GPU = Context(device="cuda", cores=16, default_threads=16, blocks=0, cpu_bf16=True, gpu_capability=9.0)
@@ -222,6 +222,7 @@ def test_a_fused_optimizer_is_the_same_optimizer_made_fused():
         by_name("fused_optimizer").hooks["optimizer"](stepped, {"fused_optimizer.enabled": True})
 
 
+@pytest.mark.integration
 def test_channels_last_trains_on_nhwc_batches_and_tf32_sets_torchs_flags():
     batch = by_name("channels_last").hooks["batch"]((torch.randn(2, 3, 8, 8), torch.tensor([0, 1])),
                                                    {"channels_last.enabled": True})
@@ -267,7 +268,7 @@ def test_the_device_check_rehearses_its_jobs_small_on_the_cpu(tmp_path):
     for name in JOBS:
         config = load_config(job_config(name, "cpu", tmp_path))
         assert config.workload.device == "cpu" and config.workload.model.startswith("/")
-        assert yaml.safe_load((ROOT / "configs" / f"{name}.yaml").read_text())["workload"]["device"] == "cuda"
+        assert yaml.safe_load((config_path(name)).read_text())["workload"]["device"] == "cuda"
 
 
 @pytest.mark.integration
@@ -313,7 +314,7 @@ def context_of(evidence: Evidence, config_name: str):
     kind = kind_of(evidence.kind)
     diagnoses = diagnose(evidence)
     return kind.context(evidence, tuple(d.bottleneck for d in diagnoses if d.severity != "low"),
-                        load_config(ROOT / "configs" / f"{config_name}.yaml"))
+                        load_config(config_path(config_name)))
 
 
 def test_the_recorded_image_job_starves_its_gpu():

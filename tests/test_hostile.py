@@ -12,7 +12,7 @@ from advisor.errors import UserError
 from advisor.evidence import Evidence
 from advisor.fingerprint import check_evidence, fingerprint
 from advisor.kinds import kind_of
-from conftest import FIXTURES, ROOT, TINY, merged, write_config
+from conftest import FIXTURES, ROOT, TINY, config_path, merged, write_config
 
 
 def stored_evidence(name: str = "quickstart") -> Evidence:
@@ -34,7 +34,7 @@ def test_evidence_is_taken_only_for_the_workload_it_was_measured_for(tmp_path):
     other = load_config(write_config(tmp_path, merged(TINY, {"name": "other"}), "other.yaml"))
     with pytest.raises(UserError, match="measured for the train workload 'tiny', not the train workload 'other'"):
         check_evidence(other, own)
-    pipeline = load_config(ROOT / "configs" / "parse_bound.yaml")
+    pipeline = load_config(config_path("parse_bound"))
     with pytest.raises(UserError, match="not the pipeline workload 'parse_bound'"):
         check_evidence(pipeline, dataclasses.replace(own, workload="parse_bound"))
     changed = load_config(write_config(tmp_path, merged(TINY, {"workload": {"batch_size": 16}}), "changed.yaml"))
@@ -167,7 +167,7 @@ def test_an_open_load_that_cannot_arrive_within_the_timeout_names_the_three_keys
 
     from advisor.config import ConfigError
 
-    raw = yaml.safe_load((ROOT / "configs" / "serve_encoder.yaml").read_text())
+    raw = yaml.safe_load((config_path("serve_encoder")).read_text())
     raw["load"] = {"mode": "open", "rate_per_s": 0.5}
     raw["measure"] = {**raw["measure"], "requests": 65, "timeout_s": 15}
     with pytest.raises(ConfigError, match=r"load.rate_per_s: 65 timed requests \(measure.requests\) arriving at 0.5/s "
@@ -622,6 +622,7 @@ def test_a_malformed_evidence_file_is_one_line_naming_the_field(tmp_path, conten
     assert "\n" not in str(caught.value)
 
 
+@pytest.mark.integration
 def test_a_blocked_results_folder_is_exit_2_before_anything_is_measured(tmp_path):
     """advisor-results next to the config is a file: the session would have run whole, then
     failed with a traceback, its verified #1 nowhere. Checked first: one line, exit 2, at once."""

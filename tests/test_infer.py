@@ -13,7 +13,7 @@ from advisor.harness.batches import concat
 from advisor.harness.infer import closed_loop, latency_summary, open_loop, poisson_arrivals, split_output
 from advisor.measure import Measurement
 from advisor.verify import compare_served
-from conftest import run_cli, write_config
+from conftest import config_path, run_cli, write_config
 
 SERVED = {
     "name": "served",
@@ -235,12 +235,10 @@ def test_a_service_is_replayed_request_by_request(tmp_path):
 def reduced_service(name: str) -> dict:
     import yaml
 
-    from conftest import ROOT
-
-    config = yaml.safe_load((ROOT / "configs" / f"{name}.yaml").read_text())
+    config = yaml.safe_load(config_path(name).read_text())
     for key in ("model", "requests"):
         file, attr = config["workload"][key].rsplit(":", 1)
-        config["workload"][key] = f"{(ROOT / 'configs' / file).resolve()}:{attr}"
+        config["workload"][key] = f"{(config_path(name).parent / file).resolve()}:{attr}"
     config["measure"] = {"warmup_requests": 10, "requests": 300, "fresh_rounds": False}  # the suite's time
     config["search"] = {**config["search"], "recipes": ["dynamic_batching"], "trials": 3, "verify_top": 1, "precision": 0}
     return config
@@ -415,7 +413,7 @@ def test_the_batching_snippet_returns_each_request_its_own_rows():
     the harness split them (`split_output`), not one row each."""
     import queue
 
-    from recipes.dynamic_batching import snippet
+    from advisor.recipes.dynamic_batching import snippet
 
     code = snippet({"dynamic_batching.max_batch": 4, "dynamic_batching.max_wait_ms": 50.0})
     namespace = {"model": lambda x: x * 2}

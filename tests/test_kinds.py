@@ -16,7 +16,7 @@ from advisor.harness import run_measurement
 from advisor.harness.batches import batch_length, map_tensors, split_batch
 from advisor.workload import configured_optimizer
 from advisor.kinds import baseline_plan
-from conftest import ROOT, run_cli, write_config
+from conftest import ROOT, config_path, run_cli, write_config
 
 SHAPES = {
     "name": "shapes",
@@ -146,7 +146,7 @@ def test_lightning_module_runs_its_own_step_on_its_loader(tmp_path):
 @pytest.mark.integration
 def test_hugging_face_model_from_a_config_in_code(tmp_path):
     pytest.importorskip("transformers")
-    config = load_config(ROOT / "configs" / "hf_text.yaml")
+    config = load_config(config_path("hf_text"))
     run = run_measurement(config, {**baseline_plan(config)}, "synthetic", 3, 120)
     assert run.ok, run.reason
     assert all(loss == loss and loss > 0 for loss in run.losses)
@@ -188,14 +188,14 @@ def test_lightning_missing_is_one_line(monkeypatch):
 
     for name in ("lightning.pytorch", "pytorch_lightning"):
         monkeypatch.setitem(sys.modules, name, None)  # as if not installed
-    with pytest.raises(UserError, match=r"needs the lightning package; install it with pip install 'advisor\[lightning\]'"):
+    with pytest.raises(UserError, match=r"needs the lightning package; install it with pip install 'verified-advisor\[lightning\]'"):
         lightning_classes()
 
 
 def test_lightning_fingerprint_covers_module_and_datamodule(tmp_path):
     from advisor.fingerprint import fingerprint
 
-    config = load_config(ROOT / "configs" / "lightning.yaml")
+    config = load_config(config_path("lightning"))
     sources = fingerprint(config)["components"]["sources"]
     assert set(sources) == {"module", "datamodule"} and sources["module"]["file"] == "lit_classifier.py"
     assert "lightning" in fingerprint(config)["components"]
@@ -225,6 +225,7 @@ def test_an_optimizer_path_that_does_not_import_is_named():
         optimizer_class("Adamw")
 
 
+@pytest.mark.integration
 def test_a_pipeline_session_never_imports_torch():
     """A pandas-only user's advisor: the CLI, the session, the recipes, the pipeline kind and its
     harness load without torch."""

@@ -13,7 +13,7 @@ from advisor import loading
 from advisor.evidence import Evidence
 from advisor.harness.fetching import ReadAhead, ThreadedFetch, threaded
 from conftest import FIXTURES, TINY, merged, write_config
-from recipes import Context, by_name
+from advisor.recipes import Context, by_name
 
 
 class Named(Dataset):
@@ -173,6 +173,7 @@ def test_the_step_keeps_the_cores_the_loaders_leave():
     assert loading.step_threads(WAITING, waiting, most=2) == 2, "threads that wait take no core"
 
 
+@pytest.mark.integration
 def test_an_epochs_end_is_charged_where_the_workers_start_again_and_not_where_they_persist(tmp_path):
     """Workers that open their shard index once (300 ms) and an epoch of 16 steps: started afresh
     each epoch they pay the opening every 16 steps, which a window of 8 steps inside one epoch

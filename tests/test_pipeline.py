@@ -45,6 +45,7 @@ def measure(path: Path, output: Path, mode: str = "full", **changes):
 # ------------------------------------------------------------------ bad input
 
 
+@pytest.mark.integration
 def test_missing_source_is_a_clear_error(tmp_path):
     path = pipeline_config(tmp_path)
     (tmp_path / "sales.csv").unlink()
@@ -54,6 +55,7 @@ def test_missing_source_is_a_clear_error(tmp_path):
     assert len(result.stderr.strip().splitlines()[-1]) > 20
 
 
+@pytest.mark.integration
 def test_chunking_forced_on_a_transform_that_is_not_partition_safe(tmp_path):
     path = pipeline_config(tmp_path, partition_safe=False)
     config = yaml_with(path, search={"recipes": ["chunked"], "trials": 2})
@@ -63,6 +65,7 @@ def test_chunking_forced_on_a_transform_that_is_not_partition_safe(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.integration
 def test_transform_that_returns_no_frame_is_a_clear_error(tmp_path):
     path = pipeline_config(tmp_path, transform="tables:not_a_frame")
     result = run_cli("diagnose", str(path))
@@ -71,6 +74,7 @@ def test_transform_that_returns_no_frame_is_a_clear_error(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.integration
 def test_a_train_recipe_on_a_pipeline_is_a_clear_error(tmp_path):
     path = yaml_with(pipeline_config(tmp_path), search={"recipes": ["compile"]})
     result = run_cli("optimize", str(path))
@@ -162,6 +166,7 @@ def test_stages_are_timed_and_output_kept(tmp_path):
     assert compare_frames(str(tmp_path / "chunked.parquet"), str(tmp_path / "base.parquet"), "tolerance", 1e-9, False).passed
 
 
+@pytest.mark.integration
 def test_rowwise_apply_is_diagnosed_with_its_line_and_vectorised_advice(tmp_path):
     path = pipeline_config(tmp_path, 60_000, transform="tables:rowwise", combine=None)
     result = run_cli("diagnose", str(path), "--json", "-q")
@@ -176,6 +181,7 @@ def test_rowwise_apply_is_diagnosed_with_its_line_and_vectorised_advice(tmp_path
     assert "np.where(frame['city'] == 'oslo', frame['amount'] * 1.2, frame['amount'])" in text
 
 
+@pytest.mark.integration
 def test_parse_bound_json_lines_are_diagnosed(tmp_path):
     tables.write_sales(tmp_path / "sales.jsonl", 60_000, fmt="jsonl")
     config = json.loads(json.dumps(PIPELINE))

@@ -53,7 +53,7 @@ def as_server_user(command: list[str]) -> list[str]:
 
 @pytest.fixture(scope="module")
 def postgres_url():
-    pytest.importorskip("psycopg", reason="the PostgreSQL driver comes with advisor[postgres]")
+    pytest.importorskip("psycopg", reason="the PostgreSQL driver comes with verified-advisor[postgres]")
     binaries = postgres_binaries()
     folder = Path(tempfile.mkdtemp(prefix="advisor-pg-"))
     if os.geteuid() == 0:

@@ -11,9 +11,9 @@ from advisor.harness import run_measurement
 from advisor.harness.train import steady_steps
 from advisor.kinds import baseline_plan
 from advisor.plan import PLAN_KEYS
-from conftest import TINY, merged, write_config
-from recipes import RECIPES, Context, IntRange, by_name
-from recipes.base import RISKS
+from conftest import TINY, config_path, merged, write_config
+from advisor.recipes import RECIPES, Context, IntRange, by_name
+from advisor.recipes.base import RISKS
 
 BOTTLENECKS = {"input-fetch", "input-prep", "transfer", "compute", "overhead", "memory", "parse", "io", "python",
                "cold-start", "tail", "under-batched", "network"}  # services: see diagnose.SERVING_RULES; network: DISTRIBUTED_RULES
@@ -102,7 +102,7 @@ def test_a_recipe_at_its_off_settings_leaves_the_run_as_it_was(recipe):
 
     import torch
 
-    from recipes import CONTEXTS as CONTEXT_HOOKS, FOLDS
+    from advisor.recipes import CONTEXTS as CONTEXT_HOOKS, FOLDS
 
     assert set(recipe.hooks) <= FOLDS | CONTEXT_HOOKS, "a hook the loops never call"
     assert set(recipe.off) <= set(recipe.keys) and set(recipe.settings_off()) == set(recipe.keys)
@@ -142,7 +142,7 @@ def test_a_recipes_off_settings_are_its_kinds_baseline(reference):
 
     from advisor.kinds import kind_of
 
-    config = load_config(Path(__file__).resolve().parents[1] / "configs" / f"{reference}.yaml")
+    config = load_config(config_path(reference))
     plan = kind_of(config.kind).baseline_plan(config, None)
     users = {"threads.intra_op", "threads.inter_op", "pipeline.engine", "pipeline.dtype_backend"}  # the config may set them
     compared = 0
@@ -186,7 +186,7 @@ def test_fetch_stalls_search_past_the_core_count():
 def test_checkpointing_wraps_a_share_and_keeps_results():
     import torch
 
-    from recipes.checkpointing import checkpointed_class, wrap
+    from advisor.recipes.checkpointing import checkpointed_class, wrap
 
     def make():
         torch.manual_seed(0)
@@ -297,7 +297,7 @@ def test_dynamic_quantization_leaves_torchs_transformer_layers_in_float():
     model runs, and the snippet the user pastes makes the same choice."""
     import torch
 
-    from recipes import quantize_dynamic
+    from advisor.recipes import quantize_dynamic
 
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(16, 2, 32, dropout=0.0, batch_first=True)

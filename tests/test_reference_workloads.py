@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT, run_cli
+from conftest import ROOT, config_path, run_cli
 from test_diagnose import PLANTED
 
 pytestmark = pytest.mark.integration
@@ -37,12 +37,12 @@ MEASURE = {"out_of_memory": {"warmup_steps": 1, "steps": 3, "fresh_rounds": Fals
 
 def reduced_copy(name: str, folder: Path) -> Path:
     """The reference config with absolute code paths and a reduced search budget."""
-    config = yaml.safe_load((ROOT / "configs" / f"{name}.yaml").read_text())
+    config = yaml.safe_load(config_path(name).read_text())
     for key in ("model", "dataset", "loss"):
         ref = config["workload"].get(key)
         if ref and ".py:" in ref:
             file, attr = ref.rsplit(":", 1)
-            config["workload"][key] = f"{(ROOT / 'configs' / file).resolve()}:{attr}"
+            config["workload"][key] = f"{(config_path(name).parent / file).resolve()}:{attr}"
     config["search"] = {**config.get("search", {}), **REDUCED, **SEARCH.get(name, {})}
     measure = config.setdefault("measure", {})
     measure.update(warmup_steps=min(measure.get("warmup_steps", 5), 2), steps=min(measure.get("steps", 40), 8),

@@ -267,3 +267,19 @@ for step in range(100000):
         with open("big.bin", "wb") as handle:
             handle.write(os.urandom(80 * 2**20))
 '''
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="emulates a user without root from root (a user namespace)")
+def test_a_user_without_root_gets_the_same_copy_through_a_user_namespace(tmp_path):
+    """A user without root has no right to mount: the run enters a user namespace of its own
+    first (mapping the user to themself), then the same mount and pid namespaces. Here root
+    becomes uid 65534 in a user namespace, which takes that branch as such a user would."""
+    script = "import os, sys, time\nimport torch\nopen(os.path.join(sys.argv[1], 'ckpt.pt'), 'w').write('overwritten')\n"
+    linked, outside, home, run = layout(tmp_path, 400, script + TRAINING)
+    before = digest(outside)
+    done = subprocess.run(["unshare", "--user", "--map-user=65534", "--map-group=65534", *run["command"]], cwd=linked,
+                          env=run["env"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    environment = json.loads(done.stdout)["evidence"]["runs"]["full"]["environment"]
+    assert environment["sandboxed"] and any("outside/ckpt.pt" in write for write in environment["writes"])
+    assert digest(outside) == before

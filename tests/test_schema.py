@@ -5,6 +5,8 @@ import dataclasses
 import json
 import typing
 
+import pytest
+
 from advisor.config import WORKLOAD_KINDS, AdvisorConfig
 from advisor.schema import fields_of, reference, schema
 from conftest import ROOT, run_cli
@@ -30,6 +32,7 @@ def test_the_reference_page_is_the_codes_and_names_every_key():
     assert not missing and len(keys) > 60, missing
 
 
+@pytest.mark.integration
 def test_advisor_schema_prints_the_schema_and_it_holds_every_reference_config():
     printed = run_cli("schema")
     assert printed.returncode == 0 and json.loads(printed.stdout) == json.loads(json.dumps(schema()))
@@ -42,7 +45,7 @@ def test_advisor_schema_prints_the_schema_and_it_holds_every_reference_config():
     import jsonschema  # noqa: PLC0415  (mlflow's dependency: here to check the schema as an editor would)
     import yaml
 
-    for path in sorted((ROOT / "configs").glob("*.yaml")):
+    for path in sorted([*(ROOT / "configs").glob("*.yaml"), *(ROOT / "experiments" / "configs").glob("*.yaml")]):
         jsonschema.validate(yaml.safe_load(path.read_text()), shape)
     bad = {"name": "x", "workload": {"model": "a:b", "dataset": "a:b"}, "measure": {"stepz": 3}}
     try:
@@ -53,8 +56,9 @@ def test_advisor_schema_prints_the_schema_and_it_holds_every_reference_config():
         raise AssertionError("an unknown key passed the schema")
 
 
+@pytest.mark.integration
 def test_advisor_recipes_lists_every_recipe():
-    from recipes import RECIPES
+    from advisor.recipes import RECIPES
 
     listed = run_cli("recipes")
     assert listed.returncode == 0
@@ -64,3 +68,17 @@ def test_advisor_recipes_lists_every_recipe():
     assert [r["name"] for r in as_json] == [r.name for r in RECIPES]
     fetch = next(r for r in as_json if r["name"] == "fetch_threads")
     assert fetch["risk"] == "exact" and fetch["knobs"] == ["dataloader.fetch_threads"] and "script" in fetch["kinds"]
+
+
+def test_the_readmes_sample_output_has_the_columns_advisor_prints():
+    """The README shows a real run's ranking table: when the printed columns change, so must it."""
+    import re
+
+    from advisor.report import TABLE_HEADER
+
+    readme = (ROOT / "README.md").read_text()
+    sample = re.search(r"## Run it on your script.*?```text\n(.*?)```", readme, re.S).group(1)
+    assert TABLE_HEADER in sample.splitlines(), f"the README's table header is not advisor's:\n{TABLE_HEADER}"
+    assert re.search(r"^1    \S+ +\d+\.\d\dx  \d+\.\d\d-\d+\.\d\dx +yes +ok ", sample, re.M), "a verified #1 row, as printed"
+    documented = re.findall(r"^\| `([^`]+)` \|", readme[readme.index("### What the columns mean"):], re.M)
+    assert documented[:7] == ["rank", "fix", "speedup", "95% interval", "verified", "numerics", "peak MB"]

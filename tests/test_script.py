@@ -234,7 +234,7 @@ def test_recipes_that_would_change_the_scripts_code_say_so_and_the_loader_and_co
     import dataclasses
 
     from advisor.session.planning import select_recipes
-    from recipes import Context
+    from advisor.recipes import Context
 
     context = Context(device="cpu", cores=2, default_threads=2, blocks=4, cpu_bf16=True, kind="script",
                       bottlenecks=("input-fetch", "compute", "memory"))
@@ -256,7 +256,7 @@ def test_autocast_spans_the_forward_and_the_loss_and_compile_applies_in_place(tm
     from torch import nn
 
     from advisor.harness.script import StepScope, Steps, compiling, forward_wrapped, steps_found
-    from recipes import around
+    from advisor.recipes import around
 
     plan = {"amp.dtype": "bfloat16", "compile.mode": "default"}
     record, seen = Steps(warmup=10, steps=10), {}
@@ -291,7 +291,7 @@ def test_a_scripts_dataloader_is_set_from_outside_verified_and_anchored_at_its_l
     that wait on storage. advisor tells the wait from CPU work, sets the workers of every loader
     the script builds, verifies the fix, and anchors the snippet at the script's DataLoader line.
     The folder, with the metrics.json the script overwrites every epoch, is left byte-identical."""
-    script = (ROOT / "experiments" / "workloads" / "scripts" / "cnn_train.py").read_text()
+    script = (ROOT / "configs" / "train.py").read_text()
     (tmp_path / "cnn_train.py").write_text(script)
     (tmp_path / "metrics.json").write_text(json.dumps({"the user's": "own"}))
     config = write_config(tmp_path, {

@@ -21,7 +21,7 @@ from advisor.measure import Measurement
 from advisor.kinds import baseline_plan
 from advisor.session import measure_with
 from conftest import ROOT, TINY, merged, write_config
-from recipes import IntRange
+from advisor.recipes import IntRange
 
 pytestmark = pytest.mark.integration
 
@@ -270,7 +270,7 @@ def test_a_sampler_circling_a_measured_plan_is_given_an_unmeasured_one(tmp_path)
     measured, so the budget is spent on distinct plans instead of stopping early."""
     from advisor.measure import Measurement
     from advisor.plan import plan_key
-    from recipes import Choice
+    from advisor.recipes import Choice
 
     config = load_config(quick_config(tmp_path, 6))
     space = {"pipeline.dask_workers": Choice((None, 2)), "pipeline.dask_partitions": Choice((None, 16)),
@@ -292,7 +292,7 @@ def test_a_space_measured_whole_runs_a_plan_a_policy_queues_before_the_rest_of_t
     """Every plan fits the budget, so none is sampled; but the grid is queued one plan at a time,
     so a plan queued after a trial (the helpful singles stacked) runs next, not last."""
     from advisor.plan import plan_key
-    from recipes import Choice
+    from advisor.recipes import Choice
 
     config = load_config(quick_config(tmp_path, 8))
     space = {"a": Choice((0, 1)), "b": Choice((0, 1)), "c": Choice((0, 1))}

@@ -72,7 +72,7 @@ def test_max_keeps_pythons_missing_value_semantics_where_np_maximum_does_not():
 
 
 def test_no_rewrite_no_vectorise_candidate():
-    from recipes import Context, by_name
+    from advisor.recipes import Context, by_name
 
     vectorise = by_name("vectorise")
     plain = Context("cpu", 2, 1, 0, False, kind="pipeline")

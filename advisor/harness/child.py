@@ -73,7 +73,7 @@ def failure_reason(exc: BaseException, plan: Optional[dict] = None) -> str:
     where = f" (at {frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno})" if frames else ""
     if any(marker.lower() in text.lower() for marker in OOM_MARKERS):
         return f"out of memory: {first_line[:300]}{where}"
-    from recipes import applied
+    from advisor.recipes import applied
 
     return f"crashed: {applied('failure', '', plan or {}, text=text)}{first_line[:300]}{where}"
 

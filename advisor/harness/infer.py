@@ -36,7 +36,7 @@ from advisor.harness.train import (
     PROGRESS_EVERY_S, conv_layers, cpu_seconds, gpu_facts, prepare_process, report_progress, synchronize,
 )
 from advisor.measure import machine_busy_seconds, other_cpu_share, percentile, tree_memory
-from recipes import applied, around, chain, quantize_dynamic
+from advisor.recipes import applied, around, chain, quantize_dynamic
 
 NUMERICS_REQUESTS = 32  # requests whose outputs every plan keeps, for the comparison with the baseline's
 

@@ -32,7 +32,7 @@ from advisor.config import SOURCE_FORMATS, AdvisorConfig
 from advisor.errors import UserError
 from advisor.frames import checked, comparable, keep_frame
 from advisor.measure import descendants_cpu_seconds, machine_busy_seconds, other_cpu_share, tree_memory
-from recipes import applied
+from advisor.recipes import applied
 
 SAMPLE_ROWS = 2000  # rows the profile run's column probes work on
 CHECK_ROWS = 20_000  # rows on which each row function's rewrite is computed beside it (the vectorise recipe)

@@ -54,7 +54,7 @@ class Ranks:
     def wrap(self, model, device, plan: dict, mode: str):
         from torch.nn.parallel import DistributedDataParallel
 
-        from recipes import applied
+        from advisor.recipes import applied
 
         options = applied("ddp", dict(self.ddp_options), plan, backend=self.backend)
         try:

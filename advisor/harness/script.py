@@ -48,7 +48,7 @@ from advisor.harness.lifetime import die_with_parent
 from advisor.harness.operators import STEP_LABEL, summarize_profile
 from advisor.harness.train import PROFILE_WARMUP_STEPS, checksums_of, cpu_seconds, nudge_by_one_ulp, prepare_process
 from advisor.measure import machine_busy_seconds, other_cpu_share, step_statistics
-from recipes import applied, around, dataloader
+from advisor.recipes import applied, around, dataloader
 
 
 NO_STEP_MARGIN_S = 10.0  # a script with no backward yet is stopped this long before the run's time limit

@@ -37,7 +37,7 @@ from advisor.measure import (
     descendants_cpu_seconds, machine_busy_seconds, other_cpu_share, step_statistics, tree_memory,
 )
 from advisor.outputs import write_whole
-from recipes import applied, around, chain, checkpointing, dataloader
+from advisor.recipes import applied, around, chain, checkpointing, dataloader
 
 PROGRESS_EVERY_S = 0.05  # how often the timed window reports its running rate to the parent
 

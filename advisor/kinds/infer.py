@@ -78,7 +78,7 @@ class InferKind:
 
     def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
         from advisor.measure import cpu_has_bf16
-        from recipes import Context
+        from advisor.recipes import Context
 
         seen = self.seen(evidence)
         return Context(

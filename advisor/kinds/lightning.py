@@ -4,7 +4,7 @@ advisor runs the module's own `training_step` and `configure_optimizers` (the fi
 its schedulers stepped as Lightning steps them) in its measured loop, so everything the train
 kind measures, diagnoses and verifies applies. The loader's dataset, sampler and collate
 function are kept; the plan changes only its batch size and worker settings, whose baseline is
-what `train_dataloader()` returned. `lightning` is an optional extra (`advisor[lightning]`).
+what `train_dataloader()` returned. `lightning` is an optional extra (`verified-advisor[lightning]`).
 """
 
 from __future__ import annotations

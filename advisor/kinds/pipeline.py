@@ -58,7 +58,7 @@ class PipelineKind:
         return PIPELINE_RULES
 
     def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
-        from recipes import Context
+        from advisor.recipes import Context
 
         seen = evidence.profile.environment
         row_functions = seen.get("row_functions", [])

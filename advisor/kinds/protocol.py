@@ -12,7 +12,7 @@ if TYPE_CHECKING:
     from advisor.evidence import Evidence
     from advisor.measure import Measurement
     from advisor.verify import Envelope, NumericsResult
-    from recipes import Context
+    from advisor.recipes import Context
 
 
 class Kind(Protocol):

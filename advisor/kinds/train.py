@@ -58,7 +58,7 @@ class TrainKind:
 
     def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
         from advisor.measure import cpu_has_bf16
-        from recipes import Context
+        from advisor.recipes import Context
 
         environment = self.seen(evidence)
         return Context(

@@ -15,7 +15,7 @@ from advisor.plan import plan_key
 from advisor.session.planning import SessionFacts
 from advisor.session.results import Hooks, Progress
 from advisor.verify import Envelope
-from recipes import Context
+from advisor.recipes import Context
 
 
 def measure_with(config: AdvisorConfig, capped: bool = True, fresh: bool = False) -> Callable[[dict], Measurement]:

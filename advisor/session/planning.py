@@ -18,7 +18,7 @@ from advisor.fingerprint import describe_changes, fingerprint
 from advisor.kinds import kind_of
 from advisor.session.claim import claim_study, release_unplanned
 from advisor.session.results import Progress
-from recipes import RECIPES, Context, Param, Recipe, by_name
+from advisor.recipes import RECIPES, Context, Param, Recipe, by_name
 
 ACTIONABLE = ("high", "moderate")
 

@@ -17,7 +17,7 @@ from advisor.session.results import Progress, Recommendation
 from advisor.session.verification import Verified, verify_each
 from advisor.verify import (ANSWERED, FIRST_LOOK, Rounds, interleave, look_confidence, paired_interval,
                             reported_confidence)
-from recipes import by_name
+from advisor.recipes import by_name
 
 
 def rank_session(session: Session, verified: Verified,

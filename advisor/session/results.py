@@ -11,7 +11,7 @@ from advisor.config import AdvisorConfig
 from advisor.diagnosis import Diagnosis
 from advisor.evidence import Evidence
 from advisor.plan import active_recipes, changes_of, names
-from recipes import Context
+from advisor.recipes import Context
 
 Progress = Callable[[str], None]
 

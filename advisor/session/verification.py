@@ -24,7 +24,7 @@ from advisor.session.results import Hooks, Progress, Recommendation, Rejection
 from advisor.verify import (OBJECTIVE, Envelope, Rounds, half_width, interleave, judge, look_confidence, look_schedule,
                             near_its_limit, paired_interval, reported_confidence, rounds_to_pin, settled, speedup_basis,
                             step_breakdown)
-from recipes import Context, Recipe
+from advisor.recipes import Context, Recipe
 
 @dataclass
 class Verified:

@@ -1,6 +1,6 @@
 """A CNN trained as people write a first script: argparse, a Dataset whose samples come from
 slow storage, a DataLoader with its defaults, an optimizer, a checkpoint and a metrics file
-written every epoch. No builders: `advisor optimize -- python cnn_train.py` measures it as is."""
+written every epoch. No builders: `advisor optimize -- python train.py` measures it as is (or configs/script.yaml)."""
 
 import argparse
 import json
