@@ -750,10 +750,12 @@ def eta_seconds(trial_seconds: float, ran: int, done: int, budget: int, deadline
 
 
 def rate_text(run: Measurement) -> str:
-    """A run's result as its kind measures it: latency for a service, else rows or samples per second."""
+    """A run's result as its kind measures it: latency for a service, else rows, samples or (a
+    script, whose steps advisor sees but not its batches) steps per second."""
     if run.latency:
         return f"p95 {run.latency['p95_ms']:.1f} ms, {run.latency['throughput_per_s']:,.0f} requests/s"
-    return f"{run.samples_per_s:,.0f} {'rows/s' if run.stages else 'samples/s'}"
+    unit = "rows/s" if run.stages else (run.environment or {}).get("unit", "samples/s")
+    return f"{run.samples_per_s:,.0f} {unit}"
 
 
 def remove_study(config: AdvisorConfig) -> None:

@@ -479,3 +479,13 @@ def test_a_clearly_losing_trial_is_stopped_midway_and_counted(tmp_path):
     spent = steps * config.workload.batch_size / slow.intermediate_values[steps]  # its window so far, in seconds
     assert unrun == pytest.approx(spent * (window["of"] - steps) / steps, rel=1e-6), "the rest of its window at its pace"
     assert search.counted_trials(study) == 2 and [t.number for t in search.finished_trials(study)] == [0]
+
+
+def test_a_trials_line_counts_in_the_unit_its_run_measured():
+    """A script's runs count steps (advisor sees its steps, not its batches): its trial lines say
+    steps/s, as its ranking does, never samples/s."""
+    from advisor.measure import Measurement
+
+    script = Measurement("full", {}, "ok", samples_per_s=21.5, environment={"unit": "steps/s"})
+    builders = Measurement("full", {}, "ok", samples_per_s=1400.0)
+    assert search.rate_text(script) == "22 steps/s" and search.rate_text(builders) == "1,400 samples/s"
