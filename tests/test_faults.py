@@ -258,13 +258,16 @@ def test_bad_names_and_addresses_are_one_line_and_write_nothing(tmp_path, change
 
 
 def test_two_processes_racing_on_a_new_study(tmp_path):
-    """Two optimize processes start at the same moment on a study that does not exist yet:
-    trial 0 is the baseline, and exactly the budget of distinct plans is measured."""
+    """Two optimize processes start at the same moment on a study that does not exist yet: one
+    session holds it (one diagnosis), the other says so in one line and how to join; trial 0
+    is the baseline, and exactly the budget of distinct plans is measured."""
     path = quick_config(tmp_path, trials=6, latency_ms=5.0)
     config = load_config(path)
     racers = [start_advisor("optimize", str(path), tmpdir=tmp_path) for _ in range(2)]
     outputs = [racer.communicate(timeout=600) for racer in racers]
-    assert all(racer.returncode == 0 for racer in racers), [err[-1500:] for _, err in outputs]
+    assert sorted(racer.returncode for racer in racers) == [0, 2], [err[-1500:] for _, err in outputs]
+    refused = next(err for racer, (_, err) in zip(racers, outputs) if racer.returncode == 2)
+    assert "a session of study 'tiny' is running" in refused.strip().splitlines()[-1] and "advisor worker" in refused
     from advisor.plan import plan_key
 
     study = load_study(config)

@@ -12,7 +12,9 @@ dies with advisor, so `kill -9` of advisor ends them all. The namespaces and the
 with their last process. Devices (GPUs), the network and the user's identity stay as they are.
 
 Hooks inside the interpreter time the steps and apply the plan; they never protect files.
-Linux only, as root or with unprivileged user namespaces: `unavailable()` says why not.
+Linux only, as root: a user without root enters a user namespace first, where the kernel
+refuses to overlay a file system holding mounts inherited from the machine (/ always holds
+some), and `unavailable()`, which builds the whole copy once, says so before anything runs.
 """
 
 from __future__ import annotations
@@ -58,7 +60,9 @@ def mount(source: Optional[str], target: str, fstype: Optional[str], flags: int,
 
 def unavailable() -> Optional[str]:
     """Why a script cannot run in a copy of the machine here, in words; None where it can.
-    Probed once, in a child that tries what a run does (new namespaces, an overlay)."""
+    Probed once, in a child that does what a run does: new namespaces, then the whole copy
+    (an overlay of an empty folder can pass where the copy of / cannot: without root, the
+    kernel refuses to overlay a file system that holds mounts inherited from the machine)."""
     global _unavailable, _probed
     if _probed:
         return _unavailable
@@ -71,17 +75,14 @@ def unavailable() -> Optional[str]:
     with tempfile.TemporaryDirectory(prefix="advisor-sandbox-probe-") as folder:
         read, write = os.pipe()
         pid = os.fork()
-        if pid == 0:  # the probe: namespaces, then an overlay of an empty folder
+        if pid == 0:  # the probe: namespaces, then the copy a run builds (gone with this process)
             os.close(read)
             try:
                 enter_namespaces()
-                layers = Path(folder)
-                for name in ("lower", "upper", "work", "root"):
-                    (layers / name).mkdir()
-                overlay(str(layers / "lower"), layers / "upper", layers / "work", str(layers / "root"))
+                build_root(Path(folder))
                 message = b""
             except OSError as exc:
-                message = str(exc).encode()[:500]
+                message = (exc.strerror or str(exc)).encode()[:500]
             os.write(write, message)
             os._exit(0)
         os.close(write)
@@ -108,7 +109,10 @@ def enter_namespaces() -> None:
 
 
 def overlay(lower: str, upper: Path, work: Path, target: str) -> None:
-    mount("overlay", target, "overlay", 0, f"lowerdir={lower},upperdir={upper},workdir={work}")
+    try:
+        mount("overlay", target, "overlay", 0, f"lowerdir={lower},upperdir={upper},workdir={work}")
+    except OSError as exc:
+        raise OSError(exc.errno, f"an overlay of {lower} cannot be mounted ({exc.strerror})") from None
 
 
 def mounts() -> list[tuple[str, str, bool]]:

@@ -76,10 +76,8 @@ def claim_study(config: AdvisorConfig) -> optuna.Study:
 
 def release_unplanned(config: AdvisorConfig, study: optuna.Study) -> None:
     """Removes a claimed study that was never planned (the diagnosis failed, or found nothing to
-    search), as if it had never been made: the next session diagnoses afresh."""
+    search), as if it had never been made: the next session diagnoses afresh, and a session
+    refused while diagnosing leaves no file behind (a journal holds this one study: it goes)."""
     if search.SPACE_ATTR in study.user_attrs:
         return
-    try:
-        optuna.delete_study(study_name=config.name, storage=search.open_storage(search.storage_url(config)))
-    except KeyError:
-        pass
+    search.remove_study(config)
