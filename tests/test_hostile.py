@@ -683,7 +683,9 @@ def test_ctrl_c_during_verification_keeps_the_finished_rounds_for_the_resume(tmp
     path = write_config(tmp_path, merged(FETCH_STALLED, {"search": {"precision": 0.02}}))
     env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "PYTHONUNBUFFERED": "1"}
     first = subprocess.Popen([sys.executable, "-m", "advisor.cli", "optimize", str(path)], cwd=tmp_path, env=env,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                             # a suite started in the background has SIGINT ignored, and a child inherits that
+                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     said = []
     for line in first.stderr:
         said.append(line)
