@@ -272,11 +272,12 @@ for step in range(100000):
 @pytest.mark.skipif(os.geteuid() != 0, reason="emulates a user without root from root (a user namespace)")
 def test_a_user_without_root_gets_the_copy_or_one_line_before_anything_runs(tmp_path):
     """A user without root has no right to mount: the run enters a user namespace of its own
-    first (mapping the user to themself). Where the kernel then refuses the copy (it will not
-    overlay a file system that holds mounts inherited from the machine, which / always does),
-    the probe, which builds the copy a run builds, says so in one line before anything is
-    measured, naming --unsandboxed; never a run that half-builds its copy and fails. Here root
-    becomes uid 65534 in a user namespace, which takes the branch such a user takes."""
+    first (mapping the user to themself), where the kernel will not overlay a file system that
+    holds mounts inherited from the machine (/ always does): the copy is built folder by folder.
+    Where a kernel refuses even that, the probe, which builds the copy a run builds, says so in
+    one line before anything is measured, naming --unsandboxed; never a run that half-builds
+    its copy and fails. Here root becomes uid 65534 in a user namespace, which takes the branch
+    such a user takes."""
     script = "import os, sys, time\nimport torch\nopen(os.path.join(sys.argv[1], 'ckpt.pt'), 'w').write('overwritten')\n"
     linked, outside, home, run = layout(tmp_path, 400, script + TRAINING)
     before = digest(outside)

@@ -12,9 +12,10 @@ dies with advisor, so `kill -9` of advisor ends them all. The namespaces and the
 with their last process. Devices (GPUs), the network and the user's identity stay as they are.
 
 Hooks inside the interpreter time the steps and apply the plan; they never protect files.
-Linux only, as root: a user without root enters a user namespace first, where the kernel
-refuses to overlay a file system holding mounts inherited from the machine (/ always holds
-some), and `unavailable()`, which builds the whole copy once, says so before anything runs.
+Linux only. A user without root enters a user namespace first, where the kernel refuses to
+overlay a file system holding mounts inherited from the machine (/ always holds some): there
+the copy is built folder by folder (`walked`). `unavailable()`, which builds the whole copy
+once, says why not before anything runs.
 """
 
 from __future__ import annotations
@@ -79,11 +80,17 @@ def unavailable() -> Optional[str]:
             os.close(read)
             try:
                 enter_namespaces()
-                build_root(Path(folder))
-                message = b""
+                if os.fork() == 0:  # the copy is built by pid 1 of the new namespace, as a run's is
+                    try:
+                        build_root(Path(folder))
+                        message = b""
+                    except OSError as exc:
+                        message = (exc.strerror or str(exc)).encode()[:500]
+                    os.write(write, message)
+                    os._exit(0)
+                os.wait()
             except OSError as exc:
-                message = (exc.strerror or str(exc)).encode()[:500]
-            os.write(write, message)
+                os.write(write, (exc.strerror or str(exc)).encode()[:500])
             os._exit(0)
         os.close(write)
         message = os.read(read, 1000).decode()
@@ -155,7 +162,8 @@ def build_root(scratch: Path) -> str:
     root = layers / "root"
     root.mkdir(parents=True)
     planned = mounts()
-    for index, (point, fstype, read_only) in enumerate(planned):
+    points = [point for point, _, _ in planned]
+    for point, fstype, read_only in planned:
         if point.startswith(str(layers)) or within(point, KERNEL_TREES) or fstype in VIRTUAL:
             continue
         target = str(root) + ("" if point == "/" else point)
@@ -163,12 +171,10 @@ def build_root(scratch: Path) -> str:
             continue  # a file bind-mounted over a file, or a point under a folder not copied
         if read_only:
             mount(point, target, None, MS_BIND | MS_REC)
-            continue
-        upper, work = layers / "upper" / str(index), layers / "work" / str(index)
-        upper.mkdir(parents=True)
-        work.mkdir(parents=True)
-        overlay(point, upper, work, target)
-        (layers / "upper" / f"{index}.point").write_text(point)
+        elif os.geteuid() == 0 or not mounts_under(point, points):
+            layered(point, target, layers)
+        else:  # in a user namespace the kernel will not overlay a mount that has others on it
+            walked(point, target, layers, points)
     for tree in ("/dev", "/sys"):
         mount(tree, str(root) + tree, None, MS_BIND | MS_REC)
     mount("proc", str(root) + "/proc", "proc", 0)
@@ -176,6 +182,53 @@ def build_root(scratch: Path) -> str:
         mount("tmpfs", str(root) + "/dev/shm", "tmpfs", 0, "mode=1777")
     mount(str(scratch), str(root) + str(scratch), None, MS_BIND)
     return str(root)
+
+
+def layered(lower: str, target: str, layers: Path) -> None:
+    """`lower` seen copy-on-write at `target`: an overlay whose upper layer (numbered, with the
+    path it covers beside it, for `writes`) lies in the run's layers."""
+    index = sum(1 for _ in (layers / "upper").glob("*.point")) if (layers / "upper").is_dir() else 0
+    upper, work = layers / "upper" / str(index), layers / "work" / str(index)
+    upper.mkdir(parents=True)
+    work.mkdir(parents=True)
+    overlay(lower, upper, work, target)
+    (layers / "upper" / f"{index}.point").write_text(lower)
+
+
+def mounts_under(folder: str, points: list[str]) -> bool:
+    """Whether another mount lies below `folder`."""
+    prefix = folder.rstrip("/") + "/"
+    return any(point != folder and point.startswith(prefix) for point in points)
+
+
+def walked(folder: str, target: str, layers: Path, points: list[str]) -> None:
+    """`folder`, which holds other mounts, copied entry by entry at `target` (a user namespace
+    cannot overlay it whole): each folder with no mount under it an overlay of its own, each
+    folder that holds one walked in turn, the mount points themselves left as empty folders for
+    the mounts' own turn, links made again, files copied (their writes land in the copy)."""
+    import shutil
+
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return  # a folder this user cannot read: left empty, as the user would find it
+    for entry in entries:
+        path, inside = entry.path, os.path.join(target, entry.name)
+        try:
+            if entry.is_symlink():
+                os.symlink(os.readlink(path), inside)
+            elif entry.is_dir(follow_symlinks=False):
+                os.mkdir(inside, stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode) | stat.S_IRWXU)
+                if path in points or within(path, KERNEL_TREES):
+                    continue  # the mount's own turn (or the kernel's views) fills it
+                if mounts_under(path, points):
+                    walked(path, inside, layers, points)
+                else:
+                    layered(path, inside, layers)
+            elif entry.is_file(follow_symlinks=False):
+                shutil.copy2(path, inside)
+        except OSError:
+            continue  # unreadable to this user: absent in the copy, as good as unreadable
 
 
 def within(path: str, trees: tuple[str, ...]) -> bool:
