@@ -104,7 +104,8 @@ def optimize(config: ConfigLike, progress: Optional[Progress] = None, results: U
     from advisor import search, tracking
     from advisor.evidence import check_losses
     from advisor.fingerprint import check_evidence
-    from advisor.session import Hooks, optimize as run_session
+    from advisor.session import Hooks
+    from advisor.session import optimize as run_session
 
     check_main_guard()
     config = as_config(config, root)

@@ -565,6 +565,7 @@ def cron_line(config_path: str, schedule: str) -> str:
 def run_schedule(args: argparse.Namespace) -> int:
     import shutil
     import subprocess
+
     from advisor.config import load_config
     from advisor.errors import UserError
 

@@ -258,11 +258,15 @@ class SearchConfig:
     storage: Optional[str] = None  # an Optuna storage URL; None: a journal file next to the config
     verify_top: int = _check(_non_negative, default=3)  # candidates re-measured against the baseline; 0: trials only
     pairs: int = _check((lambda v: v >= 5, "a number >= 5"), default=5)  # interleaved rounds (3 when every verdict is clear)
-    max_pairs: int = _check((lambda v: 5 <= v <= MOST_PAIRS, f"a number from 5 to {MOST_PAIRS}"), default=12)  # rounds while a verdict straddles the bar
-    # the #1's interval, as a share of its speedup either side, that a verdict's rounds go on to (up to max_pairs, within time_budget_s); 0: stop at the verdict
+    # rounds while a verdict straddles the bar
+    max_pairs: int = _check((lambda v: 5 <= v <= MOST_PAIRS, f"a number from 5 to {MOST_PAIRS}"), default=12)
+    # the #1's interval, as a share of its speedup either side, that a verdict's rounds go on to
+    # (up to max_pairs, within time_budget_s); 0: stop at the verdict
     precision: float = _check((lambda v: 0 <= v < 1, "a share from 0 to 1 (0.1: +-10%)"), default=0.1)
     prune: bool = True  # stop a trial midway once it cannot end above 70% of the best trial's rate (training, services)
-    patience: Optional[int] = _check(_non_negative, default=None)  # with a fix verified, stop after this many trials without a plan 1.2x faster (EARLY_MARGIN); None: trials // 4, at least 3; 0: never
+    # with a fix verified, stop after this many trials without a plan 1.2x faster (EARLY_MARGIN);
+    # None: trials // 4, at least 3; 0: never
+    patience: Optional[int] = _check(_non_negative, default=None)
     # None: p95 for inference, throughput otherwise; capacity (inference): the highest arrival rate within constraints.p95_ms
     objective: Optional[Literal["throughput", "p95", "capacity"]] = None
 

@@ -84,7 +84,6 @@ def fingerprint(config: AdvisorConfig, environment: Optional[dict] = None) -> di
 
     kind = kind_of(config.kind)
     environment = environment or {}
-    workload = config.workload
     sources = {}
     for key, ref in kind.sources(config).items():
         path = source_of(ref, config.root)

@@ -86,7 +86,8 @@ def shape_difference(mine, theirs, reference: str = "the baseline's") -> Optiona
 
 def frame_difference(mine, theirs, rtol: float, reference: str = "the baseline's") -> Optional[str]:
     """Where two output frames (as `comparable` makes them) first disagree, row by row; None when they agree."""
-    return shape_difference(mine, theirs, reference) or plain_difference(tabular(mine.reset_index(drop=True)), tabular(theirs.reset_index(drop=True)), rtol, reference)[1]
+    return shape_difference(mine, theirs, reference) or plain_difference(
+        tabular(mine.reset_index(drop=True)), tabular(theirs.reset_index(drop=True)), rtol, reference)[1]
 
 
 def column_difference(mine, theirs, rtol: float, reference: str = "the baseline's") -> tuple[float, Optional[str]]:

@@ -11,6 +11,7 @@ import matplotlib.ticker
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+
 def row_label(rec: dict, width: int = 38) -> str:
     changes = ", ".join(f"{key.split('.')[-1]}={value}" for key, value in rec["changes"].items())
     text = f"#{rec['rank']} {changes}"

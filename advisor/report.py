@@ -51,7 +51,8 @@ def pipeline_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
     """A pipeline's diagnosis: its stages, the bottlenecks, its hot source lines, the advice."""
     from advisor.advice import advice_for
 
-    advice = advice_for(evidence.profile.hotspots, evidence.profile.environment.get("row_functions")) if any(d.bottleneck == "python" for d in diagnoses) else []
+    python_bound = any(d.bottleneck == "python" for d in diagnoses)
+    advice = advice_for(evidence.profile.hotspots, evidence.profile.environment.get("row_functions")) if python_bound else []
     return pipeline_lines(evidence) + diagnosis_lines(diagnoses) + hotspot_lines(evidence) + advice_lines(advice)
 
 
@@ -425,7 +426,9 @@ def render_recommendations(payload: dict, verbose: bool = False) -> str:
             if rec.get("leads_because"):
                 lines.append(f"     {rec['leads_because']}")
             if rec.get("latency_ms", {}).get("capacity_per_s") is not None:
-                lines.append(f"     {capacity_sentence(rec['latency_ms']['capacity_per_s'], rec['latency_ms']['slo_ms'], len(rec.get('load_curve', [])), base['latency_ms'].get('capacity_per_s'))}")
+                sentence = capacity_sentence(rec["latency_ms"]["capacity_per_s"], rec["latency_ms"]["slo_ms"],
+                                             len(rec.get("load_curve", [])), base["latency_ms"].get("capacity_per_s"))
+                lines.append(f"     {sentence}")
             if rec.get("latency_ms"):
                 lines.append(f"     latency {latency_text(rec['latency_ms'])}")
             if rec.get("epoch"):

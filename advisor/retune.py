@@ -17,7 +17,7 @@ from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.fingerprint import describe_changes, fingerprint, workload_section
 from advisor.kinds import baseline_plan
-from advisor.session import round_measures, optimize
+from advisor.session import optimize, round_measures
 from advisor.verify import OBJECTIVE, interleave, judge, paired_interval
 
 # A re-check may stop after EARLY_ROUNDS when even a stricter interval clears the bar: looking

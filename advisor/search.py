@@ -29,8 +29,8 @@ from optuna.storages.journal import JournalFileBackend
 from optuna.trial import FrozenTrial, TrialState
 
 from advisor.config import AdvisorConfig
-from advisor.harness.lifetime import interrupts_held, owner, owner_gone
 from advisor.failures import pruned
+from advisor.harness.lifetime import interrupts_held, owner, owner_gone
 from advisor.measure import Measurement
 from advisor.plan import plan_key, unique
 from advisor.recipes import Choice, IntRange, Param
@@ -738,7 +738,8 @@ def describe_trial(
     best_text = f"best {rate_text(best.measurement)}" if best else "best -"
     best_text += f" ({best.samples_per_s / base:.2f}x)" if best and base else ""
     done = counted_trials(study)
-    eta = "" if eta_s is None or eta_s < 1 or done >= budget else f"  ~{eta_s:.0f} s left" if eta_s < 90 else f"  ~{eta_s / 60:.0f} min left"
+    eta = ("" if eta_s is None or eta_s < 1 or done >= budget else
+           f"  ~{eta_s:.0f} s left" if eta_s < 90 else f"  ~{eta_s / 60:.0f} min left")
     return f"  trial #{number} [{done}/{budget}]  {changes}  ->  {outcome}   [{best_text}]{eta}"
 
 

@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from advisor.config import AdvisorConfig
-from advisor.outputs import write_whole
 from advisor.errors import UserError
+from advisor.outputs import write_whole
 from advisor.plan import plan_key
 from advisor.secrets import shown
 

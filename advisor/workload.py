@@ -11,8 +11,8 @@ from __future__ import annotations
 import importlib
 import itertools
 import sys
-from collections.abc import Mapping
 import traceback
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable, Optional
 

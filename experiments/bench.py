@@ -45,19 +45,19 @@ from typing import Callable, Optional
 
 from advisor import search
 from advisor.config import MOST_PAIRS, AdvisorConfig, load_config
-from advisor.kinds import kind_of
 from advisor.harness import run_measurement
+from advisor.kinds import kind_of
 from advisor.measure import Measurement
 from advisor.plan import active_recipes, combined_risk, effective, plan_key, unique
-from advisor.session import SessionResult, round_measures, measure_with, optimize
+from advisor.recipes import by_name
+from advisor.session import SessionResult, measure_with, optimize, round_measures
 from advisor.session.gate import compare_outputs, worst_numerics
 from advisor.session.planning import search_space
 from advisor.session.verification import gap_recovered, more_requests
 from advisor.verify import ANSWERED, OBJECTIVE, Rounds, interleave, paired_interval
-from experiments.calibrate import aa_verdicts
-from experiments.agreement import loops_ratio, same_rounds, speedups
-from advisor.recipes import by_name
 from experiments import config_path
+from experiments.agreement import loops_ratio, same_rounds, speedups
+from experiments.calibrate import aa_verdicts
 
 ROOT = Path(__file__).resolve().parent.parent
 TRAIN = ("quickstart", "fetch_stall", "prep_stall", "compute_bound", "memory_budget", "overhead", "shard_open",
@@ -402,7 +402,8 @@ def markdown(rows: list[dict], calibration: dict, header: str) -> str:
         gap = f"{row['gap_recovered']:.0%}" if row["gap_recovered"] is not None else "-"
         lines.append(
             f"| {row['workload']} | {row['bottleneck']} | " + " | ".join(arm_cell(row, arm) for arm in ARMS)
-            + f" | {ratio_cell(row['advisor_vs_oracle'])} | {best} | " + " | ".join(cost_cell(row["costs"][arm]) for arm in ("advisor", "random", "oracle"))
+            + f" | {ratio_cell(row['advisor_vs_oracle'])} | {best} | "
+            + " | ".join(cost_cell(row["costs"][arm]) for arm in ("advisor", "random", "oracle"))
             + f" | {gap} | {capacity_cell(row.get('capacity'))} |"
         )
     lines += ["", "Speedups are over the default, geometric means of ratios paired round by round. "
@@ -471,7 +472,6 @@ def plot(rows: list[dict], path: Path) -> Path:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-
     import matplotlib.ticker  # noqa: F401
 
     colors = {"blog": "#e07b39", "random": "#999999", "advisor": "#2e8b57", "oracle": "#3c78b4"}

@@ -155,7 +155,8 @@ def main() -> None:
                         help="configured: each reference's own measure section; default: the steps and requests a "
                              "config without one gets")
     parser.add_argument("--share", type=float, default=search.PRUNE_SHARE, help="prune what cannot end above this share of the best")
-    parser.add_argument("--from", dest="start", type=int, default=search.PRUNE_FROM_PERCENT, help="... judged from this percent of the window")
+    parser.add_argument("--from", dest="start", type=int, default=search.PRUNE_FROM_PERCENT,
+                        help="... judged from this percent of the window")
     parser.add_argument("--early", nargs=2, type=float, default=search.PRUNE_EARLY, metavar=("PERCENT", "SHARE"),
                         help="... and from this earlier percent, under this share")
     parser.add_argument("--stretch", type=int, default=search.PRUNE_STRETCH_PERCENT, help="... its pace over stretches of this percent")

@@ -21,11 +21,11 @@ from pathlib import Path
 
 from advisor import search
 from advisor.plan import effective, plan_key
-from advisor.session import round_measures, measure_with, optimize
+from advisor.recipes import by_name
+from advisor.session import measure_with, optimize, round_measures
 from advisor.session.planning import search_space
 from advisor.verify import interleave, paired_interval
-from experiments.bench import ROOT, grid, pick, run_grid, run_search, scratch_config
-from advisor.recipes import by_name
+from experiments.bench import grid, pick, run_grid, run_search, scratch_config
 
 WITHIN = 0.95  # "within 5% of the grid's pick"
 

@@ -42,10 +42,35 @@ import contextlib
 from typing import Any, Callable, ContextManager
 
 from advisor.recipes import (
-    allocator, amp, arrow_engine, channels_last, checkpointing, chunked, columns, comm_hook, compile, cudnn_benchmark,
-    dask, dataloader, ddp_bucket_view, ddp_buckets, ddp_static_graph, ddp_unused, dtypes, dynamic_batching,
-    fetch_threads, fused_optimizer, grad_accumulation, inference_mode, parquet_cache, quantize_dynamic, serving,
-    tf32, threads, vectorise, warmup,
+    allocator,
+    amp,
+    arrow_engine,
+    channels_last,
+    checkpointing,
+    chunked,
+    columns,
+    comm_hook,
+    compile,
+    cudnn_benchmark,
+    dask,
+    dataloader,
+    ddp_bucket_view,
+    ddp_buckets,
+    ddp_static_graph,
+    ddp_unused,
+    dtypes,
+    dynamic_batching,
+    fetch_threads,
+    fused_optimizer,
+    grad_accumulation,
+    inference_mode,
+    parquet_cache,
+    quantize_dynamic,
+    serving,
+    tf32,
+    threads,
+    vectorise,
+    warmup,
 )
 from advisor.recipes.base import Choice, Context, IntRange, Param, Recipe
 
@@ -97,8 +122,8 @@ def by_name(name: str) -> Recipe:
 
 # The hooks above, by kind: folds take and return a value, contexts are entered around a call.
 FOLDS = frozenset({"process", "model", "optimizer", "compiled", "grad_scaler", "micro_batches", "loader", "dataset",
-                   "queued_batches", "non_blocking", "batch", "ddp", "comm_hook", "request", "batching", "warm_requests", "instances", "failure", "prepare", "read_options",
-                   "after_read", "execute"})
+                   "queued_batches", "non_blocking", "batch", "ddp", "comm_hook", "request", "batching", "warm_requests",
+                   "instances", "failure", "prepare", "read_options", "after_read", "execute"})
 CONTEXTS = frozenset({"around_forward", "around_serve"})
 
 

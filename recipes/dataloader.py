@@ -60,7 +60,8 @@ def options_of(plan: dict) -> list[str]:
 def snippet(plan: dict) -> str:
     options = options_of(plan)
     pinned = plan.get("dataloader.pin_memory")
-    code = "loader = DataLoader(dataset, batch_size=..., shuffle=True,\n                    " + ",\n                    ".join(options) + ")"
+    indent = ",\n                    "
+    code = "loader = DataLoader(dataset, batch_size=..., shuffle=True" + indent + indent.join(options) + ")"
     return code + ("\n# with pinned memory, copy asynchronously: x = x.to(device, non_blocking=True)" if pinned else "")
 
 

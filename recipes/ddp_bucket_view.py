@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from advisor.recipes.base import Choice, Recipe, keyword_option
 
-
 RECIPE = Recipe(
     name="ddp_bucket_view",
     summary="let gradients live in DistributedDataParallel's buckets: no copies, less memory",

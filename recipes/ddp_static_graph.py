@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from advisor.recipes.base import Choice, Recipe, keyword_option
 
-
 RECIPE = Recipe(
     name="ddp_static_graph",
     summary="declare the training graph static to DistributedDataParallel: its bookkeeping done once",

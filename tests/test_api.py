@@ -8,11 +8,11 @@ import subprocess
 import sys
 
 import pytest
+from conftest import ROOT
 from mlflow import MlflowClient
 
 from advisor.api import as_config
 from advisor.errors import UserError
-from conftest import ROOT
 
 pytestmark = pytest.mark.integration
 

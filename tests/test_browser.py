@@ -12,9 +12,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from mlflow import MlflowClient
-
 from conftest import ROOT
+from mlflow import MlflowClient
 
 pytestmark = pytest.mark.integration
 

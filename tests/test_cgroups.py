@@ -4,9 +4,8 @@ import os
 
 import pytest
 
-from advisor.harness import cgroups
 from advisor.config import load_config
-from advisor.harness import run_measurement
+from advisor.harness import cgroups, run_measurement
 from advisor.kinds import baseline_plan
 
 

@@ -4,10 +4,10 @@ import dataclasses
 import json
 
 import pytest
+from conftest import FIXTURES
 
 from advisor.diagnosis import THRESHOLDS, Thresholds, band, diagnose
 from advisor.evidence import Evidence, derive, with_derived
-from conftest import FIXTURES
 
 PLANTED = {
     "quickstart": "input-fetch",

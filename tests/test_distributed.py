@@ -17,7 +17,6 @@ from pathlib import Path
 
 import psutil
 import pytest
-
 from conftest import FIXTURES, ROOT, run_cli, write_config
 
 sys.path.insert(0, str(FIXTURES))

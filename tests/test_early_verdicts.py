@@ -5,7 +5,7 @@ it. The pieces are pure functions of trials and verdicts, tested here on made-up
 import dataclasses
 import math
 
-import pytest
+from conftest import TINY, needs_bf16, write_config
 
 from advisor.config import load_config
 from advisor.measure import Measurement
@@ -13,7 +13,6 @@ from advisor.search import TrialResult
 from advisor.session import Recommendation
 from advisor.session.policies import early_candidate, plateau, stacked_singles
 from advisor.session.verification import Verified, confirm_beside_fix, still_to_verify
-from conftest import TINY, needs_bf16, write_config
 
 BASELINE = {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": False}
 
@@ -382,12 +381,13 @@ def test_a_session_ends_on_the_winner_without_the_recipe_that_slowed_it(tmp_path
     import json
     import time
 
+    from conftest import FIXTURES, merged
+
     from advisor import search
     from advisor.evidence import Evidence
     from advisor.plan import plan_key
     from advisor.session import Hooks, Session, conclude, plan_session
     from advisor.session.trials import trial_recorder
-    from conftest import FIXTURES, merged
 
     config = load_config(write_config(tmp_path, merged(TINY, {"search": {"recipes": ["threads", "amp"], "trials": 2}})))
     facts = plan_session(config, Evidence.from_dict(json.loads((FIXTURES / "evidence" / "compute_bound.json").read_text())))

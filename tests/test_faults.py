@@ -13,12 +13,12 @@ from pathlib import Path
 import optuna
 import psutil
 import pytest
+from conftest import ROOT, free_port
+from test_search import load_study, measured_trials, quick_config, wait_for
 
 from advisor import search
 from advisor.config import load_config
 from advisor.harness.lifetime import RUN_FOLDER_PREFIX, pid_namespace
-from conftest import ROOT, free_port
-from test_search import measured_trials, load_study, quick_config, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -188,9 +188,8 @@ def test_an_edited_workload_does_not_reuse_the_old_study(tmp_path):
 def test_mlflow_going_down_mid_session_loses_no_work(tmp_path):
     """Trials reach the tracking server as they finish; the server is killed mid-session: the
     session goes on, writes its whole results folder, and says what MLflow did not get."""
-    from mlflow import MlflowClient
-
     from conftest import start_mlflow_server
+    from mlflow import MlflowClient
 
     server, address = start_mlflow_server(tmp_path / "mlflow")
     try:
@@ -236,7 +235,8 @@ BAD_ADDRESSES = [
 ]
 
 
-@pytest.mark.parametrize("changes, extra, words", BAD_ADDRESSES, ids=[w.split(":")[0] + f"-{i}" for i, (_, _, w) in enumerate(BAD_ADDRESSES)])
+@pytest.mark.parametrize("changes, extra, words", BAD_ADDRESSES,
+                         ids=[w.split(":")[0] + f"-{i}" for i, (_, _, w) in enumerate(BAD_ADDRESSES)])
 def test_bad_names_and_addresses_are_one_line_and_write_nothing(tmp_path, changes, extra, words):
     from conftest import TINY, merged, write_config
 
@@ -287,10 +287,11 @@ def test_a_burst_of_other_work_during_verification_delays_it_and_the_fix_still_v
     interleaved runs afterwards."""
     import threading
 
+    from conftest import FETCH_STALLED, merged, write_config
+
     import advisor
     from advisor.harness import run_measurement
     from advisor.verify import interleave, paired_interval
-    from conftest import FETCH_STALLED, merged, write_config
 
     (tmp_path / "latency.txt").write_text("3.0")
     path = write_config(tmp_path, merged(FETCH_STALLED, {"search": {"recipes": ["dataloader"], "trials": 3},

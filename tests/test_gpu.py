@@ -12,15 +12,15 @@ import types
 
 import pytest
 import torch
+from conftest import FIXTURES, ROOT, config_path
 
 from advisor.advice import larger_batch, larger_batch_line
 from advisor.diagnosis import diagnose
 from advisor.evidence import Evidence, derive_gpu
+from advisor.failures import out_of_memory
 from advisor.harness.child import failure_reason
 from advisor.harness.operators import STEP_LABEL, summarize_profile
 from advisor.measure import Measurement, summarize_gpu
-from advisor.failures import out_of_memory
-from conftest import FIXTURES, ROOT, config_path
 from advisor.recipes import Context, by_name
 
 CUDA = torch.cuda.is_available()

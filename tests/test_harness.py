@@ -6,14 +6,14 @@ import signal
 import time
 
 import pytest
+from conftest import ROOT, run_cli
 
 from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.harness.runner import budget_reason
 from advisor.kinds import baseline_plan
-from advisor.plan import with_changes
 from advisor.measure import MEMORY_METHOD
-from conftest import ROOT, run_cli
+from advisor.plan import with_changes
 
 pytestmark = pytest.mark.integration
 

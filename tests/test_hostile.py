@@ -6,13 +6,13 @@ import dataclasses
 import json
 
 import pytest
+from conftest import FIXTURES, TINY, config_path, merged, write_config
 
 from advisor.config import load_config
 from advisor.errors import UserError
 from advisor.evidence import Evidence
 from advisor.fingerprint import check_evidence, fingerprint
 from advisor.kinds import kind_of
-from conftest import FIXTURES, ROOT, TINY, config_path, merged, write_config
 
 
 def stored_evidence(name: str = "quickstart") -> Evidence:
@@ -675,7 +675,6 @@ def test_ctrl_c_during_verification_keeps_the_finished_rounds_for_the_resume(tmp
     import signal
     import subprocess
     import sys
-    import time
 
     from conftest import FETCH_STALLED
 

@@ -6,6 +6,7 @@ import re
 
 import pytest
 import torch
+from conftest import config_path, run_cli, write_config
 
 from advisor.diagnosis import diagnose
 from advisor.evidence import Evidence, derive_infer
@@ -13,7 +14,6 @@ from advisor.harness.batches import concat
 from advisor.harness.infer import closed_loop, latency_summary, open_loop, poisson_arrivals, split_output
 from advisor.measure import Measurement
 from advisor.verify import compare_served
-from conftest import config_path, run_cli, write_config
 
 SERVED = {
     "name": "served",
@@ -210,7 +210,8 @@ BAD = [
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("changes, message", BAD, ids=["request-shape", "handler-raises", "rate-0", "throughput-no-slo", "capacity-no-slo", "slo-broken-alone"])
+@pytest.mark.parametrize("changes, message", BAD, ids=["request-shape", "handler-raises", "rate-0", "throughput-no-slo",
+                                                      "capacity-no-slo", "slo-broken-alone"])
 def test_bad_service_input_is_one_line_and_exit_2(tmp_path, changes, message):
     path = write_config(tmp_path, {**SERVED, **changes})
     result = run_cli("diagnose", str(path), timeout=120)
@@ -250,9 +251,9 @@ def one_at_a_time_capacity(service: dict) -> float:
     import time
 
     import torch
+    from conftest import ROOT
 
     from advisor.workload import resolve_callable
-    from conftest import ROOT
 
     workload = service["workload"]
     model = resolve_callable(workload["model"], ROOT, "workload.model")(**workload.get("model_args", {})).eval()
@@ -432,12 +433,13 @@ def test_a_nondeterministic_service_is_said_and_no_plan_is_verified_on_its_outpu
     exact fixes rejected as "outputs differ by 113%". The baseline is compared with itself
     first: the comparison then says the service is nondeterministic and verifies nothing on
     its outputs, where a service that repeats itself is compared as before."""
+    from shapes import dropout_served_model, served_model, served_requests
+
     from advisor.config import parse_config
     from advisor.harness.infer import InferJob, run
     from advisor.kinds.infer import KIND
     from advisor.outputs import output_path
     from advisor.report import serving_body
-    from shapes import dropout_served_model, served_model, served_requests
 
     config = parse_config({**SERVED, "measure": {**SERVED["measure"], "requests": 8}}, tmp_path / "advisor.yaml")
     kept = {}

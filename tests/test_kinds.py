@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import ROOT, config_path, run_cli, write_config
 
 from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.harness.batches import batch_length, map_tensors, split_batch
-from advisor.workload import configured_optimizer
 from advisor.kinds import baseline_plan
-from conftest import ROOT, config_path, run_cli, write_config
+from advisor.workload import configured_optimizer
 
 SHAPES = {
     "name": "shapes",
@@ -169,7 +169,7 @@ def test_broken_shapes_are_one_line_and_exit_2(tmp_path, changes, message):
 
 
 def test_a_users_dataloader_keeps_its_sampler_and_collate():
-    from torch.utils.data import DataLoader, RandomSampler, WeightedRandomSampler
+    from torch.utils.data import DataLoader, WeightedRandomSampler
 
     from advisor.workload import unpack_loader
 

@@ -159,3 +159,15 @@ def test_session_functions_are_short():
             if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
                 length = node.end_lineno - node.lineno + 1
                 assert length <= MAX_SESSION_FUNCTION_LINES, f"{path.name}: {node.name} is {length} lines"
+
+
+def test_the_code_passes_its_linter():
+    """pyproject.toml's [tool.ruff]: its line length, pyflakes, pycodestyle and sorted imports."""
+    import shutil
+    import subprocess
+    import sys
+
+    ruff = shutil.which("ruff") or str(Path(sys.executable).parent / "ruff")
+    done = subprocess.run([ruff, "check", "advisor", "recipes", "tests", "experiments"], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout[-3000:]

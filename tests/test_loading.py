@@ -7,12 +7,12 @@ import threading
 
 import pytest
 import torch
+from conftest import FIXTURES, TINY, merged, write_config
 from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from advisor import loading
 from advisor.evidence import Evidence
 from advisor.harness.fetching import ReadAhead, ThreadedFetch, threaded
-from conftest import FIXTURES, TINY, merged, write_config
 from advisor.recipes import Context, by_name
 
 
@@ -73,9 +73,9 @@ def test_an_iterable_dataset_is_read_ahead_in_order_and_its_error_surfaces():
 
 @pytest.mark.integration
 def test_threads_in_a_run_fail_it_with_the_datasets_error_in_one_line(tmp_path):
+    from advisor.config import load_config
     from advisor.harness import run_measurement
     from advisor.kinds import baseline_plan
-    from advisor.config import load_config
 
     config = load_config(write_config(tmp_path, merged(TINY, {
         "workload": {"model": "broken:small_mlp", "dataset": "broken:trouble_dataset", "dataset_args": {"crash_with": 1}}})))
@@ -178,10 +178,11 @@ def test_an_epochs_end_is_charged_where_the_workers_start_again_and_not_where_th
     """Workers that open their shard index once (300 ms) and an epoch of 16 steps: started afresh
     each epoch they pay the opening every 16 steps, which a window of 8 steps inside one epoch
     never sees; persistent, once. The window is charged its share of the epoch's end."""
+    from conftest import ROOT
+
     from advisor.config import load_config
     from advisor.harness import run_measurement
     from advisor.kinds import baseline_plan
-    from conftest import ROOT
 
     shards = ROOT / "experiments" / "workloads" / "shards.py"
     config = load_config(write_config(tmp_path, merged(TINY, {"workload": {

@@ -7,8 +7,8 @@ first, reject a changed learning rate there, and reject bf16 on the second."""
 import math
 
 import pytest
-
 import torch
+from conftest import ROOT, needs_bf16, write_config
 
 from advisor.config import load_config
 from advisor.harness import run_measurement
@@ -16,7 +16,6 @@ from advisor.harness.train import nudge_by_one_ulp
 from advisor.kinds import baseline_plan, kind_of
 from advisor.session.gate import compare_outputs, judged
 from advisor.verify import AMPLIFIED, ENVELOPE_MULTIPLE, EXACT_RTOL, Envelope, envelope_of
-from conftest import ROOT, needs_bf16, write_config
 
 WORD_LM = ROOT / "experiments" / "workloads" / "word_lm.py"
 

@@ -13,14 +13,14 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+import tables
+from conftest import FIXTURES, free_port, run_cli, write_config
 
 from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.harness.pipeline import used_columns
 from advisor.kinds import baseline_plan
 from advisor.verify import compare_frames
-import tables
-from conftest import FIXTURES, free_port, run_cli, write_config
 
 PIPELINE = {
     "name": "tables",

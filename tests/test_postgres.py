@@ -18,13 +18,13 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
+from conftest import ROOT, free_port
+from test_search import MEASURED, load_study, measured_trials, quick_config, wait_for
 
 from advisor import search
 from advisor.config import load_config
 from advisor.harness.lifetime import machine
 from advisor.plan import plan_key
-from conftest import ROOT, free_port
-from test_search import MEASURED, load_study, measured_trials, quick_config, wait_for
 
 pytestmark = pytest.mark.integration
 

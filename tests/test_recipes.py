@@ -5,13 +5,13 @@ import itertools
 import math
 
 import pytest
+from conftest import TINY, config_path, merged, write_config
 
 from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.harness.train import steady_steps
 from advisor.kinds import baseline_plan
 from advisor.plan import PLAN_KEYS
-from conftest import TINY, config_path, merged, write_config
 from advisor.recipes import RECIPES, Context, IntRange, by_name
 from advisor.recipes.base import RISKS
 
@@ -102,7 +102,8 @@ def test_a_recipe_at_its_off_settings_leaves_the_run_as_it_was(recipe):
 
     import torch
 
-    from advisor.recipes import CONTEXTS as CONTEXT_HOOKS, FOLDS
+    from advisor.recipes import CONTEXTS as CONTEXT_HOOKS
+    from advisor.recipes import FOLDS
 
     assert set(recipe.hooks) <= FOLDS | CONTEXT_HOOKS, "a hook the loops never call"
     assert set(recipe.off) <= set(recipe.keys) and set(recipe.settings_off()) == set(recipe.keys)
@@ -138,7 +139,6 @@ def test_a_recipe_at_its_off_settings_leaves_the_run_as_it_was(recipe):
 def test_a_recipes_off_settings_are_its_kinds_baseline(reference):
     """Where a kind's baseline spells a recipe's key that the user cannot set, it is off there as
     the recipe declares it: so a recipe newer than the kind joins the baseline at its off settings."""
-    from pathlib import Path
 
     from advisor.kinds import kind_of
 
@@ -253,6 +253,7 @@ def test_pipeline_recipe_runs_and_keeps_the_output(tmp_path, recipe):
     import json
 
     import tables
+
     from advisor.verify import compare_frames
 
     tables.write_sales(tmp_path / "sales.csv", 8_000)

@@ -12,8 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-
-from conftest import ROOT, config_path, run_cli
+from conftest import config_path, run_cli
 from test_diagnose import PLANTED
 
 pytestmark = pytest.mark.integration

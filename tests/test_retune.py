@@ -9,13 +9,13 @@ from pathlib import Path
 import optuna
 import pytest
 import yaml
+from conftest import ROOT, TINY, run_cli, write_config
 from mlflow import MlflowClient
 
 from advisor import search
 from advisor.config import load_config
 from advisor.fingerprint import describe_changes
 from advisor.tracking import tracking_uri
-from conftest import ROOT, TINY, run_cli, write_config
 
 pytestmark = pytest.mark.integration
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import psutil
 import pytest
+from conftest import ROOT
 
 from advisor.harness.sandbox import unavailable
-from conftest import ROOT
 
 pytestmark = [pytest.mark.integration,
               pytest.mark.skipif(unavailable() is not None, reason=f"no namespaces here: {unavailable()}")]

@@ -6,10 +6,10 @@ import json
 import typing
 
 import pytest
+from conftest import ROOT, run_cli
 
 from advisor.config import WORKLOAD_KINDS, AdvisorConfig
 from advisor.schema import fields_of, reference, schema
-from conftest import ROOT, run_cli
 
 
 def keys_of(cls: type, prefix: str = "") -> set[str]:

@@ -6,7 +6,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from conftest import ROOT, needs_bf16, run_cli, write_config
 
 pytestmark = pytest.mark.integration
@@ -233,8 +232,8 @@ def test_a_bad_command_line_is_one_line_and_exit_2(tmp_path, args, words):
 def test_recipes_that_would_change_the_scripts_code_say_so_and_the_loader_and_compile_need_their_calls():
     import dataclasses
 
-    from advisor.session.planning import select_recipes
     from advisor.recipes import Context
+    from advisor.session.planning import select_recipes
 
     context = Context(device="cpu", cores=2, default_threads=2, blocks=4, cpu_bf16=True, kind="script",
                       bottlenecks=("input-fetch", "compute", "memory"))
@@ -255,7 +254,7 @@ def test_autocast_spans_the_forward_and_the_loss_and_compile_applies_in_place(tm
     import torch
     from torch import nn
 
-    from advisor.harness.script import StepScope, Steps, compiling, forward_wrapped, steps_found
+    from advisor.harness.script import Steps, StepScope, compiling, forward_wrapped, steps_found
     from advisor.recipes import around
 
     plan = {"amp.dtype": "bfloat16", "compile.mode": "default"}

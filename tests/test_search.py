@@ -13,15 +13,15 @@ from collections import Counter
 
 import optuna
 import pytest
+from conftest import ROOT, TINY, merged, write_config
 
 from advisor import search
 from advisor.config import load_config
 from advisor.harness.lifetime import owner
-from advisor.measure import Measurement
 from advisor.kinds import baseline_plan
-from advisor.session import measure_with
-from conftest import ROOT, TINY, merged, write_config
+from advisor.measure import Measurement
 from advisor.recipes import IntRange
+from advisor.session import measure_with
 
 pytestmark = pytest.mark.integration
 

@@ -6,11 +6,11 @@ import pytest
 
 from advisor.errors import UserError
 from advisor.plan import active_recipes, changes_of
+from advisor.recipes import Context
+from advisor.recipes.fetch_threads import PREP_BOUND_WHY
 from advisor.session import Recommendation, SessionFacts
 from advisor.session.planning import select_recipes, textbook_params
 from advisor.session.ranking import rank
-from advisor.recipes import Context
-from advisor.recipes.fetch_threads import PREP_BOUND_WHY
 
 MEMORY_FIRST = Context("cpu", 2, 2, 97, True, bottlenecks=("memory", "input-prep"))
 BASELINE = {"dataloader.num_workers": 0, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": False,

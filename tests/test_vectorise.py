@@ -10,6 +10,7 @@ import sys
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import ROOT, write_config
 
 from advisor.config import load_config
 from advisor.harness import run_measurement
@@ -17,7 +18,6 @@ from advisor.harness.vectorised import callbacks_vectorised, with_vectorised
 from advisor.kinds import baseline_plan
 from advisor.vectorise import Unsupported, function_at, rewrite
 from advisor.verify import compare_frames
-from conftest import ROOT, write_config
 
 PIPELINES = ROOT / "experiments" / "pipelines"
 sys.path.insert(0, str(PIPELINES))

@@ -4,13 +4,13 @@ import math
 import random
 
 import pytest
+from conftest import TINY, merged, write_config
 
 from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.kinds import baseline_plan
 from advisor.measure import Measurement
 from advisor.verify import compare_losses, compare_training, interleave, judge, paired_interval, step_breakdown
-from conftest import TINY, merged, write_config
 
 
 def test_interval_brackets_the_geometric_mean():
@@ -181,7 +181,7 @@ def test_interval_covers_at_its_nominal_level():
     from experiments.calibrate import coverage_table, within_bounds
 
     results = coverage_table(sets=4000)
-    assert {(r.level, r.pairs) for r in results} == {(l, n) for l in (0.95, 0.99) for n in (3, 5, 8)}
+    assert {(r.level, r.pairs) for r in results} == {(level, n) for level in (0.95, 0.99) for n in (3, 5, 8)}
     outside = [r.line() for r in results if not within_bounds(r)]
     assert not outside, outside
     assert all(r.low_above < 0.05 for r in results if r.level == 0.95)

@@ -33,7 +33,13 @@ from advisor.harness import instances
 from advisor.harness.batches import concat, describe, map_tensors, tensors, to_device
 from advisor.harness.operators import STEP_LABEL, summarize_profile
 from advisor.harness.train import (
-    PROGRESS_EVERY_S, conv_layers, cpu_seconds, gpu_facts, prepare_process, report_progress, synchronize,
+    PROGRESS_EVERY_S,
+    conv_layers,
+    cpu_seconds,
+    gpu_facts,
+    prepare_process,
+    report_progress,
+    synchronize,
 )
 from advisor.measure import machine_busy_seconds, other_cpu_share, percentile, tree_memory
 from advisor.recipes import applied, around, chain, quantize_dynamic

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-from multiprocessing import resource_tracker
 import sys
+from multiprocessing import resource_tracker
 from multiprocessing.context import BaseContext
 from typing import Optional
 

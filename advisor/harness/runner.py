@@ -7,12 +7,15 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional
 
 from advisor.errors import WorkloadInvalid
 from advisor.failures import PRUNED, hung, out_of_disk
 from advisor.harness import cgroups, launch, lifetime
 from advisor.measure import Measurement, ResourceSampler, TreeMemory, default_memory_limit_mb, kill_tree
+
+if TYPE_CHECKING:
+    from advisor.config import AdvisorConfig
 
 STDERR_TAIL_CHARS = 4000
 WATCH_EVERY_S = 0.05  # how often a watched run's progress is read

@@ -50,7 +50,6 @@ from advisor.harness.train import PROFILE_WARMUP_STEPS, checksums_of, cpu_second
 from advisor.measure import machine_busy_seconds, other_cpu_share, step_statistics
 from advisor.recipes import applied, around, dataloader
 
-
 NO_STEP_MARGIN_S = 10.0  # a script with no backward yet is stopped this long before the run's time limit
 
 
@@ -168,7 +167,8 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str, 
     (started_at, cpu_start, busy_start), (ended_at, cpu_end, busy_end) = record.marks["start"], record.marks["end"]
     fields = step_statistics(step_s, record.waits, [0.0] * len(step_s), len(step_s))
     if in_copy:
-        from advisor.harness.sandbox import describe, writes as written
+        from advisor.harness.sandbox import describe
+        from advisor.harness.sandbox import writes as written
 
         writes = [describe(entry) for entry in written(scratch)]
     environment = {"device": device.type, "default_threads": default_threads, "torch": torch.__version__,

@@ -34,7 +34,11 @@ from advisor.harness.batches import batch_length, describe, split_batch
 from advisor.harness.lifetime import die_with_parent
 from advisor.harness.operators import STEP_LABEL, summarize_profile
 from advisor.measure import (
-    descendants_cpu_seconds, machine_busy_seconds, other_cpu_share, step_statistics, tree_memory,
+    descendants_cpu_seconds,
+    machine_busy_seconds,
+    other_cpu_share,
+    step_statistics,
+    tree_memory,
 )
 from advisor.outputs import write_whole
 from advisor.recipes import applied, around, chain, checkpointing, dataloader

@@ -19,8 +19,8 @@ from typing import Any, Callable, Optional
 import numpy as np
 import pandas as pd
 
-from advisor.vectorise import Rewrite, Unsupported, column_loops, function_at, rewrite, rewrite_loops
 from advisor.frames import checked, comparable, first_difference, frame_difference
+from advisor.vectorise import Rewrite, Unsupported, column_loops, function_at, rewrite, rewrite_loops
 
 
 def where(file: str, line: int) -> str:

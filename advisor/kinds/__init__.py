@@ -1,10 +1,10 @@
 """Workload kinds: each kind of job advisor measures is one module behind `Kind` (`protocol`).
 
 A kind (the parent's side of a job; the child's side is its loop in `advisor.harness`, loaded
-by `advisor.workload`) knows which runs make its evidence and what follows from them, which diagnosis rules apply, what its baseline plan is, how two runs'
-results are compared, and what its fingerprint covers. `kind_of` picks the kind once, from the
-config's `workload.kind`; the session, the diagnosis and the report call through the interface
-and never test a kind's name.
+by `advisor.workload`) knows which runs make its evidence and what follows from them, which
+diagnosis rules apply, what its baseline plan is, how two runs' results are compared, and what
+its fingerprint covers. `kind_of` picks the kind once, from the config's `workload.kind`; the
+session, the diagnosis and the report call through the interface and never test a kind's name.
 """
 
 from __future__ import annotations

@@ -19,8 +19,6 @@ from advisor.evidence import Evidence, derive_infer
 from advisor.failures import SLO_FAILURE
 
 
-
-
 def no_capacity(latency: dict) -> str:
     """Why a capacity search found no rate: the single-request p95 itself, or the rates tried."""
     found = latency.get("capacity", {})

@@ -14,6 +14,7 @@ from typing import Any, Optional
 from advisor.config import AdvisorConfig
 from advisor.kinds.train import FIXES_OFF, TrainKind
 
+
 class LightningKind(TrainKind):
     name = "lightning"
 

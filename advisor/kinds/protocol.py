@@ -11,8 +11,8 @@ if TYPE_CHECKING:
     from advisor.diagnosis import Diagnosis, Rule
     from advisor.evidence import Evidence
     from advisor.measure import Measurement
-    from advisor.verify import Envelope, NumericsResult
     from advisor.recipes import Context
+    from advisor.verify import Envelope, NumericsResult
 
 
 class Kind(Protocol):

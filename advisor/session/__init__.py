@@ -11,7 +11,7 @@
 bundle; the session's tuned margins live in `margins`, its result types in `results`.
 """
 
-from advisor.session.bundle import Reference, Session, round_measures, measure_with
+from advisor.session.bundle import Reference, Session, measure_with, round_measures
 from advisor.session.optimize import conclude, optimize
 from advisor.session.payload import session_payload
 from advisor.session.planning import SessionFacts, plan_session

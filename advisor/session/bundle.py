@@ -12,10 +12,10 @@ from advisor.diagnosis import Diagnosis
 from advisor.kinds import kind_of
 from advisor.measure import Measurement
 from advisor.plan import plan_key
+from advisor.recipes import Context
 from advisor.session.planning import SessionFacts
 from advisor.session.results import Hooks, Progress
 from advisor.verify import Envelope
-from advisor.recipes import Context
 
 
 def measure_with(config: AdvisorConfig, capped: bool = True, fresh: bool = False) -> Callable[[dict], Measurement]:

@@ -4,8 +4,8 @@ search space and the first trials, stored in the study so that workers and resum
 
 from __future__ import annotations
 
-import difflib
 import dataclasses
+import difflib
 from dataclasses import asdict, dataclass, field
 from typing import Optional
 
@@ -16,9 +16,9 @@ from advisor.errors import UserError
 from advisor.evidence import Evidence, collect_evidence
 from advisor.fingerprint import describe_changes, fingerprint
 from advisor.kinds import kind_of
+from advisor.recipes import RECIPES, Context, Param, Recipe, by_name
 from advisor.session.claim import claim_study, release_unplanned
 from advisor.session.results import Progress
-from advisor.recipes import RECIPES, Context, Param, Recipe, by_name
 
 ACTIONABLE = ("high", "moderate")
 

@@ -11,13 +11,12 @@ from typing import Callable, Optional
 from advisor import search
 from advisor.failures import out_of_memory
 from advisor.measure import Measurement
+from advisor.recipes import by_name
 from advisor.session.bundle import Session
 from advisor.session.margins import MEMORY_TIE_SAVING
 from advisor.session.results import Progress, Recommendation
 from advisor.session.verification import Verified, verify_each
-from advisor.verify import (ANSWERED, FIRST_LOOK, Rounds, interleave, look_confidence, paired_interval,
-                            reported_confidence)
-from advisor.recipes import by_name
+from advisor.verify import ANSWERED, FIRST_LOOK, Rounds, interleave, look_confidence, paired_interval, reported_confidence
 
 
 def rank_session(session: Session, verified: Verified,

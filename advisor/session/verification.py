@@ -16,15 +16,30 @@ from advisor.harness import run_measurement
 from advisor.kinds import kind_of
 from advisor.measure import BUSY_SHARE, QUIET_WAIT_S, Measurement, epoch_of, page_faults_of, wait_for_quiet
 from advisor.plan import active_recipes, changes_of, combined_risk, names
+from advisor.recipes import Context, Recipe
 from advisor.session.bundle import Session, round_measures
-from advisor.session.kept_rounds import KeptRounds, arms_key
 from advisor.session.gate import gate_candidates, rounding_envelope, worst_numerics
+from advisor.session.kept_rounds import KeptRounds, arms_key
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
-from advisor.verify import (OBJECTIVE, Envelope, Rounds, half_width, interleave, judge, look_confidence, look_schedule,
-                            near_its_limit, paired_interval, reported_confidence, rounds_to_pin, settled, speedup_basis,
-                            step_breakdown)
-from advisor.recipes import Context, Recipe
+from advisor.verify import (
+    OBJECTIVE,
+    Envelope,
+    Rounds,
+    half_width,
+    interleave,
+    judge,
+    look_confidence,
+    look_schedule,
+    near_its_limit,
+    paired_interval,
+    reported_confidence,
+    rounds_to_pin,
+    settled,
+    speedup_basis,
+    step_breakdown,
+)
+
 
 @dataclass
 class Verified:

@@ -2,7 +2,6 @@
 reduced to a small per-user summary: partition-safe, with a combine for the partial sums."""
 
 import pandas as pd
-
 import pipeline_data as data  # beside this file: the child puts this folder on sys.path
 
 data.ensure("events.csv", data.events)

@@ -2,7 +2,6 @@
 that needs three of its ten columns and little work per row."""
 
 import pandas as pd
-
 import pipeline_data as data  # beside this file: the child puts this folder on sys.path
 
 data.ensure("sales.jsonl", data.sales)

@@ -4,7 +4,6 @@ four have column forms with the same values; the label's naive one does not (str
 missing note is the text "nan", while pandas keeps it missing), so advisor must reject it."""
 
 import pandas as pd
-
 import pipeline_data as data  # beside this file: the child puts this folder on sys.path
 
 data.ensure("notes.csv", data.notes)

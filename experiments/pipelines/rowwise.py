@@ -1,7 +1,6 @@
 """Planted bottleneck: Python overhead. A row-wise apply computes each order's net value."""
 
 import pandas as pd
-
 import pipeline_data as data  # beside this file: the child puts this folder on sys.path
 
 data.ensure("orders.csv", data.orders)

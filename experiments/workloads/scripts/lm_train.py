@@ -7,9 +7,8 @@ import argparse
 import time
 
 import torch
-from torch import nn
-
 from lm_model import RNNModel
+from torch import nn
 
 
 def markov_corpus(tokens, vocabulary):
