@@ -201,7 +201,6 @@ def check_main_guard() -> None:
     import ast
     import sys
 
-
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
     if getattr(main, "__spec__", None) is not None or not path or not str(path).endswith(".py") or not Path(path).is_file():

@@ -186,8 +186,9 @@ EXIT_STATUSES = {  # by command: what each exit status means
     "report": ("0 printed", "2 no store or no session yet", "4 the latest session's baseline failed"),
 }
 EXAMPLES = {
-    "diagnose": ("advisor diagnose -- python train.py --epochs 5", "advisor diagnose configs/builders.yaml --json > diagnosis.json"),
-    "optimize": ("advisor optimize -- python train.py --epochs 5", "advisor optimize configs/service.yaml --trials 12 --time-budget 300",
+    "diagnose": ("advisor diagnose -- python train.py --epochs 5", "advisor diagnose configs/quickstart.yaml --json > diagnosis.json"),
+    "optimize": ("advisor optimize -- python train.py --epochs 5",
+                 "advisor optimize configs/serve_encoder.yaml --trials 12 --time-budget 300",
                  "advisor optimize job.yaml --evidence diagnosis.json --json -q > ranking.json"),
     "worker": ("advisor worker job.yaml   # beside a running optimize of the same study",),
     "report": ("advisor report job.yaml", "advisor report job.yaml --html", "advisor report job.yaml --json --run RUN_ID"),
@@ -210,9 +211,9 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measures a PyTorch training job or inference service, or a pandas pipeline, names its bottleneck "
         "with evidence, trials the matching fixes and keeps only those whose speedup is verified and whose results "
         "are unchanged.",
-        epilog="examples:\n  advisor optimize -- python train.py      # your script as it is\n"
-               "  advisor optimize configs/service.yaml   # a service, judged on its p95 under load\n"
-               "  advisor recipes                         # every fix advisor can try\n\n"
+        epilog="examples:\n  advisor optimize -- python train.py           # your script as it is\n"
+               "  advisor optimize configs/serve_encoder.yaml   # a service, judged on its p95 under load\n"
+               "  advisor recipes                               # every fix advisor can try\n\n"
                "advisor COMMAND --help shows each command's options, examples and exit statuses.",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )

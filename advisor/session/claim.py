@@ -40,11 +40,16 @@ def running_elsewhere(config: AdvisorConfig, holder: dict) -> UserError:
                      f"join it with: advisor worker {config.path}, or wait for it to end")
 
 
+def held_by_another(holder: Optional[dict]) -> bool:
+    """Whether a recorded claim names a live session other than this process."""
+    return holder_alive(holder, time.time()) and holder.get("owner") != owner()
+
+
 def check_none_running(config: AdvisorConfig) -> None:
     """Raises UserError where a live session holds the workload's study (before `--fresh` removes it)."""
     study = search.find_study(config)
     holder = study.user_attrs.get(SESSION_ATTR) if study is not None else None
-    if holder_alive(holder, time.time()) and holder.get("owner") != owner():
+    if held_by_another(holder):
         raise running_elsewhere(config, holder)
 
 
@@ -59,16 +64,16 @@ def claim_study(config: AdvisorConfig) -> optuna.Study:
             made = True
         except optuna.exceptions.DuplicatedStudyError:  # another made it this instant
             study = search.find_study(config)
-    if not made:
+    if not made:  # `user_attrs` reads the storage anew each time: what other processes wrote since
         holder = study.user_attrs.get(SESSION_ATTR)
         if holder is None and search.SPACE_ATTR not in study.user_attrs:  # made this instant: its maker claims it next
             time.sleep(CLAIM_SETTLE_S)
-            holder = search.find_study(config).user_attrs.get(SESSION_ATTR)
-        if holder_alive(holder, time.time()) and holder.get("owner") != owner():
+            holder = study.user_attrs.get(SESSION_ATTR)
+        if held_by_another(holder):
             raise running_elsewhere(config, holder) from None
     mine = {"owner": owner(), "since": time.time()}
     study.set_user_attr(SESSION_ATTR, mine)
-    holder = search.find_study(config).user_attrs.get(SESSION_ATTR)  # two that took it at once: the last one holds it
+    holder = study.user_attrs.get(SESSION_ATTR)  # two that took it at once: the last one holds it
     if holder != mine:
         raise running_elsewhere(config, holder)
     return study
