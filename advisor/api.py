@@ -19,10 +19,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
-from advisor.config import AdvisorConfig, load_config, parse_config
-from advisor.diagnosis import Diagnosis
+from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.evidence import Evidence
+from advisor.findings import Diagnosis
+from advisor.kinds import load_config, parse_config
 
 ConfigLike = Union[str, Path, dict, AdvisorConfig]
 Progress = Callable[[str], None]
@@ -80,8 +81,8 @@ def as_config(config: ConfigLike, root: Union[str, Path, None] = None) -> Adviso
 
 def diagnose(config: ConfigLike, progress: Optional[Progress] = None, root=None) -> Diagnosed:
     """Measures the baseline and names its bottlenecks, with evidence."""
+    from advisor.diagnosis import collect_evidence
     from advisor.diagnosis import diagnose as rank_diagnoses
-    from advisor.evidence import collect_evidence
 
     check_main_guard()
     config = as_config(config, root)
@@ -139,9 +140,9 @@ def optimize(config: ConfigLike, progress: Optional[Progress] = None, results: U
 def record(config: AdvisorConfig, result, results: Union[str, Path, None], log) -> tuple[dict, Path]:
     """Writes a session's results folder (first: it never depends on MLflow), then completes its
     MLflow session."""
+    from advisor.diagnosis import render_diagnosis
     from advisor.fingerprint import fingerprint
     from advisor.kinds import kind_of
-    from advisor.report import render_diagnosis
     from advisor.session import session_payload
 
     payload = session_payload(result, fingerprint(config, kind_of(config.kind).seen(result.evidence)))

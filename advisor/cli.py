@@ -117,7 +117,7 @@ def config_argument(args: argparse.Namespace, script_command: Optional[list[str]
         raise UserError(f"{args.name}: takes a config or, after --, a script's command line, not both"
                         if args.config is not None else
                         f"{args.name}: needs a config file; write one with workload.kind: script")
-    from advisor.config import script_config
+    from advisor.kinds import script_config
 
     return script_config(script_command, Path.cwd()), shlex.join(["--", *script_command])
 
@@ -126,7 +126,7 @@ def config_of(args: argparse.Namespace):
     """The command's config, read and validated; `--trials` and `--time-budget` override its search."""
     import dataclasses
 
-    from advisor.config import load_config
+    from advisor.kinds import load_config
 
     config = load_config(args.config) if isinstance(args.config, str) else args.config
     overrides = {key: value for key, value in (("trials", getattr(args, "trials", None)),
@@ -290,12 +290,12 @@ RISK_WORDS = {"exact": "exact: the same results", "tolerance": "tolerance: resul
 def recipe_table() -> list[dict]:
     """Every recipe as `advisor recipes` lists it: the workload kinds it applies to, as a config
     names them (a Lightning module takes the training recipes)."""
-    from advisor.config import WORKLOAD_KINDS
+    from advisor.kinds import SECTIONS
     from advisor.recipes import RECIPES
 
     def kinds_of(families: tuple[str, ...]) -> list[str]:
-        named = [kind for kind, section in WORKLOAD_KINDS.items() if section is not None and section.RECIPES in families]
-        return named + [family for family in families if family not in named and family not in WORKLOAD_KINDS]
+        named = [kind for kind, section in SECTIONS.items() if section is not None and section.RECIPES in families]
+        return named + [family for family in families if family not in named and family not in SECTIONS]
 
     return [{"name": r.name, "summary": r.summary, "kinds": kinds_of(r.kinds), "targets": list(r.targets),
              "risk": r.risk, "knobs": list(r.keys)} for r in RECIPES]
@@ -378,7 +378,7 @@ class LiveBar:
 
 def run_diagnose(args: argparse.Namespace) -> int:
     from advisor.api import diagnose
-    from advisor.report import render_diagnosis
+    from advisor.diagnosis import render_diagnosis
 
     done = diagnose(args.config, progress_printer(args))
     if args.json:
@@ -567,8 +567,8 @@ def run_schedule(args: argparse.Namespace) -> int:
     import shutil
     import subprocess
 
-    from advisor.config import load_config
     from advisor.errors import UserError
+    from advisor.kinds import load_config
 
     load_config(args.config)  # a bad config is an error now, not at 3 a.m.
     if len(args.cron.split()) != 5:

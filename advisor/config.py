@@ -14,7 +14,7 @@ import types
 import typing
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Literal, Optional
+from typing import Any, ClassVar, Literal, Mapping, Optional
 
 import yaml
 
@@ -24,199 +24,43 @@ from advisor.secrets import expanded, unset_variables
 CALLABLE_PATTERN = re.compile(r"^(?P<module>[\w.\-/]+?)(?P<file>\.py)?:(?P<attr>[A-Za-z_]\w*)$")
 
 
-_positive = (lambda v: v >= 1, "a number >= 1")
-_above_zero = (lambda v: v > 0, "a number > 0")  # a latency: services here answer in 0.05-4 ms
-_non_negative = (lambda v: v >= 0, "a number >= 0")
+positive = (lambda v: v >= 1, "a number >= 1")
+above_zero = (lambda v: v > 0, "a number > 0")  # a latency: services here answer in 0.05-4 ms
+non_negative = (lambda v: v >= 0, "a number >= 0")
 # A reference to the user's code: 'module:callable' or 'file.py:callable' in a file; through the
 # Python API, also the callable itself.
 Ref = Any
-_callable_ref = (lambda v: callable(v) or (isinstance(v, str) and bool(CALLABLE_PATTERN.match(v))),
+callable_ref = (lambda v: callable(v) or (isinstance(v, str) and bool(CALLABLE_PATTERN.match(v))),
                  "'module:callable' or 'path/to/file.py:callable'")
 
 
-def _check(check, **kwargs):
+def checked(check, **kwargs):
     """A dataclass field with an extra (predicate, description) check run after its type matched."""
     return field(metadata={"check": check}, **kwargs)
 
 
-@dataclass(frozen=True)
-class DataLoaderConfig:
-    num_workers: int = _check(_non_negative, default=0)  # the DataLoader's worker processes, as you run it today
-    prefetch_factor: Optional[int] = _check(_positive, default=None)  # batches each worker loads ahead; None: torch's 2
-    pin_memory: bool = False  # page-locked batches (speeds copies to a GPU)
-    persistent_workers: bool = False  # workers kept from one epoch to the next
-    shuffle: bool = True  # samples in a random order each epoch
+class WorkloadSection:
+    """What every kind's `workload:` section (a frozen dataclass in its kind's package,
+    `advisor.kinds.<kind>.section`) says of itself, beyond its own keys."""
 
+    kind: str  # the section's `kind:` value
+    RECIPES: ClassVar[str] = ""  # the recipes' `kinds` that apply (a section may choose another, `runs_as`)
+    SERVED: ClassVar[bool] = False  # judged by the latency its clients see
+    SANDBOXED: ClassVar[bool] = False  # its runs go into a copy of the machine (`advisor.harness.sandbox`)
 
-_host_port = (lambda v: bool(re.match(r"^[\w.\-]+:\d{1,5}$", v)) and 0 < int(v.rsplit(":", 1)[1]) < 65536,
-              "host:port (the address every node reaches on node 0, e.g. 10.0.0.1:29511)")
+    def runs_as(self) -> str:
+        """The kind that measures this job: the section's own, unless its settings choose another."""
+        return self.kind
 
+    def recipe_family(self) -> str:
+        return self.RECIPES
 
-@dataclass(frozen=True)
-class DistributedConfig:
-    """Data-parallel training across processes and machines: each node's ranks started by
-    torchrun behind the node's `launch` prefix, the model wrapped in DistributedDataParallel."""
+    def check(self, root: Path) -> None:
+        """What validating needs the config's folder for (files it names exist); raises `Invalid`."""
 
-    nodes: int = _check(_positive, default=1)  # machines
-    ranks_per_node: int = _check(_positive, default=1)  # processes on each machine (one per GPU, with CUDA)
-    backend: Literal["gloo", "nccl"] = "gloo"  # torch.distributed's: gloo on CPUs, nccl between GPUs
-    rendezvous: Optional[str] = _check(_host_port, default=None)  # None: 127.0.0.1 and a free port
-    launch: Optional[str] = None  # a command prefix per node, "{node}" replaced by its index: ssh, srun, ip netns exec
-    # the user's DistributedDataParallel(...) settings: the baseline's
-    find_unused_parameters: bool = False  # your DistributedDataParallel(...) setting: the baseline's
-    bucket_cap_mb: float = _check(_above_zero, default=25.0)  # your DistributedDataParallel(...) setting: the baseline's
-
-    def __post_init__(self):
-        if self.nodes > 1 and self.rendezvous is None:
-            raise _Invalid("workload.distributed.rendezvous", f"missing; {self.nodes} nodes need an address on node 0 that "
-                                                              "every node reaches (host:port)")
-        if self.nodes > 1 and not self.launch:
-            raise _Invalid("workload.distributed.launch", f"missing; {self.nodes} nodes need a command prefix that starts "
-                                                          "a process on node {node} (ssh node{node}, srun -N1 ..., ip netns exec ...)")
-
-    @property
-    def world_size(self) -> int:
-        return self.nodes * self.ranks_per_node
-
-
-@dataclass(frozen=True)
-class TrainWorkload:
-    """A training job: the loop the user runs today."""
-
-    model: Ref = _check(_callable_ref)  # -> the nn.Module you train
-    dataset: Ref = _check(_callable_ref)  # a map-style Dataset, or a DataLoader whose sampler and collate_fn are kept
-    kind: Literal["train"] = "train"  # a training job built from your functions
-    KIND_MODULE: ClassVar[str] = "advisor.kinds.train"
-    RECIPES: ClassVar[str] = "train"  # the recipes' `kinds` that apply (`distributed` with that section)
-    CHILD_RUN: ClassVar[str] = "advisor.workload:run_train"
-    SERVED: ClassVar[bool] = False
-    model_args: dict = field(default_factory=dict)  # keyword arguments for model
-    dataset_args: dict = field(default_factory=dict)  # keyword arguments for dataset
-    loss: Optional[Ref] = _check(_callable_ref, default=None)  # loss(output, batch) -> scalar; None: cross-entropy on batch[1]
-    collate: Optional[Ref] = _check(_callable_ref, default=None)  # collate_fn for every DataLoader advisor builds
-    step: Optional[Ref] = _check(_callable_ref, default=None)  # train_step(model, batch, optimizer) -> loss
-    # {name: a torch.optim class or a dotted path to any optimizer class, **options}, or build_optimizer(model)
-    optimizer: Any = field(default_factory=lambda: {"name": "SGD", "lr": 0.01})
-    batch_size: int = _check(_positive, default=32)  # samples a step
-    dataloader: DataLoaderConfig = field(default_factory=DataLoaderConfig)  # your DataLoader's settings: the baseline's
-    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA where there is a GPU
-    threads: Optional[int] = _check(_positive, default=None)  # torch.set_num_threads, if your job sets it
-    distributed: Optional[DistributedConfig] = None  # data-parallel across processes and machines
-
-    def __post_init__(self):
-        _check_optimizer(self.optimizer)
-
-
-@dataclass(frozen=True)
-class LightningWorkload:
-    """A LightningModule and its LightningDataModule: advisor runs training_step and
-    configure_optimizers on batches from train_dataloader()."""
-
-    module: Ref = _check(_callable_ref)  # a LightningModule class or builder
-    datamodule: Ref = _check(_callable_ref)  # a LightningDataModule class or builder
-    kind: Literal["lightning"] = "lightning"  # a LightningModule trained on its LightningDataModule
-    KIND_MODULE: ClassVar[str] = "advisor.kinds.lightning"
-    RECIPES: ClassVar[str] = "train"
-    CHILD_RUN: ClassVar[str] = "advisor.workload:run_lightning"
-    SERVED: ClassVar[bool] = False
-    module_args: dict = field(default_factory=dict)  # keyword arguments for module
-    datamodule_args: dict = field(default_factory=dict)  # keyword arguments for datamodule
-    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA where there is a GPU
-    threads: Optional[int] = _check(_positive, default=None)  # torch.set_num_threads, if your job sets it
-
-
-@dataclass(frozen=True)
-class ScriptWorkload:
-    """An unmodified training script, run as `python SCRIPT ARGS` would run it: advisor finds its
-    steps (each backward of a scalar loss), times them, and applies plans from outside its code."""
-
-    script: str = _check((lambda v: v.endswith(".py"), "the path of a Python file (train.py)"))  # run from the config's folder
-    # enough training to pass the warm-up and the timed window
-    args: Any = _check((lambda v: isinstance(v, list) and all(isinstance(a, (str, int, float)) for a in v),
-                        "a list of the script's command-line arguments ([--epochs, '1'])"), default_factory=list)
-    kind: Literal["script"] = "script"  # your training script, unmodified
-    KIND_MODULE: ClassVar[str] = "advisor.kinds.script"
-    RECIPES: ClassVar[str] = "script"
-    CHILD_RUN: ClassVar[str] = "advisor.workload:run_script"
-    SERVED: ClassVar[bool] = False
-    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA where there is a GPU
-    threads: Optional[int] = _check(_positive, default=None)  # torch.set_num_threads, if your script sets it
-
-
-@dataclass(frozen=True)
-class InferWorkload:
-    """A model served request by request: the latency a client sees, under a load pattern."""
-
-    model: Ref = _check(_callable_ref)  # -> nn.Module (advisor puts it in eval mode)
-    requests: Ref = _check(_callable_ref)  # -> a list of requests, each one call's input (tensor, tuple or dict)
-    kind: Literal["infer"] = "infer"  # a model served request by request
-    KIND_MODULE: ClassVar[str] = "advisor.kinds.infer"
-    RECIPES: ClassVar[str] = "infer"
-    CHILD_RUN: ClassVar[str] = "advisor.workload:run_infer"
-    SERVED: ClassVar[bool] = True  # judged by the latency its clients see
-    model_args: dict = field(default_factory=dict)  # keyword arguments for model
-    requests_args: dict = field(default_factory=dict)  # keyword arguments for requests
-    handler: Optional[Ref] = _check(_callable_ref, default=None)  # handle(model, request) -> output: your pre/post-processing
-    device: Literal["auto", "cpu", "cuda"] = "auto"  # auto: CUDA where there is a GPU
-    threads: Optional[int] = _check(_positive, default=None)  # torch.set_num_threads, if your service sets it
-
-
-SOURCE_FORMATS = ("csv", "parquet", "jsonl")
-
-
-@dataclass(frozen=True)
-class SourceConfig:
-    path: str  # a file or a glob, relative to the config's folder
-    format: Optional[Literal["csv", "parquet", "jsonl"]] = None  # None: from the files' suffix
-    read_args: dict = field(default_factory=dict)  # what the user passes to the reader today
-
-
-@dataclass(frozen=True)
-class DaskConfig:
-    scheduler: Optional[str] = None  # a running cluster's scheduler address; None: a LocalCluster
-
-
-@dataclass(frozen=True)
-class PipelineWorkload:
-    """A pandas pipeline: read the source, transform it, combine partial results, write the sink."""
-
-    source: SourceConfig  # what the pipeline reads
-    transform: Ref = _check(_callable_ref)  # DataFrame -> DataFrame
-    kind: Literal["pipeline"] = "pipeline"  # a pandas pipeline
-    KIND_MODULE: ClassVar[str] = "advisor.kinds.pipeline"
-    RECIPES: ClassVar[str] = "pipeline"
-    CHILD_RUN: ClassVar[str] = "advisor.workload:run_pipeline"
-    SERVED: ClassVar[bool] = False
-    partition_safe: bool = False  # transform(concat(parts)) == combine([transform(p) for p in parts])
-    combine: Optional[Ref] = _check(_callable_ref, default=None)  # list of partial frames -> frame
-    sink: Optional[str] = None  # an output file (.parquet or .csv), relative to the config's folder
-    order_matters: bool = True  # False: outputs are compared as sets of rows
-    float_rtol: float = _check(_non_negative, default=1e-9)  # float tolerance for output equality
-    dask: DaskConfig = field(default_factory=DaskConfig)  # where the dask recipe runs
-
-
-def source_format_of(source: "SourceConfig") -> str:
-    """The source's format, as declared or as its path's suffix says (csv when it cannot tell)."""
-    if source.format:
-        return source.format
-    suffix = source.path.rsplit(".", 1)[-1].lower()
-    return {"parquet": "parquet", "pq": "parquet", "jsonl": "jsonl", "json": "jsonl"}.get(suffix, "csv")
-
-
-# The one registry of workload kinds: each maps to its own config section, which names the kind's
-# parent side (`KIND_MODULE`: evidence, rules, comparison) and its child side (`CHILD_RUN`: the
-# job loaded and run in a measurement child). None marks a kind this version cannot run yet.
-WORKLOAD_KINDS: dict[str, Optional[type]] = {
-    "train": TrainWorkload, "lightning": LightningWorkload, "infer": InferWorkload, "pipeline": PipelineWorkload,
-    "script": ScriptWorkload,
-}
-DEFAULT_KIND = "train"  # a workload that names no kind is one
-# Each kind's parent side by name (`AdvisorConfig.kind`): the sections' own, and the kinds a
-# section's settings choose (a training job with `distributed` runs as ranks).
-KIND_MODULES: dict[str, str] = {
-    **{name: section.KIND_MODULE for name, section in WORKLOAD_KINDS.items() if section is not None},
-    "distributed": "advisor.kinds.distributed",
-}
+    def run_child(self, config: "AdvisorConfig", spec: dict) -> dict:
+        """Inside a measurement child: the job loaded and run under the spec's plan."""
+        raise NotImplementedError
 
 
 @dataclass(frozen=True)
@@ -225,24 +69,24 @@ class LoadConfig:
     arrivals at a rate, whose queueing is part of the latency a client sees."""
 
     mode: Literal["closed", "open"] = "closed"  # inference: closed, clients back to back; open, arrivals at a rate
-    concurrency: int = _check(_positive, default=1)  # inference: clients of a closed load
+    concurrency: int = checked(positive, default=1)  # inference: clients of a closed load
     # inference: an open load's arrivals a second
-    rate_per_s: Optional[float] = _check((lambda v: v > 0, "a number > 0 (requests per second)"), default=None)
+    rate_per_s: Optional[float] = checked((lambda v: v > 0, "a number > 0 (requests per second)"), default=None)
 
     def __post_init__(self):
         if self.mode == "open" and self.rate_per_s is None:
-            raise _Invalid("load.rate_per_s", "missing; an open load needs its arrival rate (requests per second)")
+            raise Invalid("load.rate_per_s", "missing; an open load needs its arrival rate (requests per second)")
 
 
 @dataclass(frozen=True)
 class MeasureConfig:
-    warmup_steps: int = _check(_non_negative, default=5)  # training: steps run before the timed window
-    steps: int = _check(_positive, default=40)  # training: timed steps
-    profile_steps: int = _check(_positive, default=5)  # steps (requests) under the profiler, in a run of its own
-    timeout_s: float = _check(_positive, default=300.0)  # a run's time limit: past it, it is killed and counts as failed
+    warmup_steps: int = checked(non_negative, default=5)  # training: steps run before the timed window
+    steps: int = checked(positive, default=40)  # training: timed steps
+    profile_steps: int = checked(positive, default=5)  # steps (requests) under the profiler, in a run of its own
+    timeout_s: float = checked(positive, default=300.0)  # a run's time limit: past it, it is killed and counts as failed
     seed: int = 0  # seeds every run's random numbers
-    warmup_requests: int = _check(_non_negative, default=20)  # inference: served before the timed requests
-    requests: int = _check(_positive, default=400)  # inference: timed requests
+    warmup_requests: int = checked(non_negative, default=20)  # inference: served before the timed requests
+    requests: int = checked(positive, default=400)  # inference: timed requests
     fresh_rounds: bool = True  # each run of a verification round in a new interpreter, as your own runs are; false: forked
 
 
@@ -252,21 +96,21 @@ MOST_PAIRS = 40  # the most rounds a verification may grow to (`search.max_pairs
 @dataclass(frozen=True)
 class SearchConfig:
     recipes: Any = "auto"  # "auto", a recipe's name, or a list of names (`advisor.session.planning.select_recipes`)
-    trials: int = _check(_positive, default=24)  # distinct plans measured, the baseline's included
-    time_budget_s: float = _check(_positive, default=600.0)  # the search's and the verification's time
-    min_speedup: float = _check(_positive, default=1.05)  # the bar: a fix is verified when its interval's low end clears it
+    trials: int = checked(positive, default=24)  # distinct plans measured, the baseline's included
+    time_budget_s: float = checked(positive, default=600.0)  # the search's and the verification's time
+    min_speedup: float = checked(positive, default=1.05)  # the bar: a fix is verified when its interval's low end clears it
     storage: Optional[str] = None  # an Optuna storage URL; None: a journal file next to the config
-    verify_top: int = _check(_non_negative, default=3)  # candidates re-measured against the baseline; 0: trials only
-    pairs: int = _check((lambda v: v >= 5, "a number >= 5"), default=5)  # interleaved rounds (3 when every verdict is clear)
+    verify_top: int = checked(non_negative, default=3)  # candidates re-measured against the baseline; 0: trials only
+    pairs: int = checked((lambda v: v >= 5, "a number >= 5"), default=5)  # interleaved rounds (3 when every verdict is clear)
     # rounds while a verdict straddles the bar
-    max_pairs: int = _check((lambda v: 5 <= v <= MOST_PAIRS, f"a number from 5 to {MOST_PAIRS}"), default=12)
+    max_pairs: int = checked((lambda v: 5 <= v <= MOST_PAIRS, f"a number from 5 to {MOST_PAIRS}"), default=12)
     # the #1's interval, as a share of its speedup either side, that a verdict's rounds go on to
     # (up to max_pairs, within time_budget_s); 0: stop at the verdict
-    precision: float = _check((lambda v: 0 <= v < 1, "a share from 0 to 1 (0.1: +-10%)"), default=0.1)
+    precision: float = checked((lambda v: 0 <= v < 1, "a share from 0 to 1 (0.1: +-10%)"), default=0.1)
     prune: bool = True  # stop a trial midway once it cannot end above 70% of the best trial's rate (training, services)
     # with a fix verified, stop after this many trials without a plan 1.2x faster (EARLY_MARGIN);
     # None: trials // 4, at least 3; 0: never
-    patience: Optional[int] = _check(_non_negative, default=None)
+    patience: Optional[int] = checked(non_negative, default=None)
     # None: p95 for inference, throughput otherwise; capacity (inference): the highest arrival rate within constraints.p95_ms
     objective: Optional[Literal["throughput", "p95", "capacity"]] = None
 
@@ -274,18 +118,18 @@ class SearchConfig:
         _check_recipe_names(self.recipes)
         object.__setattr__(self, "storage", _from_environment(self.storage, "search.storage"))
         if self.max_pairs < self.pairs:
-            raise _Invalid("search.max_pairs", f"{self.max_pairs} is under search.pairs ({self.pairs}); set it to "
+            raise Invalid("search.max_pairs", f"{self.max_pairs} is under search.pairs ({self.pairs}); set it to "
                                                f"{self.pairs} or more (the rounds a verification may grow to)")
 
 
 @dataclass(frozen=True)
 class ConstraintsConfig:
-    max_memory_mb: Optional[float] = _check(_positive, default=None)  # the memory budget every plan must keep
-    loss_rtol: float = _check(_non_negative, default=0.05)  # training: the losses' relative tolerance (tolerance recipes)
-    p95_ms: Optional[float] = _check(_above_zero, default=None)  # inference: the latency SLO every plan must keep
-    output_rtol: float = _check(_non_negative, default=1e-2)  # inference: outputs equal within this
+    max_memory_mb: Optional[float] = checked(positive, default=None)  # the memory budget every plan must keep
+    loss_rtol: float = checked(non_negative, default=0.05)  # training: the losses' relative tolerance (tolerance recipes)
+    p95_ms: Optional[float] = checked(above_zero, default=None)  # inference: the latency SLO every plan must keep
+    output_rtol: float = checked(non_negative, default=1e-2)  # inference: outputs equal within this
     # inference: the share of a classifier's top-1 answers a plan must keep
-    min_top1_agreement: float = _check((lambda v: 0 <= v <= 1, "a share between 0 and 1"), default=0.99)
+    min_top1_agreement: float = checked((lambda v: 0 <= v <= 1, "a share between 0 and 1"), default=0.99)
 
 
 @dataclass(frozen=True)
@@ -304,9 +148,8 @@ _plain_name = (lambda v: bool(NAME_PATTERN.match(v)) and ".." not in v,
 
 @dataclass(frozen=True)
 class AdvisorConfig:
-    name: str = _check(_plain_name)  # names the study, the MLflow experiment and the results folder
-    workload: TrainWorkload | LightningWorkload | InferWorkload | PipelineWorkload | ScriptWorkload = field(
-        metadata={"internal": True})  # validated by its kind
+    name: str = checked(_plain_name)  # names the study, the MLflow experiment and the results folder
+    workload: WorkloadSection = field(metadata={"internal": True})  # validated by its kind's section
     load: LoadConfig = field(default_factory=LoadConfig)  # inference: how requests arrive
     measure: MeasureConfig = field(default_factory=MeasureConfig)  # how each run is measured
     search: SearchConfig = field(default_factory=SearchConfig)  # what is tried, and for how long
@@ -315,31 +158,29 @@ class AdvisorConfig:
     path: Path = field(default=Path("config.yaml"), metadata={"internal": True})
 
     def __post_init__(self):
-        _check_recipe_kinds(self.search.recipes, "distributed" if self.kind == "distributed" else self.workload.RECIPES)
+        _check_recipe_kinds(self.search.recipes, self.workload.recipe_family())
         if self.objective == "throughput" and self.workload.SERVED and self.constraints.p95_ms is None:
-            raise _Invalid("search.objective", "throughput needs constraints.p95_ms, the latency it must keep; "
+            raise Invalid("search.objective", "throughput needs constraints.p95_ms, the latency it must keep; "
                                                "set it, or use objective: p95")
         if self.objective == "capacity" and not self.workload.SERVED:
-            raise _Invalid("search.objective", "capacity is a service's (kind: infer): the highest arrival rate within "
+            raise Invalid("search.objective", "capacity is a service's (kind: infer): the highest arrival rate within "
                                                "its p95 SLO; use throughput for this job")
         if self.objective == "capacity" and self.constraints.p95_ms is None:
-            raise _Invalid("search.objective", "capacity needs constraints.p95_ms, the latency SLO its arrival rates "
+            raise Invalid("search.objective", "capacity needs constraints.p95_ms, the latency SLO its arrival rates "
                                                "must keep; set it (e.g. constraints: {p95_ms: 50}), or use objective: p95")
         if self.workload.SERVED and self.load.mode == "open" and self.objective != "capacity":
             arriving_s = self.measure.requests / self.load.rate_per_s  # the replay lasts at least this long
             if arriving_s >= self.measure.timeout_s:
-                raise _Invalid("load.rate_per_s", (
+                raise Invalid("load.rate_per_s", (
                     f"{self.measure.requests} timed requests (measure.requests) arriving at {self.load.rate_per_s:g}/s "
                     f"take about {arriving_s:.0f} s, past measure.timeout_s ({self.measure.timeout_s:g} s); raise the "
                     f"rate, lower measure.requests, or set measure.timeout_s above {arriving_s + 60:.0f} s"))
 
     @property
     def kind(self) -> str:
-        """The kind that measures this job: its section's, or `distributed` for a training job
-        whose ranks run across processes (`KIND_MODULES`)."""
-        if getattr(self.workload, "distributed", None) is not None:
-            return "distributed"
-        return self.workload.kind
+        """The kind that measures this job (`advisor.kinds.KINDS`): its section's, or the one its
+        settings choose (`distributed` for a training job whose ranks run across processes)."""
+        return self.workload.runs_as()
 
     @property
     def objective(self) -> str:
@@ -352,8 +193,8 @@ class AdvisorConfig:
         return self.path.parent
 
 
-def load_config(path: str | Path) -> AdvisorConfig:
-    """Reads and validates a config file.
+def load_config(path: str | Path, sections: Mapping[str, type], default_kind: str) -> AdvisorConfig:
+    """Reads and validates a config file (through `advisor.kinds.load_config`, which knows every kind's section).
 
     Raises:
         ConfigError: with a one-line message naming the file, the key path and the fix.
@@ -374,7 +215,7 @@ def load_config(path: str | Path) -> AdvisorConfig:
         where = f"line {mark.line + 1}: " if mark else ""
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         raise ConfigError(f"{path}: {where}invalid YAML ({problem}); fix the syntax there") from None
-    return parse_config(raw, path.resolve())
+    return parse_config(raw, path.resolve(), sections, default_kind)
 
 
 MOST_YAML_NODES = 100_000  # a config's values once its aliases are expanded: far past any real config
@@ -415,46 +256,24 @@ def bounded_yaml(text: str, path: Path) -> Any:
     return yaml.safe_load(text)
 
 
-PYTHON_COMMAND = re.compile(r"^python[0-9.]*$")
-
-
-def script_config(command: list[str], folder: Path) -> AdvisorConfig:
-    """`python SCRIPT ARGS` (or `SCRIPT ARGS`), run from `folder`, as a `kind: script` config
-    rooted there: the study, the store and the results go where a config file there would put them."""
-    words = command[1:] if command and PYTHON_COMMAND.match(Path(command[0]).name) else list(command)
-    if not words or words[0].startswith("-") or not words[0].endswith(".py"):
-        raise ConfigError(f"after --: expected a script's command line, python SCRIPT.py [ARGS], got "
-                          f"{' '.join(command) or 'nothing'!r} (python's own options and -m are not supported)")
-    if not (folder / words[0]).is_file():
-        raise ConfigError(f"after --: {words[0]} not found in {folder}; run advisor from the folder you run the script from")
-    name = re.sub(r"[^A-Za-z0-9._-]", "_", Path(words[0]).stem)
-    return parse_config({"name": name, "workload": {"kind": "script", "script": words[0], "args": words[1:]}},
-                        folder.resolve() / f"{name}.advisor.yaml")
-
-
-def parse_config(raw: Any, path: Path) -> AdvisorConfig:
-    """Validates an already-parsed mapping as the config at `path`."""
+def parse_config(raw: Any, path: Path, sections: Mapping[str, type], default_kind: str) -> AdvisorConfig:
+    """Validates an already-parsed mapping as the config at `path`, its workload by the section
+    of its `kind` (`sections`, the kinds' own; `default_kind`, a workload's that names none).
+    Call it through `advisor.kinds.parse_config`, which knows every kind."""
     try:
         if not isinstance(raw, dict):
-            raise _Invalid("", f"expected a mapping of sections, got {_type_name(raw)}")
+            raise Invalid("", f"expected a mapping of sections, got {_type_name(raw)}")
         workload = raw.get("workload")
-        kind = workload.get("kind", DEFAULT_KIND) if isinstance(workload, dict) else DEFAULT_KIND
-        if kind not in WORKLOAD_KINDS:
-            raise _Invalid("workload.kind", f"expected one of {_choices(WORKLOAD_KINDS)}, got {kind!r}")
-        if WORKLOAD_KINDS[kind] is None:
-            supported = ", ".join(repr(name) for name, cls in WORKLOAD_KINDS.items() if cls is not None)
-            raise _Invalid("workload.kind", f"{kind!r} is not supported by this version yet; use one of {supported}")
+        kind = workload.get("kind", default_kind) if isinstance(workload, dict) else default_kind
+        if kind not in sections:
+            raise Invalid("workload.kind", f"expected one of {_choices(sections)}, got {kind!r}")
         if "workload" not in raw:
-            raise _Invalid("workload", "missing; add it (a mapping that names the job's code)")
-        workload = _build(WORKLOAD_KINDS[kind], raw["workload"], "workload")
-        if kind == "pipeline":
-            _check_sink(workload, path.parent)
-        if kind == "script" and not (path.parent / workload.script).is_file():
-            raise _Invalid("workload.script", f"{workload.script} not found (relative to the config's folder "
-                                              f"{path.parent}); name the training script to run")
+            raise Invalid("workload", "missing; add it (a mapping that names the job's code)")
+        workload = _build(sections[kind], raw["workload"], "workload")
+        workload.check(path.parent)
         rest = {key: value for key, value in raw.items() if key != "workload"}
         return _build(AdvisorConfig, rest, "", extra={"path": path, "workload": workload})
-    except _Invalid as exc:
+    except Invalid as exc:
         where = f"{exc.key_path}: " if exc.key_path else ""
         raise ConfigError(f"{path}: {where}{exc.problem}") from None
 
@@ -465,7 +284,7 @@ def _from_environment(url: Optional[str], key_path: str) -> Optional[str]:
         return url
     unset = unset_variables(url)
     if unset:
-        raise _Invalid(key_path, f"names the environment variable {unset[0]}, which is not set; export it, "
+        raise Invalid(key_path, f"names the environment variable {unset[0]}, which is not set; export it, "
                                  "or write the value in the config")
     return expanded(url)
 
@@ -481,13 +300,13 @@ def _check_recipe_names(setting: Any) -> None:
         return
     names = [setting] if isinstance(setting, str) else setting
     if not isinstance(names, list) or not names or not all(isinstance(name, str) for name in names):
-        raise _Invalid("search.recipes", f"expected auto, a recipe's name or a list of names, got {setting!r}")
+        raise Invalid("search.recipes", f"expected auto, a recipe's name or a list of names, got {setting!r}")
     known = [recipe.name for recipe in RECIPES]
     for name in names:
         if name not in known:
             close = difflib.get_close_matches(name, known, n=1)
             hint = f"did you mean '{close[0]}'?" if close else f"known: {', '.join(known)}"
-            raise _Invalid("search.recipes", f"unknown recipe {name!r}; {hint}")
+            raise Invalid("search.recipes", f"unknown recipe {name!r}; {hint}")
 
 
 def _check_recipe_kinds(setting: Any, family: str) -> None:
@@ -499,50 +318,23 @@ def _check_recipe_kinds(setting: Any, family: str) -> None:
         kinds = by_name(name).kinds
         if family not in kinds:
             listed = ", ".join(kinds[:-1]) + " and " * (len(kinds) > 1) + kinds[-1]
-            raise _Invalid("search.recipes", f"{name} applies to {listed} workloads, not {family}; remove it")
+            raise Invalid("search.recipes", f"{name} applies to {listed} workloads, not {family}; remove it")
 
 
-def _check_sink(workload: "PipelineWorkload", root: Path) -> None:
-    """The sink is written by the user's job, never by advisor; still, one in a folder that does
-    not exist, or one that is the source itself, is a job that cannot run as configured."""
-    if not workload.sink:
-        return
-    sink = (root / workload.sink).resolve()
-    if not sink.parent.is_dir():
-        raise _Invalid("workload.sink", f"its folder {sink.parent} does not exist; create it, or name a sink in "
-                                        "an existing folder")
-    source = Path(workload.source.path)
-    sources = {p.resolve() for p in (source if source.is_absolute() else root / source).parent.glob(source.name)}
-    if sink in sources or sink == (root / source).resolve():
-        raise _Invalid("workload.sink", f"{workload.sink} is the source itself; the job would overwrite its input: "
-                                        "name another file")
-
-
-class _Invalid(Exception):
+class Invalid(Exception):
     def __init__(self, key_path: str, problem: str):
         super().__init__(f"{key_path}: {problem}")
         self.key_path = key_path
         self.problem = problem
 
 
-def _check_optimizer(optimizer: Any) -> None:
-    if isinstance(optimizer, dict):
-        if not isinstance(optimizer.get("name"), str):
-            raise _Invalid("workload.optimizer.name", "missing; name a torch.optim class (e.g. name: SGD) or give a "
-                                                      "dotted path to one (e.g. name: torch.optim.AdamW)")
-        return
-    if not _callable_ref[0](optimizer):
-        raise _Invalid("workload.optimizer", f"expected a mapping with a name, or a builder "
-                                             f"('file.py:build_optimizer'), got {optimizer!r}")
-
-
 def _build(cls: type, raw: Any, key_path: str, extra: Optional[dict] = None):
     if not isinstance(raw, dict):
-        raise _Invalid(key_path, f"expected a mapping, got {_type_name(raw)}")
+        raise Invalid(key_path, f"expected a mapping, got {_type_name(raw)}")
     fields = {f.name: f for f in dataclasses.fields(cls) if not f.metadata.get("internal")}
     for key in raw:
         if key not in fields:
-            raise _Invalid(_join(key_path, str(key)), f"unknown key{_suggest(str(key), fields)}")
+            raise Invalid(_join(key_path, str(key)), f"unknown key{_suggest(str(key), fields)}")
     hints = typing.get_type_hints(cls)
     values = dict(extra or {})
     for name, f in fields.items():
@@ -551,10 +343,10 @@ def _build(cls: type, raw: Any, key_path: str, extra: Optional[dict] = None):
             values[name] = _coerce(hints[name], raw[name], sub_path)
             predicate, description = f.metadata.get("check", (None, ""))
             if predicate and values[name] is not None and not predicate(values[name]):
-                raise _Invalid(sub_path, f"expected {description}, got {raw[name]!r}")
+                raise Invalid(sub_path, f"expected {description}, got {raw[name]!r}")
         elif f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
             expected = f.metadata.get("check", (None, _describe(hints[name])))[1]
-            raise _Invalid(sub_path, f"missing; add it ({expected})")
+            raise Invalid(sub_path, f"missing; add it ({expected})")
     return cls(**values)
 
 
@@ -568,7 +360,7 @@ def _coerce(hint: Any, value: Any, key_path: str) -> Any:
         return _coerce(inner, value, key_path)
     if origin is Literal:
         if value not in args:
-            raise _Invalid(key_path, f"expected one of {_choices(args)}, got {value!r}")
+            raise Invalid(key_path, f"expected one of {_choices(args)}, got {value!r}")
         return value
     if dataclasses.is_dataclass(hint):
         return _build(hint, value, key_path)
@@ -582,7 +374,7 @@ def _coerce(hint: Any, value: Any, key_path: str) -> Any:
         dict: isinstance(value, dict),
     }[hint]
     if not ok:
-        raise _Invalid(key_path, f"expected {_describe(hint)}, got {value!r} ({_type_name(value)}){_yaml_number_hint(hint, value)}")
+        raise Invalid(key_path, f"expected {_describe(hint)}, got {value!r} ({_type_name(value)}){_yaml_number_hint(hint, value)}")
     return float(value) if hint is float else value
 
 

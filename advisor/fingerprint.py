@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from advisor.config import CALLABLE_PATTERN, AdvisorConfig
+from advisor.kinds import kind_of
 
 
 def source_of(ref: Any, root: Path) -> Optional[Path]:
@@ -80,9 +81,7 @@ def _reference(value: Any) -> str:
 
 def fingerprint(config: AdvisorConfig, environment: Optional[dict] = None) -> dict:
     """The components and their digest. `environment` is what the child saw (parameters, GPU)."""
-    from advisor.kinds import kind_of
-
-    kind = kind_of(config.kind)
+    kind = kind_of(config)
     environment = environment or {}
     sources = {}
     for key, ref in kind.sources(config).items():
@@ -96,7 +95,7 @@ def fingerprint(config: AdvisorConfig, environment: Optional[dict] = None) -> di
         "workload": workload_section(config),
         "python": platform.python_version(),
         "torch": package_version("torch"),
-        **kind.versions(),
+        **{name: package_version(name) for name in kind.packages},
         "hardware": {"cpu": cpu_model(), "cores": os.cpu_count(), "gpu": environment.get("gpu_name")},
     }
     digest = hashlib.sha256(json.dumps(components, sort_keys=True).encode()).hexdigest()[:12]
@@ -146,12 +145,11 @@ def check_evidence(config: AdvisorConfig, evidence) -> None:
     """Evidence given to a session (`--evidence`) must be this workload's, measured as it is now:
     another job's figures would be taken for this one's."""
     from advisor.errors import UserError
-    from advisor.kinds import kind_of
 
     again = f"run advisor diagnose {config.path} --json > diagnosis.json, and give that"
     if (evidence.workload, evidence.kind) != (config.name, config.kind):
         whose = f"the {evidence.kind} workload '{evidence.workload}'" if evidence.workload else "no named workload"
         raise UserError(f"--evidence: it was measured for {whose}, not the {config.kind} workload '{config.name}'; {again}")
-    changes = describe_changes(evidence.fingerprint, fingerprint(config, kind_of(config.kind).seen(evidence))["components"])
+    changes = describe_changes(evidence.fingerprint, fingerprint(config, kind_of(config).seen(evidence))["components"])
     if changes:
         raise UserError(f"--evidence: it was measured for '{config.name}' as it was before ({'; '.join(changes)}); {again}")

@@ -7,13 +7,11 @@ import resource
 from pathlib import Path
 from typing import Optional
 
-from advisor.advice import larger_batch, larger_batch_line
 from advisor.capacity import capacity_sentence
-from advisor.diagnosis import THRESHOLDS, Diagnosis, Finding, gpu_line
-from advisor.evidence import Evidence, rate_unit
-from advisor.measure import BUSY_SHARE, epoch_of
+from advisor.findings import Diagnosis, Finding
+from advisor.measure import BUSY_SHARE
 from advisor.outputs import write_whole
-from advisor.verify import ANSWERED, BUSY_REASON, EXACT_RTOL, nondeterministic_reason
+from advisor.verify import ANSWERED, BUSY_REASON
 
 
 def format_value(finding: Finding) -> str:
@@ -39,132 +37,6 @@ def busy_line(runs, during: str) -> list[str]:
             f"(the {busiest.mode} run); timings may be distorted, run again on a quiet machine"]
 
 
-def render_diagnosis(name: str, evidence: Evidence, diagnoses: list[Diagnosis]) -> str:
-    from advisor.kinds import kind_of
-
-    lines = [f"advisor diagnose: {name}", ""]
-    lines += busy_line((evidence.full, evidence.synthetic, evidence.cached), "the diagnosis")
-    return "\n".join(line for line in lines + kind_of(evidence.kind).describe(evidence, diagnoses) if line is not None)
-
-
-def pipeline_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
-    """A pipeline's diagnosis: its stages, the bottlenecks, its hot source lines, the advice."""
-    from advisor.advice import advice_for
-
-    python_bound = any(d.bottleneck == "python" for d in diagnoses)
-    advice = advice_for(evidence.profile.hotspots, evidence.profile.environment.get("row_functions")) if python_bound else []
-    return pipeline_lines(evidence) + diagnosis_lines(diagnoses) + hotspot_lines(evidence) + advice_lines(advice)
-
-
-def training_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
-    """A training job's diagnosis: its throughput against the ideal, the bottlenecks, its top operators."""
-    full, derived = evidence.full, evidence.derived
-    lines = []
-    if full.ok:
-        lines.append(
-            f"throughput  {full.samples_per_s:,.0f} {rate_unit(full)} on {full.device}"
-            f"   step p50 {full.step_ms_p50:.1f} ms, p95 {full.step_ms_p95:.1f} ms"
-        )
-        if full.epoch.get("end_s") is not None:
-            lines.append(f"epochs      {epoch_text(epoch_of([full]))}")
-        if derived.get("ideal_samples_per_s"):
-            lines.append(
-                f"ideal       {derived['ideal_samples_per_s']:,.0f} {rate_unit(full)} (one batch reused on the device): "
-                f"actual is {1 / derived['ideal_over_actual']:.0%} of it" if derived["ideal_over_actual"] else ""
-            )
-        lines.append(
-            f"resources   peak memory {full.peak_memory_mb:,.0f} MB ({full.memory_source}),"
-            f" CPU {full.cpu_util:.0%} of {_cores()} cores, GPU: {_gpu_line(full.gpu)}"
-        )
-        if "gpu_busy_share" in derived:
-            lines.append(f"GPU time    {gpu_line(derived)} (kernels {derived['gpu_kernel_ms_per_step']:.2f} ms a step, "
-                         "from the profiling run)" + _device_clock(full))
-        batch = full.environment.get("loader", {}).get("batch_size") or 0
-        bigger = larger_batch(batch, full.peak_memory_mb, full.environment.get("parameters", 0),
-                              full.environment.get("gpu_memory_mb", 0.0)) if full.device == "cuda" else None
-        if bigger:
-            lines.append(f"batch       {larger_batch_line(bigger, batch)}")
-        if full.page_faults_per_step:
-            lines.append(f"page faults {full.page_faults_per_step:,.0f} a step ({page_faults_mb(full.page_faults_per_step):,.1f} MB "
-                         "the process mapped again each step: most often memory its allocator handed back at a step's end)")
-    else:
-        lines.append(f"the full run failed: {full.reason}")
-    for run in (evidence.synthetic, evidence.cached, evidence.local, evidence.profile):
-        if run is not None and not run.ok:
-            lines.append(f"the {run.mode} run failed: {run.reason}")
-    lines += diagnosis_lines(diagnoses)
-    ops = evidence.profile.operators if evidence.profile.ok else {}
-    if ops.get("top"):
-        lines += ["", f"top operators ({ops['time_basis']} self time per step, from the profiling run):"]
-        for op in ops["top"]:
-            lines.append(
-                f"  {op['name'][:48]:<48} {op['self_ms_per_step']:8.2f} ms  {op['share']:6.1%}"
-                f"  {op['calls_per_step']:6.0f} calls"
-            )
-    return lines
-
-
-ACCUMULATED_STEPS = 4  # the no_sync accumulation the advice prices
-
-
-def distributed_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
-    """A data-parallel job's diagnosis: the training body, its ranks and their communication,
-    and the fixes that change what is trained, priced but never tried."""
-    lines = training_body(evidence, diagnoses)
-    derived = evidence.derived
-    if not derived.get("world_size"):
-        return lines
-    rate = derived.get("bandwidth_mbit_s")
-    ranks = [f"{r:,.0f}" for r in derived["rank_samples_per_s"]]
-    at = ""
-    if rate:
-        at = f", all-reduced at {rate:,.0f} Mbit/s (one all-reduce of that size, timed alone)"
-    extra = [
-        f"ranks       {derived['world_size']} (samples/s each: {', '.join(ranks)}); the job's rate is the global batch "
-        "over the slowest rank's step",
-        f"network     {derived['bytes_per_step'] / 1e6:,.1f} MB of gradients a step{at}; without communication "
-        f"{derived['compute_alone_samples_per_s']:,.0f} samples/s, {derived['communication_share']:.0%} of the step is "
-        "waiting on it",
-    ]
-    if derived["communication_share"] >= THRESHOLDS.network_moderate:
-        k = ACCUMULATED_STEPS
-        kept = 1 - derived["communication_share"]
-        extra.append(f"not tried  (they change what is trained): accumulating {k} steps under no_sync() all-reduces "
-                     f"once per {k} steps, up to {1 / (kept + (1 - kept) / k):.2f}x; a larger per-rank batch sends the "
-                     "same bytes for more samples. Judge either on your own validation curve.")
-    return lines[:1] + extra + lines[1:]
-
-
-def serving_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:
-    """A service's diagnosis: its latency distribution and cold start, the bottlenecks, its top operators."""
-    full = evidence.full
-    if not full.ok:
-        lines = [f"the replay failed: {full.reason}"]
-    else:
-        lat = full.latency
-        lines = [
-            f"latency     p50 {lat['p50_ms']:.1f} ms, p95 {lat['p95_ms']:.1f} ms, p99 {lat['p99_ms']:.1f} ms, "
-            f"max {lat['max_ms']:.1f} ms over {full.samples} requests on {full.device}",
-            f"throughput  {lat['throughput_per_s']:,.1f} requests/s; service time p50 {lat['service_ms_p50']:.1f} ms; "
-            f"{lat['queue_share']:.0%} of latency queueing",
-            f"cold start  {lat['cold_start_ms']:.1f} ms for the first request after a {lat['load_s']:.1f} s load",
-            f"resources   peak memory {full.peak_memory_mb:,.0f} MB ({full.memory_source}),"
-            f" CPU {full.cpu_util:.0%} of {_cores()} cores, GPU: {_gpu_line(full.gpu)}",
-        ]
-        repeat = full.output.get("repeat_difference")
-        if repeat and repeat > EXACT_RTOL:
-            lines.append(f"outputs     {nondeterministic_reason(repeat)}")
-    if not evidence.profile.ok:
-        lines.append(f"the profile run failed: {evidence.profile.reason}")
-    lines += diagnosis_lines(diagnoses)
-    ops = evidence.profile.operators if evidence.profile.ok else {}
-    if ops.get("top"):
-        lines += ["", f"top operators ({ops['time_basis']} self time per request, from the profiling run):"]
-        lines += [f"  {op['name'][:48]:<48} {op['self_ms_per_step']:8.2f} ms  {op['share']:6.1%}  {op['calls_per_step']:6.0f} calls"
-                  for op in ops["top"]]
-    return lines
-
-
 def diagnosis_lines(diagnoses: list[Diagnosis]) -> list[str]:
     lines = [""]
     if diagnoses:
@@ -177,48 +49,7 @@ def diagnosis_lines(diagnoses: list[Diagnosis]) -> list[str]:
     return lines
 
 
-def pipeline_lines(evidence: Evidence) -> list[str]:
-    full, seen = evidence.full, evidence.profile.environment
-    if not full.ok:
-        return [f"the pipeline failed: {full.reason}"]
-    lines = [f"throughput  {full.samples_per_s:,.0f} rows/s ({full.samples:,} rows of {seen.get('format', '?')} "
-             f"in {full.stages.get('wall_s', 0):.2f} s)"]
-    for name, value in full.stages.items():
-        if name != "wall_s":
-            share = value["wall_s"] / full.stages["wall_s"] if full.stages.get("wall_s") else 0.0
-            lines.append(f"  {name:<24}{value['wall_s']:8.3f} s  {share:6.1%}   CPU {value['cpu_s']:.3f} s")
-    lines.append(f"resources   peak memory {full.peak_memory_mb:,.0f} MB ({full.memory_source}),"
-                 f" CPU {full.cpu_util:.0%} of {_cores()} cores")
-    if seen.get("columns"):
-        lines.append(f"columns     the transform reads {len(seen.get('used_columns', []))} of {len(seen['columns'])}: "
-                     f"{', '.join(seen.get('used_columns', []))}")
-    if not evidence.profile.ok:
-        lines.append(f"the profile run failed: {evidence.profile.reason}")
-    return lines
-
-
-def hotspot_lines(evidence: Evidence) -> list[str]:
-    spots = evidence.profile.hotspots if evidence.profile.ok else {}
-    if not spots.get("lines"):
-        return []
-    lines = ["", f"transform time by your source line ({spots['samples']} samples, innermost line of yours):"]
-    for spot in spots["lines"][:5]:
-        where = f"{Path(spot['file']).name}:{spot['line']}"
-        lines.append(f"  {where:<24}{spot['share']:6.1%}  {spot['code'][:70]}")
-    return lines
-
-
-def advice_lines(advice: list[dict]) -> list[str]:
-    lines = []
-    for item in advice:
-        label = "rewritten, to be measured" if item.get("status") == "equal" else "advice, UNVERIFIED"
-        lines += ["", f"{label}: the row-wise call at {item['where']} (`{item['code']}`) takes "
-                      f"{item['share_of_transform']:.0%} of the transform; its row function is at {item['row_function']}.",
-                  item["suggestion"], f"({item['note']})"]
-    return lines
-
-
-def _gpu_line(gpu: dict) -> str:
+def gpu_summary(gpu: dict) -> str:
     if not gpu.get("available"):
         return gpu.get("note", "no GPU")
     link = (f", PCIe {gpu['pcie_to_gpu_mb_s']:,.0f} MB/s to it, {gpu['pcie_from_gpu_mb_s']:,.0f} MB/s back"
@@ -226,13 +57,7 @@ def _gpu_line(gpu: dict) -> str:
     return f"{gpu['name']} {gpu.get('util_mean', 0):.0f}% busy (NVML), {gpu.get('memory_mb_peak', 0):,.0f} MB{link}"
 
 
-def _device_clock(run) -> str:
-    timing = run.device_timing
-    return (f"; a step's compute {timing['compute_ms_mean']:.2f} ms on CUDA events, the host's clock "
-            f"{run.step_ms_mean * (1 - run.data_wait_share - run.transfer_share):.2f} ms" if timing.get("compute_ms_mean") else "")
-
-
-def _cores() -> int:
+def cores() -> int:
     import os
 
     return os.cpu_count() or 1
@@ -582,3 +407,13 @@ def write_plots(payload: dict, folder: Path) -> list[Path]:
         else:
             figures.insert(0, plots.plot_breakdown(payload, payload["baseline"]["step_breakdown_ms"], folder / "breakdown.png"))
     return figures
+
+
+def advice_lines(advice: list[dict]) -> list[str]:
+    lines = []
+    for item in advice:
+        label = "rewritten, to be measured" if item.get("status") == "equal" else "advice, UNVERIFIED"
+        lines += ["", f"{label}: the row-wise call at {item['where']} (`{item['code']}`) takes "
+                      f"{item['share_of_transform']:.0%} of the transform; its row function is at {item['row_function']}.",
+                  item["suggestion"], f"({item['note']})"]
+    return lines

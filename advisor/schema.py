@@ -15,7 +15,8 @@ import types
 import typing
 from typing import Any, Literal
 
-from advisor.config import DEFAULT_KIND, WORKLOAD_KINDS, AdvisorConfig
+from advisor.config import AdvisorConfig
+from advisor.kinds import DEFAULT_KIND, SECTIONS
 
 SCHEMA_URL = "https://json-schema.org/draft/2020-12/schema"
 TRAINING = ("train", "lightning", "script")  # the kinds that run training steps (a distributed job is a train one)
@@ -94,13 +95,13 @@ def section(cls: type) -> dict:
 def schema() -> dict:
     """The whole config's JSON Schema: the workload section is one of the kinds' sections."""
     top = section(AdvisorConfig)
-    top["properties"]["workload"] = {"oneOf": [workload_section(kind) for kind in WORKLOAD_KINDS]}
+    top["properties"]["workload"] = {"oneOf": [workload_section(kind) for kind in SECTIONS]}
     top["required"] = sorted({*top.get("required", []), "workload"})
     return {"$schema": SCHEMA_URL, "title": "advisor config", **top}
 
 
 def workload_section(name: str) -> dict:
-    shape = section(WORKLOAD_KINDS[name])
+    shape = section(SECTIONS[name])
     shape["properties"]["kind"] = {**shape["properties"]["kind"], "const": name}
     if name != DEFAULT_KIND:  # a workload without `kind` is the default kind's
         shape["required"] = sorted({*shape.get("required", []), "kind"})
@@ -141,12 +142,12 @@ def type_words(hint: Any) -> str:
 
 def reference() -> str:
     """docs/config.md: every key of every section, its type, default, the kinds that read it and its meaning."""
-    every = tuple(WORKLOAD_KINDS)
+    every = tuple(SECTIONS)
     lines = ["# The config, key by key", "",
              "Generated from the dataclasses that validate a config (`advisor/config.py`) by "
              "`python -m advisor.schema --markdown`; `advisor schema` prints the same as a JSON Schema, "
              "for an editor to check a config as you type. A test fails when this page and the code disagree.", ""]
-    sections = [("workload", cls, (kind,)) for kind, cls in WORKLOAD_KINDS.items()]
+    sections = [("workload", cls, (kind,)) for kind, cls in SECTIONS.items()]
     hints = typing.get_type_hints(AdvisorConfig)
     sections += [(f.name, hints[f.name], every) for f in fields_of(AdvisorConfig)
                  if dataclasses.is_dataclass(hints[f.name])]

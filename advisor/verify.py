@@ -16,7 +16,6 @@ import statistics
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional, Sequence, Union
 
-from advisor.frames import plain_difference, read_kept, shape_difference, tabular
 from advisor.measure import BUSY_SHARE, Measurement
 from advisor.outputs import own_output
 
@@ -160,165 +159,6 @@ class Verdict:
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def foreign_output(config, candidate: Measurement, reference: Measurement, risk: str,
-                   tolerance: float) -> Optional[NumericsResult]:
-    """A failed comparison when either kept output lies outside advisor's own folder (never read); else None."""
-    if all(own_output(config, run.output.get("path")) for run in (candidate, reference)):
-        return None
-    return NumericsResult(False, risk, math.inf, tolerance, 0, "an output lies outside advisor's own folder: not read")
-
-
-def nondeterministic_service(reference: Measurement, risk: str, tolerance: float) -> Optional[NumericsResult]:
-    """A failed comparison when the baseline itself answered the same requests differently on
-    a second pass (dropout left on, sampling): no plan's outputs can then be told from the
-    service's own variation, so none is verified on them. None for a service that repeats."""
-    if risk == "changes semantics":
-        return None
-    repeat = reference.output.get("repeat_difference")
-    if repeat is None or repeat <= min(tolerance, EXACT_RTOL):
-        return None
-    return NumericsResult(False, risk, math.inf, tolerance, 0, nondeterministic_reason(repeat))
-
-
-def nondeterministic_reason(repeat: float) -> str:
-    return (f"the service is nondeterministic: the baseline answers the same requests {repeat:.2%} differently "
-            "from one pass to the next, so no plan's outputs can be checked and none is verified; "
-            "put the model in eval mode (dropout) or seed its sampling")
-
-
-def compare_training(candidate: Measurement, baseline: Measurement, risk: str, loss_rtol: float,
-                     envelope: Optional[Envelope] = None) -> NumericsResult:
-    """The loss trajectories; for an exact recipe also the parameters after the same number of
-    steps (a fix can keep the losses of a few steps and still update the weights differently).
-    With the job's `envelope`, a job that amplifies rounding has each step's tolerance widened
-    by how far rounding alone has grown by then."""
-    losses = compare_losses(candidate.losses, baseline.losses, risk, loss_rtol, envelope)
-    if risk != "exact" or not losses.passed:
-        return losses
-    mine, theirs = candidate.parameters, baseline.parameters
-    if not mine or len(mine) != len(theirs):
-        return NumericsResult(False, risk, math.inf, EXACT_RTOL, losses.steps,
-                              f"parameters: {len(mine)} checksummed tensors against the baseline's {len(theirs)}")
-    worst = max(abs(a - b) / max(abs(b), 1e-12) for m, t in zip(mine, theirs) for a, b in zip(m, t))
-    rtol = envelope.parameter_tolerance(EXACT_RTOL) if envelope else EXACT_RTOL
-    if worst > rtol:
-        return NumericsResult(False, risk, worst, rtol, losses.steps,
-                              f"parameters differ by {worst:.2%} after the same steps, over the {rtol:.2%} tolerance")
-    return NumericsResult(True, risk, max(worst, losses.max_rel_diff), rtol, losses.steps,
-                          "losses and parameters match" + (" within the job's rounding envelope" if rtol > EXACT_RTOL else ""))
-
-
-def first_non_finite(losses: Sequence[float]) -> Optional[int]:
-    """The index of the first NaN or infinite loss, or None."""
-    return next((index for index, loss in enumerate(losses) if not math.isfinite(loss)), None)
-
-
-def compare_losses(candidate: Sequence[float], baseline: Sequence[float], risk: str, loss_rtol: float,
-                   envelope: Optional[Envelope] = None) -> NumericsResult:
-    """Compares seeded loss trajectories step by step (same seeds, same batches, same order),
-    each step within its tolerance: the risk's, widened where the job's envelope is wider."""
-    if risk == "changes semantics":
-        return NumericsResult(True, risk, 0.0, 0.0, 0, "changes what is computed: not compared, never verified")
-    steps = min(len(candidate), len(baseline))
-    floor = EXACT_RTOL if risk == "exact" else loss_rtol
-    if steps == 0:
-        return NumericsResult(False, risk, math.inf, floor, 0, "no losses to compare")
-    lost = first_non_finite(candidate[:steps])
-    if lost is not None and first_non_finite(baseline[:steps]) is None:
-        return NumericsResult(False, risk, math.inf, floor, steps,
-                              f"turns finite losses into {candidate[lost]} at step {lost + 1} (the baseline's is {baseline[lost]:.4g})")
-    tolerances = [envelope.loss_tolerance(step, floor) if envelope else floor for step in range(steps)]
-    diffs = [abs(c - b) / max(abs(b), 1e-12) for c, b in zip(candidate[:steps], baseline[:steps])]
-    if not all(math.isfinite(d) for d in diffs):
-        return NumericsResult(False, risk, math.inf, floor, steps, "loss differs without bound")
-    worst_step = max(range(steps), key=lambda step: diffs[step] / tolerances[step] if tolerances[step] else math.inf)
-    worst, rtol = diffs[worst_step], tolerances[worst_step]
-    passed = worst <= rtol
-    if passed:
-        return NumericsResult(True, risk, max(diffs), max(tolerances), steps)
-    over = f"the {rtol:.2%} tolerance" + (" (the job's rounding envelope there)" if rtol > floor else "")
-    return NumericsResult(False, risk, worst, rtol, steps,
-                          f"loss differs by {worst:.2%} at step {worst_step + 1}, over {over}")
-
-
-def compare_served(candidate: Optional[str], reference: Optional[str], risk: str, rtol: float,
-                   min_top1: float) -> NumericsResult:
-    """Two plans' outputs on the same requests: every tensor within `rtol` of the reference's
-    largest magnitude (exact recipes: to 0.1%), and for classifier-shaped outputs (rows of
-    scores) the top-1 class agreeing on at least `min_top1` of the rows."""
-    import torch
-
-    if risk == "changes semantics":
-        return NumericsResult(True, risk, 0.0, 0.0, 0, "changes what is computed: not compared, never verified")
-    tolerance = EXACT_RTOL if risk == "exact" else rtol
-    if not candidate or not reference:
-        return NumericsResult(False, risk, math.inf, tolerance, 0, "no outputs kept to compare")
-    # tensors in lists and tuples: nothing in the files can run code as it loads
-    mine, theirs = torch.load(candidate, weights_only=True), torch.load(reference, weights_only=True)
-    if len(mine) != len(theirs):
-        return NumericsResult(False, risk, math.inf, tolerance, 0, f"{len(mine)} outputs against the baseline's {len(theirs)}")
-    worst, agreeing, rows = 0.0, 0, 0
-    for index, (outputs, expected) in enumerate(zip(mine, theirs)):
-        for got, want in zip(outputs, expected):
-            if got.shape != want.shape:
-                return NumericsResult(False, risk, math.inf, tolerance, index,
-                                      f"request {index}: output shape {list(got.shape)}, the baseline's {list(want.shape)}")
-            lost = non_finite_where_finite(got, want)
-            if lost:
-                return NumericsResult(False, risk, math.inf, tolerance, index,
-                                      f"request {index}: {lost} where the baseline's outputs are finite")
-            worst = max(worst, float((got - want).abs().max() / want.abs().max().clamp_min(1e-12)))
-        scores = expected[0] if expected else None
-        if scores is not None and scores.dim() >= 1 and scores.shape[-1] > 1:
-            flat_want, flat_got = scores.reshape(-1, scores.shape[-1]), outputs[0].reshape(-1, scores.shape[-1])
-            agreeing += int((flat_want.argmax(-1) == flat_got.argmax(-1)).sum())
-            rows += flat_want.shape[0]
-    agreement = agreeing / rows if rows else 1.0
-    if worst > tolerance:
-        return NumericsResult(False, risk, worst, tolerance, len(theirs),
-                              f"outputs differ by {worst:.2%} at worst, over the {tolerance:.2%} tolerance")
-    if agreement < min_top1:
-        return NumericsResult(False, risk, worst, tolerance, len(theirs),
-                              f"top-1 agrees on {agreement:.1%} of rows, under {min_top1:.1%}")
-    return NumericsResult(True, risk, worst, tolerance, len(theirs),
-                          f"outputs match on {len(theirs)} requests" + (f", top-1 agreement {agreement:.1%}" if rows else ""))
-
-
-def non_finite_where_finite(got, want) -> str:
-    """The count of NaN or infinite outputs whose reference is finite, in words; "" for none.
-    A NaN compares as no difference under max(), so it is looked for first: an answer of NaN is
-    never "outputs match"."""
-    if not (got.is_floating_point() or got.is_complex()):
-        return ""
-    bad = ~got.isfinite() & want.isfinite() if (want.is_floating_point() or want.is_complex()) else ~got.isfinite()
-    count = int(bad.sum())
-    return f"{count} of {got.numel()} outputs are NaN or infinite" if count else ""
-
-
-def compare_frames(candidate: Optional[str], baseline: Optional[str], risk: str, rtol: float,
-                   order_matters: bool) -> NumericsResult:
-    """Compares two pipeline outputs (Parquet files): the same columns and rows, text and
-    integers equal, floats within `rtol`; as sets of rows where order does not matter. Dtypes
-    may differ (Arrow-backed, categorical): the values are what must match."""
-    if not candidate or not baseline:
-        return NumericsResult(False, risk, math.inf, rtol, 0, "no output to compare")
-    try:
-        mine, theirs = read_kept(candidate), read_kept(baseline)
-    except (OSError, ValueError) as exc:  # pyarrow's errors for a file that is not Parquet are ValueErrors
-        return NumericsResult(False, risk, math.inf, rtol, 0, f"a kept output is not a readable Parquet file ({exc})"[:300])
-    misshapen = shape_difference(mine, theirs)
-    if misshapen:
-        return NumericsResult(False, risk, math.inf, rtol, 0, misshapen)
-    mine, theirs = tabular(mine), tabular(theirs)
-    if not order_matters:
-        exact = [c for c in mine.columns if mine[c].dtype != "float64"]
-        keys = exact + [c for c in mine.columns if c not in exact]
-        mine = mine.sort_values(keys, kind="mergesort", ignore_index=True)
-        theirs = theirs.sort_values(keys, kind="mergesort", ignore_index=True)
-    worst, problem = plain_difference(mine, theirs, rtol)
-    return NumericsResult(problem is None, risk, worst, rtol, len(mine), problem or "")
 
 
 def paired_interval(ratios: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
@@ -656,3 +496,16 @@ def step_breakdown(runs: Sequence[Measurement]) -> dict:
     wait = statistics.fmean(r.data_wait_share * r.step_ms_mean for r in good)
     copy = statistics.fmean(r.transfer_share * r.step_ms_mean for r in good)
     return {"data wait": wait, "transfer": copy, "compute": max(0.0, step - wait - copy)}
+
+
+def foreign_output(config, candidate: Measurement, reference: Measurement, risk: str,
+                   tolerance: float) -> Optional[NumericsResult]:
+    """A failed comparison when either kept output lies outside advisor's own folder (never read); else None."""
+    if all(own_output(config, run.output.get("path")) for run in (candidate, reference)):
+        return None
+    return NumericsResult(False, risk, math.inf, tolerance, 0, "an output lies outside advisor's own folder: not read")
+
+
+def first_non_finite(losses: Sequence[float]) -> Optional[int]:
+    """The index of the first NaN or infinite loss, or None."""
+    return next((index for index, loss in enumerate(losses) if not math.isfinite(loss)), None)

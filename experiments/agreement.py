@@ -20,8 +20,7 @@ import tempfile
 from pathlib import Path
 from typing import Callable, Optional
 
-from advisor.config import load_config
-from advisor.kinds import baseline_plan
+from advisor.kinds import baseline_plan, load_config
 from advisor.session import round_measures
 from advisor.verify import paired_interval
 from experiments.reproduce import plain_run

@@ -38,8 +38,7 @@ def faults_of(command: list[str], env: dict) -> tuple[str, int]:
 
 
 def harness_rate(config: Path, plan: dict, env: dict) -> tuple[float, int]:
-    from advisor.config import load_config
-    from advisor.kinds import baseline_plan
+    from advisor.kinds import baseline_plan, load_config
 
     loaded = load_config(config)
     with tempfile.TemporaryDirectory() as folder:

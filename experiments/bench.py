@@ -44,9 +44,9 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from advisor import search
-from advisor.config import MOST_PAIRS, AdvisorConfig, load_config
+from advisor.config import MOST_PAIRS, AdvisorConfig
 from advisor.harness import run_measurement
-from advisor.kinds import kind_of
+from advisor.kinds import kind_of, load_config
 from advisor.measure import Measurement
 from advisor.plan import active_recipes, combined_risk, effective, plan_key, unique
 from advisor.recipes import by_name
@@ -285,7 +285,7 @@ def measure_arms(chosen: dict, config, rounds: int, ideal: bool, progress: Progr
 
     def measure_arm(plan: dict) -> Measurement:
         if plan is ideal_plan:
-            return run_measurement(config.path, plan, "synthetic", config.measure.steps, config.measure.timeout_s,
+            return run_measurement(config, plan, "synthetic", config.measure.steps, config.measure.timeout_s,
                                    fresh=config.measure.fresh_rounds)
         return measure(plan)
 

@@ -302,7 +302,7 @@ def main() -> None:
                 for precision in (0.0, PRECISION):  # stopping at the verdict, then the default
                     print(claim_precision(truth, spread, args.sets, precision=precision).line())
         return
-    from advisor.config import load_config
+    from advisor.kinds import load_config
 
     config = load_config(args.config)
     print(f"A/A on {config.name}: {args.repeats} verifications under the sequential rule (search.pairs {args.pairs}), "

@@ -12,8 +12,7 @@ import argparse
 import dataclasses
 from pathlib import Path
 
-from advisor.config import load_config
-from advisor.kinds import kind_of
+from advisor.kinds import kind_of, load_config
 from experiments import config_path
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -19,8 +19,7 @@ import statistics
 import tempfile
 from pathlib import Path
 
-from advisor.config import load_config
-from advisor.kinds import baseline_plan
+from advisor.kinds import baseline_plan, load_config
 from advisor.session import round_measures
 from advisor.verify import paired_interval
 from experiments.agreement import claim_arguments, per_round, rotated_rounds

@@ -35,8 +35,7 @@ def geomean(values: list[float]) -> float:
 
 def one_session(config_path: str, plan: dict, rounds: int) -> None:
     """Runs in its own process: `rounds` forked pairs, then `rounds` fresh ones; prints JSON."""
-    from advisor.config import load_config
-    from advisor.kinds import baseline_plan
+    from advisor.kinds import baseline_plan, load_config
     from advisor.session import measure_with
 
     config = load_config(Path(config_path))

@@ -10,9 +10,8 @@ throughput from both and their ratio.
 import argparse
 import statistics
 
-from advisor.config import load_config
 from advisor.harness import run_measurement
-from advisor.kinds import baseline_plan
+from advisor.kinds import baseline_plan, load_config
 
 
 def main() -> None:
@@ -26,8 +25,8 @@ def main() -> None:
     ratios = []
     print(f"{config.name}: samples/s of the timing run and of the profiling run, interleaved")
     for round_ in range(1, args.rounds + 1):
-        timed = run_measurement(config.path, plan, "synthetic", steps, timeout)
-        profiled = run_measurement(config.path, plan, "profile", steps, timeout)
+        timed = run_measurement(config, plan, "synthetic", steps, timeout)
+        profiled = run_measurement(config, plan, "profile", steps, timeout)
         profiled_rate = profiled.operators["profiled_samples_per_s"]
         ratios.append(profiled_rate / timed.samples_per_s)
         print(f"round {round_}: timing run {timed.samples_per_s:8,.0f}   profiling run {profiled_rate:8,.0f}"

@@ -25,8 +25,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from advisor import search
-from advisor.config import load_config
-from advisor.evidence import collect_evidence
+from advisor.diagnosis import collect_evidence
+from advisor.kinds import load_config
 from advisor.session import measure_with, plan_session
 from advisor.session.trials import prunable
 from experiments import config_path

@@ -28,8 +28,9 @@ from pathlib import Path
 import optuna
 
 from advisor import search
-from advisor.config import MeasureConfig, load_config
-from advisor.evidence import collect_evidence
+from advisor.config import MeasureConfig
+from advisor.diagnosis import collect_evidence
+from advisor.kinds import load_config
 from advisor.plan import plan_key, unique
 from advisor.session import measure_with, plan_session
 from advisor.session.planning import textbook_params

@@ -11,8 +11,8 @@ import json
 import sys
 from pathlib import Path
 
-from advisor.config import load_config
-from advisor.evidence import collect_evidence
+from advisor.diagnosis import collect_evidence
+from advisor.kinds import load_config
 from experiments import config_path
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -18,8 +18,7 @@ import tempfile
 from pathlib import Path
 
 import advisor.measure
-from advisor.config import load_config
-from advisor.kinds import baseline_plan
+from advisor.kinds import baseline_plan, load_config
 from advisor.session import round_measures
 from advisor.verify import paired_interval
 from experiments import config_path

@@ -18,8 +18,7 @@ import dataclasses
 import json
 from pathlib import Path
 
-from advisor.config import load_config
-from advisor.kinds import baseline_plan
+from advisor.kinds import baseline_plan, load_config
 from advisor.session import round_measures
 from advisor.verify import paired_interval
 from experiments.agreement import loops_ratio, per_round, rotated_rounds

@@ -7,7 +7,7 @@ import math
 import pytest
 from conftest import TINY, write_config
 
-from advisor.config import load_config
+from advisor.kinds import load_config
 from advisor.measure import Measurement
 from advisor.recipes import Choice, Context, IntRange
 from advisor.search import TrialResult

@@ -10,7 +10,7 @@ import torch
 
 from advisor import capacity
 from advisor.harness import instances
-from advisor.harness.infer import latency_summary, open_loop
+from advisor.kinds.infer.loop import latency_summary, open_loop
 
 
 def service_with_capacity(limit: float, calls: list):

@@ -4,9 +4,8 @@ import os
 
 import pytest
 
-from advisor.config import load_config
 from advisor.harness import cgroups, run_measurement
-from advisor.kinds import baseline_plan
+from advisor.kinds import baseline_plan, load_config
 
 
 def fake_host(tmp_path, proc_lines: str, controllers: str = "cpu memory pids", delegate: bool = True):
@@ -43,8 +42,8 @@ def test_anything_else_is_left_alone(tmp_path, monkeypatch, case):
                     "(run under `systemd-run --user --scope -p Delegate=yes` to test the cgroup path)")
 def test_the_kernel_enforces_the_budget_in_the_childs_own_group(tiny_config):
     config = load_config(tiny_config(workload={"model": "broken:growing_model"}))
-    run = run_measurement(config.path, baseline_plan(config), "full", 4, 60, memory_limit_mb=300)
+    run = run_measurement(config, baseline_plan(config), "full", 4, 60, memory_limit_mb=300)
     assert not run.ok and run.reason.startswith("over the memory budget"), run.reason
     assert run.memory_source == cgroups.METHOD
     quiet = load_config(tiny_config())
-    assert run_measurement(quiet.path, baseline_plan(quiet), "full", 4, 60, memory_limit_mb=300).ok
+    assert run_measurement(quiet, baseline_plan(quiet), "full", 4, 60, memory_limit_mb=300).ok

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from conftest import ROOT, TINY, config_path, merged, run_cli, write_config
 
-from advisor.config import load_config
 from advisor.errors import ConfigError
+from advisor.kinds import load_config
 
 PARENT_SIDE = [
     # (changes to the tiny config, or raw YAML text; words the error must contain)

@@ -6,8 +6,10 @@ import json
 import pytest
 from conftest import FIXTURES
 
-from advisor.diagnosis import THRESHOLDS, Thresholds, band, diagnose
-from advisor.evidence import Evidence, derive, with_derived
+from advisor.diagnosis import diagnose, with_derived
+from advisor.evidence import Evidence
+from advisor.findings import THRESHOLDS, Thresholds, band
+from advisor.kinds.train.derive import derive
 
 PLANTED = {
     "quickstart": "input-fetch",

@@ -45,9 +45,8 @@ def config_with(folder: Path, **workload) -> Path:
 
 
 def measure(path: Path, plan: dict | None = None, mode: str = "full", timeout_s: float = 60):
-    from advisor.config import load_config
     from advisor.harness import run_measurement
-    from advisor.kinds import baseline_plan
+    from advisor.kinds import baseline_plan, load_config
 
     config = load_config(path)
     return run_measurement(config, {**baseline_plan(config), **(plan or {})}, mode, config.measure.steps, timeout_s)
@@ -107,8 +106,8 @@ def test_the_jobs_rate_is_the_global_batch_over_the_slowest_ranks_step():
 
 
 def test_a_compute_heavy_data_parallel_job_is_not_called_network_bound():
-    from advisor.diagnosis import diagnose
-    from advisor.evidence import Evidence, with_derived
+    from advisor.diagnosis import diagnose, with_derived
+    from advisor.evidence import Evidence
     from advisor.measure import Measurement
 
     def run(mode: str, step_ms: float) -> Measurement:

@@ -7,7 +7,7 @@ import math
 
 from conftest import TINY, needs_bf16, write_config
 
-from advisor.config import load_config
+from advisor.kinds import load_config
 from advisor.measure import Measurement
 from advisor.search import TrialResult
 from advisor.session import Recommendation

@@ -17,8 +17,8 @@ from conftest import ROOT, free_port
 from test_search import load_study, measured_trials, quick_config, wait_for
 
 from advisor import search
-from advisor.config import load_config
 from advisor.harness.lifetime import RUN_FOLDER_PREFIX, pid_namespace
+from advisor.kinds import load_config
 
 pytestmark = pytest.mark.integration
 

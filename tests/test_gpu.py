@@ -16,10 +16,11 @@ from conftest import FIXTURES, ROOT, config_path
 
 from advisor.advice import larger_batch, larger_batch_line
 from advisor.diagnosis import diagnose
-from advisor.evidence import Evidence, derive_gpu
+from advisor.evidence import Evidence
 from advisor.failures import out_of_memory
 from advisor.harness.child import failure_reason
 from advisor.harness.operators import STEP_LABEL, summarize_profile
+from advisor.kinds.train.derive import derive_gpu
 from advisor.measure import Measurement, summarize_gpu
 from advisor.recipes import Context, by_name
 
@@ -262,7 +263,7 @@ def test_the_device_checks_page_says_each_claim_against_its_plain_replay():
 def test_the_device_check_rehearses_its_jobs_small_on_the_cpu(tmp_path):
     import yaml
 
-    from advisor.config import load_config
+    from advisor.kinds import load_config
     from experiments.gpu_check import JOBS, job_config
 
     for name in JOBS:
@@ -284,8 +285,8 @@ def test_the_plain_service_serves_a_plan_by_hand(tmp_path):
 
 @pytest.mark.skipif(not CUDA, reason="needs a CUDA GPU")
 def test_on_a_gpu_a_measurement_reads_cuda_events_and_nvml(tmp_path):
-    from advisor.config import load_config
     from advisor.harness import run_measurement
+    from advisor.kinds import load_config
     from experiments.gpu_check import job_config
 
     config = load_config(job_config("gpu_transformer", "cpu", tmp_path))
@@ -302,14 +303,13 @@ def test_on_a_gpu_a_measurement_reads_cuda_events_and_nvml(tmp_path):
 def recorded(name: str) -> Evidence:
     """The evidence the device check's `advisor diagnose --json` recorded on an NVIDIA H100
     (2026-11-27): NVML's samples, the profile's kernel times and the CUDA events, as read."""
-    from advisor.evidence import with_derived
+    from advisor.diagnosis import with_derived
 
     return with_derived(Evidence.from_dict(json.loads((FIXTURES / "evidence" / f"{name}.json").read_text())))
 
 
 def context_of(evidence: Evidence, config_name: str):
-    from advisor.config import load_config
-    from advisor.kinds import kind_of
+    from advisor.kinds import kind_of, load_config
 
     kind = kind_of(evidence.kind)
     diagnoses = diagnose(evidence)

@@ -8,10 +8,9 @@ import time
 import pytest
 from conftest import ROOT, run_cli
 
-from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.harness.runner import budget_reason
-from advisor.kinds import baseline_plan
+from advisor.kinds import baseline_plan, load_config
 from advisor.measure import MEMORY_METHOD
 from advisor.plan import with_changes
 
@@ -20,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 def measure(path, mode="full", steps=4, timeout_s=60, **kwargs):
     config = load_config(path)
-    return run_measurement(config.path, baseline_plan(config), mode, steps, timeout_s, **kwargs)
+    return run_measurement(config, baseline_plan(config), mode, steps, timeout_s, **kwargs)
 
 
 def test_full_run_measures_everything(tiny_config):
@@ -121,7 +120,7 @@ def test_hang_is_killed_at_the_time_limit(tiny_config):
 def test_plan_changes_reach_the_child(tiny_config):
     config = load_config(tiny_config())
     plan = with_changes(baseline_plan(config), batch_size=4)
-    run = run_measurement(config.path, plan, "full", 3, 60)
+    run = run_measurement(config, plan, "full", 3, 60)
     assert run.ok and run.samples == 12
 
 
@@ -215,7 +214,7 @@ def test_persistent_workers_see_the_same_batches_in_every_epoch(tiny_config):
     base_plan = baseline_plan(config)
     plans = [base_plan, with_changes(base_plan, dataloader__num_workers=1),
              with_changes(base_plan, dataloader__num_workers=1, dataloader__persistent_workers=True)]
-    base, fresh_workers, persistent = (run_measurement(config.path, plan, "full", 6, 60) for plan in plans)
+    base, fresh_workers, persistent = (run_measurement(config, plan, "full", 6, 60) for plan in plans)
     assert len(base.losses) == 6 and len(set(base.losses)) > 2
     for run in (fresh_workers, persistent):
         assert run.losses == base.losses
@@ -256,14 +255,14 @@ def test_page_faults_a_step_show_memory_handed_back_and_the_allocator_recipe_end
     0-2 of 16 steps measured here, 3 of 8 in CI, by the heap's history: the bound is a quarter."""
     path = tiny_config(workload={"model": "broken:hands_back"}, measure={"warmup_steps": 3})
     config = load_config(path)
-    default = run_measurement(config.path, baseline_plan(config), "full", 16, 60)
-    kept = run_measurement(config.path, with_changes(baseline_plan(config), allocator__keep_mb=256), "full", 16, 60)
+    default = run_measurement(config, baseline_plan(config), "full", 16, 60)
+    kept = run_measurement(config, with_changes(baseline_plan(config), allocator__keep_mb=256), "full", 16, 60)
     assert default.ok and kept.ok, (default.reason, kept.reason)
     assert default.page_faults_per_step > 12_000, default.page_faults_per_step
     assert kept.page_faults_per_step < default.page_faults_per_step / 4, kept.page_faults_per_step
     from advisor.evidence import Evidence
+    from advisor.kinds.train.body import training_body
     from advisor.measure import Measurement
-    from advisor.report import training_body
     from advisor.tracking import run_metrics
 
     said = "\n".join(training_body(Evidence(full=default, profile=Measurement("profile", {}, "failed")), []))

@@ -8,11 +8,10 @@ import json
 import pytest
 from conftest import FIXTURES, TINY, config_path, merged, write_config
 
-from advisor.config import load_config
 from advisor.errors import UserError
 from advisor.evidence import Evidence
 from advisor.fingerprint import check_evidence, fingerprint
-from advisor.kinds import kind_of
+from advisor.kinds import kind_of, load_config
 
 
 def stored_evidence(name: str = "quickstart") -> Evidence:
@@ -97,7 +96,7 @@ def test_a_baseline_whose_loss_is_nan_is_named_and_nothing_is_compared(tmp_path)
 
 
 def test_a_candidate_that_turns_finite_losses_into_nan_is_rejected_in_those_words():
-    from advisor.verify import compare_losses
+    from advisor.kinds.train.compare import compare_losses
 
     verdict = compare_losses([1.0, float("nan"), float("nan")], [1.0, 0.9, 0.8], "tolerance", 0.05)
     assert not verdict.passed and verdict.note == "turns finite losses into nan at step 2 (the baseline's is 0.9)"
@@ -292,7 +291,7 @@ def test_a_session_run_from_another_folder_writes_nothing_there(tmp_path):
 
 def test_a_lightning_datamodule_without_train_dataloader_is_named_like_a_module_without_training_step(tmp_path):
     pytest.importorskip("lightning")
-    from advisor.workload import load_lightning_job
+    from advisor.kinds.lightning.child import load_lightning_job
 
     raw = {"name": "lit", "workload": {"kind": "lightning", "module": "shapes:lit_module",
                                        "datamodule": "shapes:lit_data_without_loader"}}
@@ -304,7 +303,7 @@ def test_a_lightning_datamodule_without_train_dataloader_is_named_like_a_module_
 
 @pytest.mark.integration
 def test_a_step_that_never_updates_the_parameters_is_warned_of(tmp_path):
-    from advisor.evidence import collect_evidence
+    from advisor.diagnosis import collect_evidence
 
     raw = {"name": "shapes", "workload": {"model": "shapes:returns_loss", "dataset": "shapes:records", "batch_size": 8},
            "measure": {"warmup_steps": 1, "steps": 6, "profile_steps": 2, "timeout_s": 60}}

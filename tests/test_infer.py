@@ -9,11 +9,12 @@ import torch
 from conftest import config_path, run_cli, write_config
 
 from advisor.diagnosis import diagnose
-from advisor.evidence import Evidence, derive_infer
+from advisor.evidence import Evidence
 from advisor.harness.batches import concat
-from advisor.harness.infer import closed_loop, latency_summary, open_loop, poisson_arrivals, split_output
+from advisor.kinds.infer.compare import compare_served
+from advisor.kinds.infer.derive import derive_infer
+from advisor.kinds.infer.loop import closed_loop, latency_summary, open_loop, poisson_arrivals, split_output
 from advisor.measure import Measurement
-from advisor.verify import compare_served
 
 SERVED = {
     "name": "served",
@@ -60,7 +61,7 @@ def test_full_load_is_the_most_a_plan_answers_whatever_the_rate_offered():
     import time
 
     from advisor.capacity import served_rate
-    from advisor.harness.infer import full_load_rate
+    from advisor.kinds.infer.loop import full_load_rate
 
     def serve(batch):
         time.sleep(0.004)
@@ -82,7 +83,7 @@ def test_the_best_p95_a_replay_can_reach_is_never_harsher_than_its_end():
     """An early hiccup: 5 of 120 requests slow, then the service keeps up. After 30 requests the
     p95 so far is the hiccup's (the pruner once stopped a winner on it); the best case, the rest
     answered at once, is never above the p95 at the end."""
-    from advisor.harness.infer import best_case_p95
+    from advisor.kinds.infer.loop import best_case_p95
     from advisor.measure import percentile
 
     latencies = [0.1] * 5 + [0.001] * 115
@@ -101,7 +102,7 @@ def test_a_replay_reports_what_a_plan_that_cannot_keep_up_can_still_reach(tmp_pa
     import json
     import time
 
-    from advisor.harness.infer import best_case_p95, progress_reporter
+    from advisor.kinds.infer.loop import best_case_p95, progress_reporter
     from advisor.measure import percentile
 
     def serve(batch):
@@ -132,9 +133,8 @@ def test_a_replay_reports_what_a_plan_that_cannot_keep_up_can_still_reach(tmp_pa
 
 @pytest.mark.integration
 def test_a_service_run_tells_its_watcher_how_it_goes_and_stops_when_told(tmp_path):
-    from advisor.config import load_config
     from advisor.harness import run_measurement
-    from advisor.kinds import kind_of
+    from advisor.kinds import kind_of, load_config
 
     config = load_config(write_config(tmp_path, reduced_service("serve_batching")))
     plan = kind_of("infer").baseline_plan(config)
@@ -372,7 +372,7 @@ def test_capacity_under_the_slo_is_verified_with_its_load_curve(tmp_path):
 
 def test_a_dtype_clash_between_autocast_and_int8_layers_names_both_recipes():
     from advisor.harness.child import failure_reason
-    from advisor.harness.infer import make_server, prepare_model
+    from advisor.kinds.infer.loop import make_server, prepare_model
 
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.TransformerEncoder(
@@ -435,11 +435,11 @@ def test_a_nondeterministic_service_is_said_and_no_plan_is_verified_on_its_outpu
     its outputs, where a service that repeats itself is compared as before."""
     from shapes import dropout_served_model, served_model, served_requests
 
-    from advisor.config import parse_config
-    from advisor.harness.infer import InferJob, run
+    from advisor.kinds import parse_config
     from advisor.kinds.infer import KIND
+    from advisor.kinds.infer.body import serving_body
+    from advisor.kinds.infer.loop import InferJob, run
     from advisor.outputs import output_path
-    from advisor.report import serving_body
 
     config = parse_config({**SERVED, "measure": {**SERVED["measure"], "requests": 8}}, tmp_path / "advisor.yaml")
     kept = {}

@@ -12,11 +12,10 @@ import pytest
 import torch
 from conftest import ROOT, config_path, run_cli, write_config
 
-from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.harness.batches import batch_length, map_tensors, split_batch
-from advisor.kinds import baseline_plan
-from advisor.workload import configured_optimizer
+from advisor.kinds import baseline_plan, load_config
+from advisor.kinds.lightning.child import configured_optimizer
 
 SHAPES = {
     "name": "shapes",
@@ -171,7 +170,7 @@ def test_broken_shapes_are_one_line_and_exit_2(tmp_path, changes, message):
 def test_a_users_dataloader_keeps_its_sampler_and_collate():
     from torch.utils.data import DataLoader, WeightedRandomSampler
 
-    from advisor.workload import unpack_loader
+    from advisor.kinds.train.child import unpack_loader
 
     data = list(range(10))
     sampler = WeightedRandomSampler([1.0] * 10, 10)
@@ -184,7 +183,7 @@ def test_a_users_dataloader_keeps_its_sampler_and_collate():
 
 def test_lightning_missing_is_one_line(monkeypatch):
     from advisor.errors import UserError
-    from advisor.workload import lightning_classes
+    from advisor.kinds.lightning.child import lightning_classes
 
     for name in ("lightning.pytorch", "pytorch_lightning"):
         monkeypatch.setitem(sys.modules, name, None)  # as if not installed
@@ -205,7 +204,7 @@ def test_lightning_module_without_training_step_is_named(tmp_path):
     """Raised where the child builds the job, as the errors above (which show the exit status)."""
     pytest.importorskip("lightning")
     from advisor.errors import UserError
-    from advisor.workload import load_lightning_job
+    from advisor.kinds.lightning.child import load_lightning_job
 
     config = load_config(write_config(tmp_path, {**SHAPES, "workload": {
         "kind": "lightning", "module": "shapes:lit_without_step", "datamodule": "shapes:lit_data"}}))
@@ -216,7 +215,7 @@ def test_lightning_module_without_training_step_is_named(tmp_path):
 def test_an_optimizer_path_that_does_not_import_is_named():
     """Raised where the child builds the job (the CLI cases above show such errors exit 2)."""
     from advisor.errors import UserError
-    from advisor.workload import optimizer_class
+    from advisor.kinds.train.child import optimizer_class
 
     with pytest.raises(UserError, match=r"workload.optimizer.name: 'nowhere.optim.Lion' does not import \(No module"):
         optimizer_class("nowhere.optim.Lion")
@@ -229,7 +228,7 @@ def test_an_optimizer_path_that_does_not_import_is_named():
 def test_a_pipeline_session_never_imports_torch():
     """A pandas-only user's advisor: the CLI, the session, the recipes, the pipeline kind and its
     harness load without torch."""
-    code = ("import sys, advisor.cli, advisor.api, advisor.session, advisor.report, recipes, advisor.harness.pipeline, "
+    code = ("import sys, advisor.cli, advisor.api, advisor.session, advisor.report, advisor.recipes, advisor.kinds.pipeline.loop, "
             "advisor.harness.vectorised; from advisor.kinds import kind_of; kind_of('pipeline'); "
             "print(sorted(m for m in sys.modules if m.split('.')[0] == 'torch')[:3])")
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)

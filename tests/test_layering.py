@@ -1,20 +1,29 @@
 """The project's layering, read from its import graph: every import statement in a module,
-those deferred into functions included (a cycle hidden in a function is still a cycle). Imports
-under `if TYPE_CHECKING:` are left out: they never run, and only name types."""
+those deferred into functions included (a cycle hidden in a function is still a cycle), and
+every string that names a project module whole (`"advisor.harness.rank"`, `"pkg.mod:attr"`:
+what importlib, multiprocessing's preload or `python -m` would import). Imports under
+`if TYPE_CHECKING:` are left out: they never run, and only name types."""
 
 import ast
+import re
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"advisor": ROOT / "advisor", "advisor.recipes": ROOT / "recipes"}  # advisor/recipes links to recipes/
 SESSION = "advisor.session"
 # Parent-side judgement: what measures, compares, decides and records. A measurement child never needs it.
-JUDGEMENT = ("advisor.verify", "advisor.diagnosis", "advisor.evidence", "advisor.kinds", "advisor.search",
+JUDGEMENT = ("advisor.verify", "advisor.diagnosis", "advisor.findings", "advisor.evidence", "advisor.search",
              "advisor.session", "advisor.tracking", "advisor.report", "advisor.api", "advisor.cli")
-# What runs inside a measurement child: its entry, the jobs' loading (named by the config, imported
-# by name), and the loops.
-CHILD_SIDE = ("advisor.harness.child", "advisor.workload", "advisor.harness.train", "advisor.harness.infer",
-              "advisor.harness.pipeline", "advisor.harness.vectorised")
+KINDS = ("train", "lightning", "script", "infer", "pipeline", "distributed")
+# Each kind's parent side: judgement too.
+KIND_JUDGEMENT = tuple(f"advisor.kinds.{kind}.{part}" for kind in KINDS for part in ("rules", "derive", "compare", "body"))
+# What runs inside a measurement child: its entry, the user's code resolved, the shared loop, and
+# each kind's child side (its job loaded, its loop).
+CHILD_SIDE = ("advisor.harness.child", "advisor.workload", "advisor.harness.train", "advisor.harness.rank",
+              "advisor.harness.vectorised",
+              *(f"advisor.kinds.{kind}.child" for kind in KINDS if (ROOT / "advisor" / "kinds" / kind / "child.py").exists()),
+              *(f"advisor.kinds.{kind}.loop" for kind in KINDS if (ROOT / "advisor" / "kinds" / kind / "loop.py").exists()))
+MODULE_STRING = re.compile(r"advisor(\.\w+)+(:\w+)?")
 MAX_SESSION_FUNCTION_LINES = 60
 
 
@@ -46,6 +55,8 @@ def imports_of(module: str, path: Path, known: set[str]) -> set[str]:
             if node.level:
                 base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1] + ([base] if base else []))
             names = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in known else base for alias in node.names]
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and MODULE_STRING.fullmatch(node.value):
+            names = [node.value.split(":")[0]] if node.value.split(":")[0] in known else []
         else:
             continue
         found |= {target for name in names if (target := imported(name, known)) is not None}
@@ -121,6 +132,35 @@ def test_the_cycle_finder_finds_a_cycle_through_a_deferred_import(tmp_path):
                       "def f():\n    from advisor.session.gate import gate_candidates\n")
     assert imports_of("advisor.m", source, {"advisor", "advisor.search", "advisor.session.gate"}) == {
         "advisor.session.gate"}
+    source.write_text('PRELOAD = ["advisor.harness.train"]\nENTRY = "advisor.workload:run"\nTAG = "advisor.kind"\n')
+    assert imports_of("advisor.m", source, {"advisor", "advisor.harness.train", "advisor.workload"}) == {
+        "advisor.harness.train", "advisor.workload"}
+
+
+def test_every_kind_is_one_package_registered_once():
+    """A kind's parent side, its config section and its child side live in its own package;
+    the registry is the one place that lists them."""
+    from advisor.kinds import KINDS, SECTIONS
+
+    assert len(KINDS) >= 5
+    for name, kind in KINDS.items():
+        assert type(kind).__module__ == f"advisor.kinds.{name}", name
+        assert kind.name == name
+    for name, section in SECTIONS.items():
+        assert section.__module__ == f"advisor.kinds.{name}.section", name
+
+
+def test_outside_the_kinds_a_kind_is_reached_through_the_registry():
+    """Shared modules call a kind through `advisor.kinds` (its `Kind`), never into a kind's
+    package; only its config section (data) may be named, where a config is read without the
+    registry (a data-parallel rank)."""
+    graph = import_graph()
+    for module, targets in graph.items():
+        if within(module, ("advisor.kinds",)):
+            continue
+        inside = {t for t in targets if t.startswith("advisor.kinds.") and t != "advisor.kinds.protocol"
+                  and not t.endswith(".section")}
+        assert not inside, f"{module} imports {sorted(inside)}"
 
 
 def test_no_import_cycles():
@@ -138,7 +178,8 @@ def test_kinds_and_recipes_never_import_the_session():
 def test_code_that_runs_in_a_measurement_child_never_imports_judgement():
     graph = import_graph()
     for module in CHILD_SIDE:
-        reached = {target for target in reachable(graph, module) | {module} if within(target, JUDGEMENT)}
+        reached = {target for target in reachable(graph, module) | {module}
+                   if within(target, JUDGEMENT) or target in KIND_JUDGEMENT}
         assert not reached, f"{module} imports {sorted(reached)}"
 
 

@@ -73,14 +73,13 @@ def test_an_iterable_dataset_is_read_ahead_in_order_and_its_error_surfaces():
 
 @pytest.mark.integration
 def test_threads_in_a_run_fail_it_with_the_datasets_error_in_one_line(tmp_path):
-    from advisor.config import load_config
     from advisor.harness import run_measurement
-    from advisor.kinds import baseline_plan
+    from advisor.kinds import baseline_plan, load_config
 
     config = load_config(write_config(tmp_path, merged(TINY, {
         "workload": {"model": "broken:small_mlp", "dataset": "broken:trouble_dataset", "dataset_args": {"crash_with": 1}}})))
     plan = {**baseline_plan(config), "dataloader.num_workers": 1, "dataloader.fetch_threads": 4}
-    run = run_measurement(config.path, plan, "full", 4, 60)
+    run = run_measurement(config, plan, "full", 4, 60)
     assert not run.ok and "planted crash under 1 workers" in run.reason and "\n" not in run.reason, run.reason
 
 
@@ -112,7 +111,7 @@ def test_each_term_binds_where_it_should():
 
 
 def test_the_models_plan_is_the_first_trial_after_the_baseline(tmp_path):
-    from advisor.config import load_config
+    from advisor.kinds import load_config
     from advisor.session import plan_session
     from advisor.session.planning import textbook_params
 
@@ -180,17 +179,16 @@ def test_an_epochs_end_is_charged_where_the_workers_start_again_and_not_where_th
     never sees; persistent, once. The window is charged its share of the epoch's end."""
     from conftest import ROOT
 
-    from advisor.config import load_config
     from advisor.harness import run_measurement
-    from advisor.kinds import baseline_plan
+    from advisor.kinds import baseline_plan, load_config
 
     shards = ROOT / "experiments" / "workloads" / "shards.py"
     config = load_config(write_config(tmp_path, merged(TINY, {"workload": {
         "model": f"{shards}:build_model", "dataset": f"{shards}:build_dataset", "batch_size": 8,
         "dataset_args": {"n": 128, "latency_ms": 0.2, "open_ms": 300.0}}})))
     plan = {**baseline_plan(config), "dataloader.num_workers": 2, "dataloader.prefetch_factor": 2}
-    afresh = run_measurement(config.path, {**plan, "dataloader.persistent_workers": False}, "full", 4, 60)
-    kept = run_measurement(config.path, {**plan, "dataloader.persistent_workers": True}, "full", 4, 60)
+    afresh = run_measurement(config, {**plan, "dataloader.persistent_workers": False}, "full", 4, 60)
+    kept = run_measurement(config, {**plan, "dataloader.persistent_workers": True}, "full", 4, 60)
     assert afresh.ok and kept.ok, (afresh.reason, kept.reason)
     assert afresh.epoch["steps_per_epoch"] == 16 and afresh.epoch["crossed"] == 0, afresh.epoch
     assert afresh.epoch["end_s"] > 0.25 > kept.epoch["end_s"], (afresh.epoch, kept.epoch)

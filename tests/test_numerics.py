@@ -10,10 +10,9 @@ import pytest
 import torch
 from conftest import ROOT, needs_bf16, write_config
 
-from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.harness.train import nudge_by_one_ulp
-from advisor.kinds import baseline_plan, kind_of
+from advisor.kinds import baseline_plan, kind_of, load_config
 from advisor.session.gate import compare_outputs, judged
 from advisor.verify import AMPLIFIED, ENVELOPE_MULTIPLE, EXACT_RTOL, Envelope, envelope_of
 

@@ -13,7 +13,7 @@ import yaml
 from conftest import ROOT, TINY, free_port, merged, run_cli, write_config
 from mlflow import MlflowClient
 
-from advisor.config import load_config
+from advisor.kinds import load_config
 from advisor.measure import cpu_has_bf16
 from advisor.session import optimize
 from advisor.tracking import experiment_name, tracking_uri

@@ -16,11 +16,10 @@ import pytest
 import tables
 from conftest import FIXTURES, free_port, run_cli, write_config
 
-from advisor.config import load_config
 from advisor.harness import run_measurement
-from advisor.harness.pipeline import used_columns
-from advisor.kinds import baseline_plan
-from advisor.verify import compare_frames
+from advisor.kinds import baseline_plan, load_config
+from advisor.kinds.pipeline.compare import compare_frames
+from advisor.kinds.pipeline.loop import used_columns
 
 PIPELINE = {
     "name": "tables",
@@ -39,7 +38,7 @@ def pipeline_config(folder: Path, rows: int = 20_000, **workload) -> Path:
 
 def measure(path: Path, output: Path, mode: str = "full", **changes):
     config = load_config(path)
-    return run_measurement(config.path, {**baseline_plan(config), **changes}, mode, 1, 120, output_path=output, fresh=True)
+    return run_measurement(config, {**baseline_plan(config), **changes}, mode, 1, 120, output_path=output, fresh=True)
 
 
 # ------------------------------------------------------------------ bad input

@@ -22,8 +22,8 @@ from conftest import ROOT, free_port
 from test_search import MEASURED, load_study, measured_trials, quick_config, wait_for
 
 from advisor import search
-from advisor.config import load_config
 from advisor.harness.lifetime import machine
+from advisor.kinds import load_config
 from advisor.plan import plan_key
 
 pytestmark = pytest.mark.integration

@@ -7,10 +7,9 @@ import math
 import pytest
 from conftest import TINY, config_path, merged, write_config
 
-from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.harness.train import steady_steps
-from advisor.kinds import baseline_plan
+from advisor.kinds import baseline_plan, load_config
 from advisor.plan import PLAN_KEYS
 from advisor.recipes import RECIPES, Context, IntRange, by_name
 from advisor.recipes.base import RISKS
@@ -240,7 +239,7 @@ def test_recipe_runs_in_the_harness(tmp_path, recipe):
     context = Context("cpu", 2, 2, 5, True)
     baseline = baseline_plan(config)
     plan = {**baseline, **recipe.textbook(context)}
-    run = run_measurement(config.path, plan, "full", 4, 240)
+    run = run_measurement(config, plan, "full", 4, 240)
     assert run.ok, run.reason
     assert len(run.losses) == steady_steps(4, plan) and all(math.isfinite(loss) for loss in run.losses)
 
@@ -254,7 +253,7 @@ def test_pipeline_recipe_runs_and_keeps_the_output(tmp_path, recipe):
 
     import tables
 
-    from advisor.verify import compare_frames
+    from advisor.kinds.pipeline.compare import compare_frames
 
     tables.write_sales(tmp_path / "sales.csv", 8_000)
     config = {"name": "tables", "workload": {
@@ -267,8 +266,8 @@ def test_pipeline_recipe_runs_and_keeps_the_output(tmp_path, recipe):
     assert recipe.why_not(context) is None
     baseline = baseline_plan(config)
     outputs = {name: tmp_path / f"{name}.pkl" for name in ("baseline", "recipe")}
-    base = run_measurement(config.path, baseline, "full", 1, 120, output_path=outputs["baseline"], fresh=True)
-    run = run_measurement(config.path, {**baseline, **recipe.textbook(context)}, "full", 1, 120,
+    base = run_measurement(config, baseline, "full", 1, 120, output_path=outputs["baseline"], fresh=True)
+    run = run_measurement(config, {**baseline, **recipe.textbook(context)}, "full", 1, 120,
                           output_path=outputs["recipe"], fresh=True)
     assert base.ok and run.ok, run.reason
     assert run.samples == 8_000

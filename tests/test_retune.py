@@ -13,8 +13,8 @@ from conftest import ROOT, TINY, run_cli, write_config
 from mlflow import MlflowClient
 
 from advisor import search
-from advisor.config import load_config
 from advisor.fingerprint import describe_changes
+from advisor.kinds import load_config
 from advisor.tracking import tracking_uri
 
 pytestmark = pytest.mark.integration

@@ -225,9 +225,9 @@ def test_kill_9_of_advisor_leaves_no_process_of_the_run(tmp_path):
 
 def test_without_namespaces_a_script_is_refused_in_one_line_naming_the_way_out(tmp_path, monkeypatch):
     from advisor import api
-    from advisor.config import parse_config
     from advisor.errors import UserError
     from advisor.harness import sandbox
+    from advisor.kinds import parse_config
 
     (tmp_path / "train.py").write_text("print('never run')")
     config = parse_config({"name": "s", "workload": {"kind": "script", "script": "train.py"}}, tmp_path / "advisor.yaml")

@@ -8,7 +8,8 @@ import typing
 import pytest
 from conftest import ROOT, run_cli
 
-from advisor.config import WORKLOAD_KINDS, AdvisorConfig
+from advisor.config import AdvisorConfig
+from advisor.kinds import SECTIONS
 from advisor.schema import fields_of, reference, schema
 
 
@@ -27,7 +28,7 @@ def keys_of(cls: type, prefix: str = "") -> set[str]:
 def test_the_reference_page_is_the_codes_and_names_every_key():
     page = (ROOT / "docs" / "config.md").read_text()
     assert page == reference(), "docs/config.md is stale: python -m advisor.schema --markdown > docs/config.md"
-    keys = keys_of(AdvisorConfig) | {f"workload.{key}" for cls in WORKLOAD_KINDS.values() for key in keys_of(cls)}
+    keys = keys_of(AdvisorConfig) | {f"workload.{key}" for cls in SECTIONS.values() for key in keys_of(cls)}
     missing = [key for key in sorted(keys) if f"`{key}`" not in page]
     assert not missing and len(keys) > 60, missing
 
@@ -41,7 +42,7 @@ def test_advisor_schema_prints_the_schema_and_it_holds_every_reference_config():
         "type": "integer", "description": "distinct plans measured, the baseline's included; expected a number >= 1",
         "default": 24}
     kinds = [option["properties"]["kind"]["const"] for option in shape["properties"]["workload"]["oneOf"]]
-    assert kinds == list(WORKLOAD_KINDS)
+    assert kinds == list(SECTIONS)
     import jsonschema  # noqa: PLC0415  (mlflow's dependency: here to check the schema as an editor would)
     import yaml
 

@@ -145,9 +145,8 @@ def test_a_chaotic_script_is_judged_against_its_own_rounding_envelope(tmp_path):
     """The nudged run moves the parameters the script's gradients reach by one unit in the last
     place: rounding grows over the steps, so bf16 passes within that envelope; twice the
     learning rate does not."""
-    from advisor.config import load_config
     from advisor.harness import run_measurement
-    from advisor.kinds import baseline_plan, kind_of
+    from advisor.kinds import baseline_plan, kind_of, load_config
     from advisor.session.gate import compare_outputs
 
     def config_with(lr: float):
@@ -170,8 +169,8 @@ def test_a_chaotic_script_is_judged_against_its_own_rounding_envelope(tmp_path):
 
 def test_the_fingerprint_covers_the_scripts_source(tmp_path):
     """A study made for one script's code is not resumed after the code changed."""
-    from advisor.config import load_config
     from advisor.fingerprint import fingerprint
+    from advisor.kinds import load_config
 
     config = load_config(script_config(tmp_path, []))
     before = fingerprint(config)["components"]["sources"]
@@ -181,8 +180,8 @@ def test_the_fingerprint_covers_the_scripts_source(tmp_path):
 
 
 def test_the_fingerprint_covers_the_modules_the_script_imports_from_its_folder(tmp_path):
-    from advisor.config import load_config
     from advisor.fingerprint import fingerprint
+    from advisor.kinds import load_config
 
     for name in ("lm_train.py", "lm_model.py"):
         (tmp_path / name).write_text((ROOT / "experiments" / "workloads" / "scripts" / name).read_text())
@@ -254,7 +253,7 @@ def test_autocast_spans_the_forward_and_the_loss_and_compile_applies_in_place(tm
     import torch
     from torch import nn
 
-    from advisor.harness.script import Steps, StepScope, compiling, forward_wrapped, steps_found
+    from advisor.kinds.script.loop import Steps, StepScope, compiling, forward_wrapped, steps_found
     from advisor.recipes import around
 
     plan = {"amp.dtype": "bfloat16", "compile.mode": "default"}

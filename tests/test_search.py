@@ -16,9 +16,8 @@ import pytest
 from conftest import ROOT, TINY, merged, write_config
 
 from advisor import search
-from advisor.config import load_config
 from advisor.harness.lifetime import owner
-from advisor.kinds import baseline_plan
+from advisor.kinds import baseline_plan, load_config
 from advisor.measure import Measurement
 from advisor.recipes import IntRange
 from advisor.session import measure_with

@@ -12,12 +12,11 @@ import pandas as pd
 import pytest
 from conftest import ROOT, write_config
 
-from advisor.config import load_config
 from advisor.harness import run_measurement
 from advisor.harness.vectorised import callbacks_vectorised, with_vectorised
-from advisor.kinds import baseline_plan
+from advisor.kinds import baseline_plan, load_config
+from advisor.kinds.pipeline.compare import compare_frames
 from advisor.vectorise import Unsupported, function_at, rewrite
-from advisor.verify import compare_frames
 
 PIPELINES = ROOT / "experiments" / "pipelines"
 sys.path.insert(0, str(PIPELINES))
@@ -166,7 +165,7 @@ def test_vectorised_plans_run_in_a_child_and_the_equality_check_decides(tmp_path
     base = baseline_plan(config)
 
     def run(mode, name, **changes):
-        return run_measurement(config.path, {**base, **changes}, mode, 1, 180, output_path=str(tmp_path / f"{name}.pkl"),
+        return run_measurement(config, {**base, **changes}, mode, 1, 180, output_path=str(tmp_path / f"{name}.pkl"),
                                fresh=True)
 
     profile = run("profile", "profile")

@@ -6,11 +6,11 @@ import random
 import pytest
 from conftest import TINY, merged, write_config
 
-from advisor.config import load_config
 from advisor.harness import run_measurement
-from advisor.kinds import baseline_plan
+from advisor.kinds import baseline_plan, load_config
+from advisor.kinds.train.compare import compare_losses, compare_training
 from advisor.measure import Measurement
-from advisor.verify import compare_losses, compare_training, interleave, judge, paired_interval, step_breakdown
+from advisor.verify import interleave, judge, paired_interval, step_breakdown
 
 
 def test_interval_brackets_the_geometric_mean():
@@ -353,7 +353,7 @@ def test_aa_on_real_runs_verifies_at_most_once(tmp_path):
     path = write_config(tmp_path, merged(TINY, {"workload": {"model": "broken:small_mlp"}}))
     config = load_config(path)
     plan = baseline_plan(config)
-    rounds = interleave(plan, {"same": plan}, lambda p: run_measurement(config.path, p, "full", 6, 60), pairs=10)
+    rounds = interleave(plan, {"same": plan}, lambda p: run_measurement(config, p, "full", 6, 60), pairs=10)
     ratios = rounds.ratios("same")
     assert len(ratios) == 10
     rng = random.Random(0)  # the 20 draws share one pool: the operational bar, not 1.0 (the synthetic test asks that)
@@ -379,7 +379,7 @@ def test_planted_flaky_plan_is_reported_flaky_not_verified(tmp_path):
     config = load_config(path)
     baseline = baseline_plan(config)
     workers = {**baseline, "dataloader.num_workers": 1}
-    trial = TrialResult(1, workers, run_measurement(config.path, workers, "full", 4, 60), True)
+    trial = TrialResult(1, workers, run_measurement(config, workers, "full", 4, 60), True)
     facts = SessionFacts(None, None, (), {}, baseline, {})
     recommendations, baseline_runs, _ = verify_each(Session(config, facts), [trial])
     assert trial.measurement.interpreter == "forked" and {run.interpreter for run in baseline_runs} == {"fresh"}, \

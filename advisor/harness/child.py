@@ -20,9 +20,8 @@ OOM_MARKERS = ("out of memory", "can't allocate memory", "cannot allocate memory
 DISK_FULL = "No space left on device"  # ENOSPC's words
 
 
-def main(spec_path: str, result_path: str, interpreter: str = "", config: Optional[bytes] = None) -> int:
-    """`config`: the config object pickled by value, as the parent handed it to this process at
-    its start (the Python API's); None: the spec's config file."""
+def main(spec_path: str, result_path: str, interpreter: str, config: bytes) -> int:
+    """`config`: the config object pickled by value, as the parent handed it to this process at its start."""
     with open(spec_path) as handle:
         spec = json.load(handle)
     try:
@@ -43,24 +42,19 @@ def main(spec_path: str, result_path: str, interpreter: str = "", config: Option
     return 0
 
 
-def run_spec(spec: dict, pickled: Optional[bytes] = None) -> dict:
-    """Runs the spec's job through its kind's child entry (`CHILD_RUN`, named by its config
-    section): the child imports the loop it runs, never the parent's judgement."""
-    import importlib
-
-    config = read_config(spec, pickled)
-    module, name = type(config.workload).CHILD_RUN.split(":")
-    return getattr(importlib.import_module(module), name)(config, spec)
+def run_spec(spec: dict, pickled: bytes) -> dict:
+    """Runs the spec's job through its kind's child side (`WorkloadSection.run_child`): the child
+    imports the loop it runs, never the parent's judgement."""
+    config = read_config(pickled)
+    return config.workload.run_child(config, spec)
 
 
-def read_config(spec: dict, pickled: Optional[bytes] = None):
-    if pickled is not None:  # from the parent's own memory, through this process's start
-        import pickle
+def read_config(pickled: bytes):
+    """The config, as the parent handed it to this process at its start (never read from a file,
+    which another process could replace)."""
+    import pickle
 
-        return pickle.loads(pickled)
-    from advisor.config import load_config
-
-    return load_config(spec["config"])
+    return pickle.loads(pickled)
 
 
 def failure_reason(exc: BaseException, plan: Optional[dict] = None) -> str:

@@ -78,7 +78,7 @@ def stop() -> None:
 
 
 def start(spec_path: str, result_path: str, log_path: str, fresh: bool = False,
-          config: Optional[bytes] = None) -> multiprocessing.Process:
+          config: bytes = b"") -> multiprocessing.Process:
     """Starts a child that runs the spec; it leads its own process group (so a kill takes its
     DataLoader workers too) and writes its output to `log_path`. `fresh` starts a new interpreter
     instead (pipelines: memory budgets are judged on RSS, which torch's preloaded pages would fill).
@@ -89,7 +89,7 @@ def start(spec_path: str, result_path: str, log_path: str, fresh: bool = False,
     return process
 
 
-def _child(spec_path: str, result_path: str, log_path: str, config: Optional[bytes] = None) -> None:
+def _child(spec_path: str, result_path: str, log_path: str, config: bytes) -> None:
     from advisor.harness.lifetime import die_with_parent
 
     die_with_parent()

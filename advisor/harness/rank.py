@@ -141,12 +141,11 @@ def combined(readings: list[dict], world_size: int, bytes_per_step: int, probe_s
 
 def run_rank(config, spec: dict, rank: int, world_size: int) -> dict:
     from advisor.harness import train
-    from advisor.workload import load_train_job
 
     distributed = config.workload.distributed
     ranks = Ranks(rank, world_size, {"find_unused_parameters": distributed.find_unused_parameters,
                                      "bucket_cap_mb": distributed.bucket_cap_mb}, distributed.backend)
-    build = load_train_job(config)
+    build = config.workload.load_job(config)
     sizes: dict = {}
 
     def build_and_size():
@@ -193,8 +192,9 @@ def run_spec(spec: dict, rank: int, world_size: int) -> dict:
 
     from advisor.config import load_config
     from advisor.errors import UserError
+    from advisor.kinds.train.section import TrainWorkload
 
-    config = load_config(spec["config"])
+    config = load_config(spec["config"], {"train": TrainWorkload}, "train")  # only a training job runs as ranks
     distributed = config.workload.distributed
     if distributed.backend == "nccl":
         import torch

@@ -23,7 +23,7 @@ THREAD_START_FAILED = "can't start new thread"  # Python's words when pthread_cr
 
 
 def run_measurement(
-    config: "AdvisorConfig | Path",
+    config: "AdvisorConfig",
     plan: dict,
     mode: str,
     steps: int,
@@ -33,7 +33,7 @@ def run_measurement(
     fresh: bool = False,
     watch: Optional[Callable[[dict], str]] = None,
 ) -> Measurement:
-    """Runs one measurement of `config` (or the config file at that path) in a fresh child
+    """Runs one measurement of `config` in a fresh child
     process. `memory_limit_mb`, the user's budget, is a
     hard limit: the child's tree is killed when it passes it (without one, at 90% of the
     machine's memory), and the child's data segment may not grow by more (`RLIMIT_DATA`).
@@ -43,7 +43,7 @@ def run_measurement(
     Raises:
         WorkloadInvalid: the workload does not satisfy the contract (bad callable, wrong dataset).
     """
-    if getattr(getattr(config, "workload", None), "distributed", None) is not None:  # its ranks, on every node
+    if getattr(config.workload, "distributed", None) is not None:  # its ranks, on every node
         from advisor.harness.ranks import run_ranks
 
         return run_ranks(config, plan, mode, steps, timeout_s, memory_limit_mb)
@@ -112,7 +112,7 @@ UNSANDBOXED = "ADVISOR_UNSANDBOXED"  # set by `--unsandboxed`: a script runs und
 def sandboxed(config) -> bool:
     """Whether a run goes into a copy of the machine: a script's, unless the user chose to run
     it without one (`--unsandboxed`)."""
-    return getattr(config, "kind", None) == "script" and not os.environ.get(UNSANDBOXED)
+    return config.workload.SANDBOXED and not os.environ.get(UNSANDBOXED)
 
 
 def read_result(path: Path) -> Optional[dict]:
@@ -138,12 +138,10 @@ def disk_full(folder: str) -> str:
     return out_of_disk(Path(folder).parent)
 
 
-def _config_for_child(config) -> tuple[Path, Optional[bytes]]:
-    """A config file the child reads again; a config object (the Python API's, which may hold
-    callables defined in a notebook or script) travels by value, pickled with cloudpickle, in the
-    child's start-up arguments: never through a file, which another process could replace."""
-    if isinstance(config, (str, Path)):
-        return Path(config), None
+def _config_for_child(config: "AdvisorConfig") -> tuple[Path, bytes]:
+    """The config travels by value (a Python API config may hold callables defined in a notebook
+    or script), pickled with cloudpickle, in the child's start-up arguments: never through a
+    file, which another process could replace."""
     import cloudpickle
 
     return config.path, cloudpickle.dumps(config)

@@ -8,8 +8,8 @@ from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
 
 if TYPE_CHECKING:
     from advisor.config import AdvisorConfig
-    from advisor.diagnosis import Diagnosis, Rule
     from advisor.evidence import Evidence
+    from advisor.findings import Diagnosis, Rule
     from advisor.measure import Measurement
     from advisor.recipes import Context
     from advisor.verify import Envelope, NumericsResult
@@ -24,6 +24,7 @@ class Kind(Protocol):
     memory_fixes: tuple[str, ...]  # what a memory diagnosis suggests
     per: str  # what one timed unit is called, for one-off costs paid back "after N steps"
     prunable: bool  # its measure takes a `watch` that hears the timed window's running objective
+    packages: tuple[str, ...]  # whose versions the fingerprint covers beyond Python's and torch's
     evidence_is_a_trial: bool  # its diagnosis's full run is measured as an uncapped trial of the baseline is
 
     def unit(self, config: "AdvisorConfig") -> str:
@@ -62,9 +63,6 @@ class Kind(Protocol):
 
     def sources(self, config: "AdvisorConfig") -> dict[str, Any]:
         """The references whose source files the fingerprint covers, by config key."""
-
-    def versions(self) -> dict[str, str]:
-        """Package versions the fingerprint covers beyond Python's and torch's."""
 
     def describe(self, evidence: "Evidence", diagnoses: list["Diagnosis"]) -> list[str]:
         """The body of `advisor diagnose`, in lines."""

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from advisor.config import AdvisorConfig
-from advisor.diagnosis import Diagnosis
+from advisor.findings import Diagnosis
 from advisor.kinds import kind_of
 from advisor.measure import Measurement
 from advisor.plan import plan_key

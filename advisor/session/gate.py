@@ -8,8 +8,8 @@ from typing import Callable, Optional
 
 from advisor import search
 from advisor.config import AdvisorConfig
-from advisor.diagnosis import THRESHOLDS
 from advisor.failures import broken_constraint, out_of_memory
+from advisor.findings import THRESHOLDS
 from advisor.kinds import kind_of
 from advisor.measure import Measurement
 from advisor.plan import active_recipes, combined_risk, names, plan_key

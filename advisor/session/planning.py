@@ -11,9 +11,10 @@ from typing import Optional
 
 from advisor import loading, search
 from advisor.config import AdvisorConfig
-from advisor.diagnosis import Diagnosis, diagnose
+from advisor.diagnosis import collect_evidence, diagnose
 from advisor.errors import UserError
-from advisor.evidence import Evidence, collect_evidence
+from advisor.evidence import Evidence
+from advisor.findings import Diagnosis
 from advisor.fingerprint import describe_changes, fingerprint
 from advisor.kinds import kind_of
 from advisor.recipes import RECIPES, Context, Param, Recipe, by_name

@@ -8,8 +8,8 @@ from typing import Callable, Optional
 
 from advisor import search
 from advisor.config import AdvisorConfig
-from advisor.diagnosis import Diagnosis
 from advisor.evidence import Evidence
+from advisor.findings import Diagnosis
 from advisor.plan import active_recipes, changes_of, names
 from advisor.recipes import Context
 

@@ -17,6 +17,7 @@ from advisor.kinds.train import FIXES_OFF, TrainKind
 
 class LightningKind(TrainKind):
     name = "lightning"
+    packages: tuple[str, ...] = ("lightning",)
 
     def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
         loader = (seen or {}).get("loader", {})  # None before the first run: the loader's own settings
@@ -35,11 +36,6 @@ class LightningKind(TrainKind):
 
     def sources(self, config: AdvisorConfig) -> dict[str, Any]:
         return {"module": config.workload.module, "datamodule": config.workload.datamodule}
-
-    def versions(self) -> dict[str, str]:
-        from advisor.fingerprint import package_version
-
-        return {"lightning": package_version("lightning")}
 
 
 KIND = LightningKind()

@@ -11,11 +11,14 @@ import os
 from typing import Any, Optional
 
 from advisor.config import AdvisorConfig
-from advisor.evidence import Evidence, derive_pipeline
+from advisor.evidence import Evidence
+from advisor.findings import memory_rule
+from advisor.kinds.pipeline.derive import derive_pipeline
 
 
 class PipelineKind:
     name = "pipeline"
+    packages: tuple[str, ...] = ("pandas",)
     recipe_family = "pipeline"
     evidence_runs = (
         ("full", "timing each stage: read, transform, combine, write"),
@@ -32,7 +35,7 @@ class PipelineKind:
         return "rows/s"
 
     def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
-        from advisor.config import source_format_of
+        from advisor.kinds.pipeline.loop import source_format_of
 
         source = config.workload.source
         return {
@@ -53,9 +56,9 @@ class PipelineKind:
         return derive_pipeline(evidence.full, evidence.profile)
 
     def rules(self) -> tuple:
-        from advisor.diagnosis import PIPELINE_RULES
+        from advisor.kinds.pipeline.rules import PIPELINE_RULES
 
-        return PIPELINE_RULES
+        return (memory_rule(self.memory_fixes), *PIPELINE_RULES)
 
     def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
         from advisor.recipes import Context
@@ -91,7 +94,8 @@ class PipelineKind:
         return None  # outputs, not a trajectory: nothing amplifies rounding from one step to the next
 
     def compare(self, candidate, reference, risk: str, config: AdvisorConfig, envelope=None):
-        from advisor.verify import compare_frames, foreign_output
+        from advisor.kinds.pipeline.compare import compare_frames
+        from advisor.verify import foreign_output
 
         workload = config.workload  # a path from a shared study is only data: read from advisor's folder alone
         refused = foreign_output(config, candidate, reference, risk, workload.float_rtol)
@@ -107,13 +111,8 @@ class PipelineKind:
     def sources(self, config: AdvisorConfig) -> dict[str, Any]:
         return {"transform": config.workload.transform, "combine": config.workload.combine}
 
-    def versions(self) -> dict[str, str]:
-        from advisor.fingerprint import package_version
-
-        return {"pandas": package_version("pandas")}
-
     def describe(self, evidence: Evidence, diagnoses: list) -> list[str]:
-        from advisor.report import pipeline_body
+        from advisor.kinds.pipeline.body import pipeline_body
 
         return pipeline_body(evidence, diagnoses)
 

@@ -11,13 +11,16 @@ import os
 from typing import Any, Optional
 
 from advisor.config import AdvisorConfig
-from advisor.evidence import Evidence, derive, derive_gpu
+from advisor.evidence import Evidence
+from advisor.findings import memory_rule
+from advisor.kinds.train.derive import derive, derive_gpu
 
 LOADER_DEFAULTS = {"dataloader.prefetch_factor": 2}
 
 
 class TrainKind:
     name = "train"
+    packages: tuple[str, ...] = ()
     recipe_family = "train"
     evidence_runs = (
         ("full", "timing the full pipeline"),
@@ -52,9 +55,9 @@ class TrainKind:
         return {**derive(evidence.full, evidence.synthetic, evidence.cached), **derive_gpu(evidence.full, evidence.profile)}
 
     def rules(self) -> tuple:
-        from advisor.diagnosis import TRAINING_RULES
+        from advisor.kinds.train.rules import TRAINING_RULES
 
-        return TRAINING_RULES
+        return (memory_rule(self.memory_fixes), *TRAINING_RULES)
 
     def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
         from advisor.measure import cpu_has_bf16
@@ -96,7 +99,7 @@ class TrainKind:
         return measure
 
     def compare(self, candidate, reference, risk: str, config: AdvisorConfig, envelope=None):
-        from advisor.verify import compare_training
+        from advisor.kinds.train.compare import compare_training
 
         return compare_training(candidate, reference, risk, config.constraints.loss_rtol, envelope)
 
@@ -119,11 +122,8 @@ class TrainKind:
         workload = config.workload
         return {key: getattr(workload, key) for key in ("model", "dataset", "loss", "collate", "step")}
 
-    def versions(self) -> dict[str, str]:
-        return {}
-
     def describe(self, evidence: Evidence, diagnoses: list) -> list[str]:
-        from advisor.report import training_body
+        from advisor.kinds.train.body import training_body
 
         return training_body(evidence, diagnoses)
 

@@ -15,8 +15,10 @@ import os
 from typing import Any, Optional
 
 from advisor.config import AdvisorConfig
-from advisor.evidence import Evidence, derive_infer
+from advisor.evidence import Evidence
 from advisor.failures import SLO_FAILURE
+from advisor.findings import memory_rule
+from advisor.kinds.infer.derive import derive_infer
 
 
 def no_capacity(latency: dict) -> str:
@@ -41,6 +43,7 @@ class InferKind:
     strict_recipes = False
     memory_fixes = ("quantize_dynamic", "amp", "inference_mode")
     per = "request"
+    packages: tuple[str, ...] = ()
     prunable = True  # the replay reports its p95 (or requests/s) so far
     evidence_is_a_trial = False  # a trial keeps its outputs; the diagnosis does not
 
@@ -70,9 +73,9 @@ class InferKind:
         return derive_infer(evidence.full, evidence.profile)
 
     def rules(self) -> tuple:
-        from advisor.diagnosis import SERVING_RULES
+        from advisor.kinds.infer.rules import SERVING_RULES
 
-        return SERVING_RULES
+        return (memory_rule(self.memory_fixes), *SERVING_RULES)
 
     def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
         from advisor.measure import cpu_has_bf16
@@ -117,7 +120,8 @@ class InferKind:
         return None  # outputs, not a trajectory: nothing amplifies rounding from one step to the next
 
     def compare(self, candidate, reference, risk: str, config: AdvisorConfig, envelope=None):
-        from advisor.verify import compare_served, foreign_output, nondeterministic_service
+        from advisor.kinds.infer.compare import compare_served, nondeterministic_service
+        from advisor.verify import foreign_output
 
         constraints = config.constraints
         refused = foreign_output(config, candidate, reference, risk, constraints.output_rtol) or \
@@ -135,11 +139,8 @@ class InferKind:
         workload = config.workload
         return {"model": workload.model, "requests": workload.requests, "handler": workload.handler}
 
-    def versions(self) -> dict[str, str]:
-        return {}
-
     def describe(self, evidence: Evidence, diagnoses: list) -> list[str]:
-        from advisor.report import serving_body
+        from advisor.kinds.infer.body import serving_body
 
         return serving_body(evidence, diagnoses)
 

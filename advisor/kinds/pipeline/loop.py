@@ -28,7 +28,7 @@ from typing import Callable, Iterator, Optional
 
 import pandas as pd
 
-from advisor.config import SOURCE_FORMATS, AdvisorConfig
+from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.frames import checked, comparable, keep_frame
 from advisor.measure import descendants_cpu_seconds, machine_busy_seconds, other_cpu_share, tree_memory
@@ -412,3 +412,14 @@ def source_line(file: str, line: int) -> str:
         return Path(file).read_text().splitlines()[line - 1].strip()
     except (OSError, IndexError):
         return ""
+
+
+SOURCE_FORMATS = ("csv", "parquet", "jsonl")
+
+
+def source_format_of(source) -> str:
+    """The source's format, as declared or as its path's suffix says (csv when it cannot tell)."""
+    if source.format:
+        return source.format
+    suffix = source.path.rsplit(".", 1)[-1].lower()
+    return {"parquet": "parquet", "pq": "parquet", "jsonl": "jsonl", "json": "jsonl"}.get(suffix, "csv")

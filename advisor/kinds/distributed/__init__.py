@@ -14,6 +14,8 @@ from typing import Optional
 
 from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence
+from advisor.findings import memory_rule
+from advisor.kinds.distributed.derive import derive_communication
 from advisor.kinds.train import TrainKind
 
 
@@ -42,9 +44,9 @@ class DistributedKind(TrainKind):
         return derive_communication(evidence.full, evidence.local)
 
     def rules(self) -> tuple:
-        from advisor.diagnosis import DISTRIBUTED_RULES
+        from advisor.kinds.distributed.rules import DISTRIBUTED_RULES
 
-        return DISTRIBUTED_RULES
+        return (memory_rule(self.memory_fixes), *DISTRIBUTED_RULES)
 
     def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
         context = super().context(evidence, bottlenecks, config)
@@ -53,27 +55,9 @@ class DistributedKind(TrainKind):
                                    bucket_cap_mb=distributed.bucket_cap_mb)
 
     def describe(self, evidence: Evidence, diagnoses: list) -> list[str]:
-        from advisor.report import distributed_body
+        from advisor.kinds.distributed.body import distributed_body
 
         return distributed_body(evidence, diagnoses)
-
-
-def derive_communication(full, local) -> dict:
-    """The differential: the full run's step against the same steps without communication; the
-    bytes every step all-reduces and the bandwidth the link gave one all-reduce of that size."""
-    if not (full.ok and local is not None and local.ok and full.step_ms_mean > 0):
-        return {}
-    measured = {**full.communication, **{k: v for k, v in local.communication.items() if k.startswith(("probe", "band"))}}
-    return {
-        "communication_share": max(0.0, 1 - local.step_ms_mean / full.step_ms_mean),
-        "compute_alone_samples_per_s": local.samples_per_s,
-        "actual_samples_per_s": full.samples_per_s,
-        "ideal_over_actual": local.samples_per_s / full.samples_per_s if full.samples_per_s else 0.0,
-        "world_size": measured.get("world_size", 1),
-        "rank_samples_per_s": measured.get("rank_samples_per_s", []),
-        "bytes_per_step": measured.get("bytes_per_step", 0),
-        "bandwidth_mbit_s": measured.get("bandwidth_mbit_s"),
-    }
 
 
 KIND = DistributedKind()
