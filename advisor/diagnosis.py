@@ -16,12 +16,16 @@ from advisor.findings import SEVERITY_ORDER, THRESHOLDS, Diagnosis, Thresholds
 from advisor.fingerprint import fingerprint
 from advisor.harness import run_measurement
 from advisor.kinds import kind_of
+from advisor.recipes import fixes_for
 from advisor.report import busy_line
 
 
 def diagnose(evidence: Evidence, thresholds: Thresholds = THRESHOLDS) -> list[Diagnosis]:
-    """All diagnoses that apply (the rules of the evidence's kind), the bottleneck first."""
-    found = [d for rule in kind_of(evidence.kind).rules() if (d := rule(evidence, thresholds)) is not None]
+    """All diagnoses that apply (the rules of the evidence's kind), the bottleneck first, each with
+    the recipes that target it."""
+    kind = kind_of(evidence.kind)
+    found = [dataclasses.replace(d, fixes=fixes_for(d.bottleneck, kind.recipe_family, first=d.fixes))
+             for rule in kind.rules() if (d := rule(evidence, thresholds)) is not None]
     return sorted(found, key=lambda d: (SEVERITY_ORDER[d.severity], -d.share))
 
 

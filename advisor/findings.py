@@ -7,7 +7,6 @@ retired profiler plugin (data loader > 5%, memory > 90%).
 
 from __future__ import annotations
 
-import functools
 from dataclasses import asdict, dataclass
 from typing import Callable, Optional
 
@@ -72,6 +71,8 @@ class Diagnosis:
     share: float  # the share of step time it explains (or, for memory, peak over budget)
     summary: str
     evidence: tuple[Finding, ...]
+    # the recipes for it: the rule's likeliest first, then every other recipe of the kind that
+    # targets this bottleneck (`advisor.recipes.fixes_for`, filled in by `diagnosis.diagnose`)
     fixes: tuple[str, ...]
 
     def to_dict(self) -> dict:
@@ -107,18 +108,13 @@ def memory_budget(evidence: Evidence) -> tuple[float, str]:
     return psutil.virtual_memory().total / 2**20, "machine memory"
 
 
-def memory_rule(fixes: tuple[str, ...]) -> "Rule":
-    """The memory rule, naming the fixes a kind has for it."""
-    return functools.partial(diagnose_memory, fixes=fixes)
-
-
-def diagnose_memory(evidence: Evidence, t: Thresholds, fixes: tuple[str, ...] = ()) -> Optional[Diagnosis]:
+def diagnose_memory(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
     full = evidence.full
     budget, source = memory_budget(evidence)
     if not full.ok and full.reason.startswith("out of memory"):
         summary = f"memory-bound: the job ran out of memory ({full.reason})"
         finding = Finding("peak memory before the failure", full.peak_memory_mb, budget, "MB")
-        return Diagnosis("memory", "high", 1.0, summary, (finding,), fixes)
+        return Diagnosis("memory", "high", 1.0, summary, (finding,), ())
     if not full.ok or not full.peak_memory_mb:
         return None
     ratio = full.peak_memory_mb / budget
@@ -130,7 +126,7 @@ def diagnose_memory(evidence: Evidence, t: Thresholds, fixes: tuple[str, ...] = 
         Finding(f"peak memory ({full.memory_source})", full.peak_memory_mb, budget, "MB"),
         Finding("peak over budget", ratio, t.memory_moderate if severity == "moderate" else t.memory_high),
     )
-    return Diagnosis("memory", severity, ratio, summary, findings, fixes)
+    return Diagnosis("memory", severity, ratio, summary, findings, ())
 
 
 Rule = Callable[[Evidence, Thresholds], Optional[Diagnosis]]

@@ -91,6 +91,13 @@ def unvectorised_lines(payload: dict) -> list[str]:
             for f in payload.get("row_functions", []) if f["status"] != "equal"]
 
 
+def one_off_line(cost: dict) -> str:
+    """A recipe's one-off cost (`Recipe.one_off_cost`), and when the faster plan pays it back."""
+    after, per = cost.get("paid_back_after"), cost.get("per", "step")
+    when = f"{after:,.0f} {per}{'s' if after != 1 else ''}" if after else f"never (no faster per {per})"
+    return f"     one-off: {cost['what']} took {cost['seconds']:.1f} s, paid back after {when}"
+
+
 def latency_text(latency: dict) -> str:
     """The percentiles and the cold start; for a saturated replay, that it saturated instead:
     its percentiles grow with the run's length, so they are not shown."""
@@ -291,18 +298,7 @@ def render_recommendations(payload: dict, verbose: bool = False) -> str:
                 else:
                     verdict = "" if share["shown"] else ": not shown to help; the plan may drop it"
                 lines.append(f"     {recipe} adds {share['factor']:.2f}x ({low:.2f}-{high:.2f}x){verdict}")
-            if rec.get("cache"):
-                cache, runs = rec["cache"], rec["cache"].get("pays_off_after_runs")
-                lines.append(f"     one-off: building the cache took {cache['build_s']:.1f} s, paid back after "
-                             + ("never (no faster per run)" if runs is None else f"{runs} run{'s' if runs != 1 else ''}"))
-            for paid, words in (("compile", "compile"), ("autotune", "cuDNN's autotuning")):
-                if rec.get(paid):
-                    cost = rec[paid]
-                    even, per = cost.get("break_even_steps"), cost.get("per", "step")
-                    lines.append(
-                        f"     {words} {cost[f'{paid}_s']:.1f} s, paid back after "
-                        + (f"{even:,.0f} {per}s" if even else f"never (no faster per {per})")
-                    )
+            lines += [one_off_line(cost) for cost in rec.get("one_off", {}).values()]
     lines += unvectorised_lines(payload)
     rejected = payload["rejected"]
     shown = len(rejected) if verbose else SHOWN_REJECTIONS

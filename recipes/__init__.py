@@ -110,7 +110,8 @@ RECIPES: tuple[Recipe, ...] = (
     dask.RECIPE,
 )
 
-__all__ = ["RECIPES", "Choice", "Context", "IntRange", "Param", "Recipe", "applied", "around", "by_name", "chain"]
+__all__ = ["RECIPES", "Choice", "Context", "IntRange", "Param", "Recipe", "applied", "around", "by_name", "chain",
+           "fixes_for", "settings_off"]
 
 
 def by_name(name: str) -> Recipe:
@@ -118,6 +119,21 @@ def by_name(name: str) -> Recipe:
         if recipe.name == name:
             return recipe
     raise KeyError(name)
+
+
+def settings_off(family: str, taken: tuple[str, ...] = ()) -> dict:
+    """The keys of every recipe that applies to a family of workloads, each at the setting that
+    applies nothing (`Recipe.off`): a baseline's fixes, all off. The recipes named in `taken` are
+    left out: their settings are the job's own (the user's loader, their threads), read from it."""
+    return {key: value for recipe in RECIPES if family in recipe.kinds and recipe.name not in taken
+            for key, value in recipe.settings_off().items()}
+
+
+def fixes_for(bottleneck: str, family: str, first: tuple[str, ...] = ()) -> tuple[str, ...]:
+    """The recipes that target a bottleneck in a family of workloads (`Recipe.targets`), in the
+    registry's order after `first`, the ones a rule names as the likeliest for its evidence."""
+    targeting = [recipe.name for recipe in RECIPES if bottleneck in recipe.targets and family in recipe.kinds]
+    return tuple(dict.fromkeys([name for name in first if name in targeting] + targeting))
 
 
 # The hooks above, by kind: folds take and return a value, contexts are entered around a call.

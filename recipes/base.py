@@ -91,7 +91,8 @@ class Recipe:
     # the plan keys that do nothing under a plan, by this recipe's settings (prefetch without workers)
     idle: Callable[[dict], frozenset] = lambda plan: frozenset()
     prunable: bool = True  # its trials may be stopped midway: its running rate midway says how it ends
-    # its one-off cost over its verification runs and the reference's (compile time, a cache's build)
+    # its one-off cost over its verification runs and the reference's, `per` timed unit (a step, a
+    # request, a run): {"what", "seconds", "paid_back_after" (units, None: never), "per"}, or {}
     one_off_cost: Optional[Callable[[list, list, str], dict]] = None
     # how it applies to a run: hook name -> function (`recipes.applied`, `recipes.entered`)
     hooks: dict = field(default_factory=dict)

@@ -64,26 +64,26 @@ def break_even_steps(compile_s: float, eager_step_s: float, compiled_step_s: flo
     return compile_s / saved if saved > 0 else None
 
 
-def warmup_cost(name: str) -> Callable[[list, list, str], dict]:
-    """A one-off cost paid in the warm-up (`name`: what it buys, compile or autotune): the
-    warm-up's time beyond as many steady steps (or requests, `per`), and the steps after which
-    the faster step pays it back."""
+def warmup_cost(what: str) -> Callable[[list, list, str], dict]:
+    """A one-off cost paid in the warm-up (`what` it buys, in the report's words): the warm-up's
+    time beyond as many steady steps (or requests, `per`), and the steps after which the faster
+    step pays it back (`Recipe.one_off_cost`)."""
 
     def cost(runs: list, reference_runs: list, per: str = "step") -> dict:
         good = [r for r in runs if r.ok and r.warmup_ms]
         base = [r for r in reference_runs if r.ok]
         if not good or not base:
-            return {name: {}}
+            return {}
         step_ms = sum(r.step_ms_mean for r in good) / len(good)
         base_ms = sum(r.step_ms_mean for r in base) / len(base)
         spent_s = sum(max(0.0, (sum(r.warmup_ms) - len(r.warmup_ms) * step_ms) / 1000) for r in good) / len(good)
-        return {name: {f"{name}_s": spent_s,
-                       "break_even_steps": break_even_steps(spent_s, base_ms / 1000, step_ms / 1000), "per": per}}
+        return {"what": what, "seconds": spent_s,
+                "paid_back_after": break_even_steps(spent_s, base_ms / 1000, step_ms / 1000), "per": per}
 
     return cost
 
 
-compile_cost = warmup_cost("compile")  # compile time, and the steps (`per`) after which it pays off
+compile_cost = warmup_cost("compiling")  # compile time, and the steps (`per`) after which it pays off
 
 
 RECIPE = Recipe(

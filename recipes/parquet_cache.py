@@ -33,7 +33,8 @@ def cache_cost(runs: list, reference_runs: list, per: str = "run") -> dict:
     """The cache's one-off build time, and the runs after which it has paid for itself."""
     build = max((r.stages.get("cache_build_s", {}).get("wall_s", 0.0) for r in runs if r.ok), default=0.0)
     saved = _mean_wall(reference_runs) - _mean_wall(runs)
-    return {"cache": {"build_s": build, "pays_off_after_runs": math.ceil(build / saved) if saved > 0 else None}}
+    return {"what": "building the cache", "seconds": build,
+            "paid_back_after": math.ceil(build / saved) if saved > 0 else None, "per": "run"}
 
 
 def _mean_wall(runs: list) -> float:

@@ -238,8 +238,8 @@ def test_the_autotune_cost_is_paid_back_like_a_compile():
     cost = by_name("cudnn_benchmark").one_off_cost
     runs = [measured(step_ms_mean=10.0, warmup_ms=(900.0, 10.0, 10.0))]
     reference = [measured(step_ms_mean=12.0)]
-    found = cost(runs, reference, "step")["autotune"]
-    assert found["autotune_s"] == pytest.approx(0.89) and found["break_even_steps"] == pytest.approx(445.0)
+    found = cost(runs, reference, "step")
+    assert found["seconds"] == pytest.approx(0.89) and found["paid_back_after"] == pytest.approx(445.0)
 
 
 # ------------------------------------------------------------------ the device check, rehearsed

@@ -316,3 +316,70 @@ def test_dynamic_quantization_leaves_torchs_transformer_layers_in_float():
         exec(quantize_dynamic.snippet({"quantize_dynamic.dtype": "qint8"}), pasted)
         assert type(pasted["model"][1]) is type(quantized[1]) and pasted["model"](inputs).shape == expected.shape
     assert by_name("quantize_dynamic").why_not(Context("cpu", 2, 2, 0, True, kind="infer", linear_layers=0))
+
+
+def test_a_one_off_cost_is_one_shape_the_report_renders_whatever_the_recipe():
+    """A recipe fills its own one-off cost; the session keeps it by the recipe's name and the
+    report prints it without knowing which recipe it is."""
+    from advisor.measure import Measurement
+    from advisor.report import one_off_line
+
+    def run(**fields):
+        return Measurement(mode="full", plan={}, status="ok", **fields)
+
+    costs = {recipe.name: recipe.one_off_cost([run(step_ms_mean=10.0, warmup_ms=(900.0, 10.0), stages={"wall_s": 1.0})],
+                                              [run(step_ms_mean=12.0, stages={"wall_s": 3.0})], "step")
+             for recipe in RECIPES if recipe.one_off_cost}
+    assert {"compile", "cudnn_benchmark", "parquet_cache"} <= set(costs)
+    for name, cost in costs.items():
+        assert set(cost) == {"what", "seconds", "paid_back_after", "per"}, name
+        assert one_off_line(cost).startswith(f"     one-off: {cost['what']} took {cost['seconds']:.1f} s, paid back after")
+    assert costs["compile"]["paid_back_after"] == pytest.approx(445.0)
+    assert one_off_line({**costs["compile"], "paid_back_after": None}).endswith("never (no faster per step)")
+
+
+def test_fixes_to_try_are_the_recipes_that_target_the_bottleneck():
+    """A diagnosis's fixes come from the recipes' own `targets` (the rule's likeliest first), so a
+    recipe that targets compute is named under a compute diagnosis without a hand list."""
+    import json
+
+    from conftest import FIXTURES
+
+    from advisor.diagnosis import diagnose
+    from advisor.evidence import Evidence
+    from advisor.kinds import kind_of
+    from advisor.recipes import fixes_for
+
+    found = 0
+    for path in sorted((FIXTURES / "evidence").glob("*.json")):
+        evidence = Evidence.from_dict(json.loads(path.read_text()))
+        family = kind_of(evidence.kind).recipe_family
+        for diagnosis in diagnose(evidence):
+            targeting = [r.name for r in RECIPES if diagnosis.bottleneck in r.targets and family in r.kinds]
+            assert set(diagnosis.fixes) == set(targeting), (path.stem, diagnosis.bottleneck)
+            assert diagnosis.fixes == fixes_for(diagnosis.bottleneck, family, first=diagnosis.fixes)
+            found += 1
+    assert found >= 8
+    compute = fixes_for("compute", "train")
+    assert "allocator" in compute and "inference_mode" not in compute
+
+
+def test_every_fix_a_rule_names_first_targets_what_it_diagnoses():
+    """The rules' likeliest fixes are a preference among the recipes that target the bottleneck,
+    never a recipe that does not (the hand list that drifted)."""
+    import json
+
+    from conftest import FIXTURES
+
+    from advisor.evidence import Evidence
+    from advisor.findings import THRESHOLDS
+    from advisor.kinds import kind_of
+
+    for path in sorted((FIXTURES / "evidence").glob("*.json")):
+        evidence = Evidence.from_dict(json.loads(path.read_text()))
+        kind = kind_of(evidence.kind)
+        for rule in kind.rules():
+            found = rule(evidence, THRESHOLDS)
+            for name in found.fixes if found else ():
+                recipe = by_name(name)
+                assert found.bottleneck in recipe.targets and kind.recipe_family in recipe.kinds, (rule.__name__, name)

@@ -21,7 +21,6 @@ class Kind(Protocol):
     evidence_runs: tuple[tuple[str, str], ...]  # (mode, what it measures), in order
     fresh_children: bool  # children start a fresh interpreter rather than from the torch fork server
     strict_recipes: bool  # a recipe listed by name that cannot run is an error, not a skip
-    memory_fixes: tuple[str, ...]  # what a memory diagnosis suggests
     per: str  # what one timed unit is called, for one-off costs paid back "after N steps"
     prunable: bool  # its measure takes a `watch` that hears the timed window's running objective
     packages: tuple[str, ...]  # whose versions the fingerprint covers beyond Python's and torch's

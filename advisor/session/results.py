@@ -31,9 +31,8 @@ class Recommendation:
     snippet: str
     trial: int
     samples_per_s: float
-    compile: dict = field(default_factory=dict)  # torch.compile's one-off time and the steps it takes to pay off
-    autotune: dict = field(default_factory=dict)  # cuDNN autotuning's search in the first steps, the same way
-    cache: dict = field(default_factory=dict)  # a Parquet cache's one-off cost and the runs it takes to pay off
+    # each recipe's one-off cost (a compile, cuDNN's autotuning, a cache's build) and when it is paid back
+    one_off: dict = field(default_factory=dict)
     contributions: dict = field(default_factory=dict)
     step_breakdown_ms: dict = field(default_factory=dict)
     failed_runs: int = 0  # verification runs that crashed, hung or broke the budget: flaky when > 0

@@ -418,9 +418,9 @@ def verify_candidates(session: Session, candidates: list[search.TrialResult], ve
 
 def _one_off_costs(recipes: tuple[Recipe, ...], runs: list[Measurement], reference_runs: list[Measurement],
                    per: str) -> dict:
-    """Each recipe's one-off cost (a compile, a cache's build), by its field of `Recommendation`."""
-    return {name: cost for recipe in recipes if recipe.one_off_cost
-            for name, cost in recipe.one_off_cost(runs, reference_runs, per).items()}
+    """Each recipe's one-off cost (a compile, a cache's build), by its name (`Recipe.one_off_cost`)."""
+    costs = {recipe.name: recipe.one_off_cost(runs, reference_runs, per) for recipe in recipes if recipe.one_off_cost}
+    return {"one_off": {name: cost for name, cost in costs.items() if cost}}
 
 
 def choose_candidates(session: Session, trials: list[search.TrialResult],

@@ -14,9 +14,9 @@ from typing import Optional
 
 from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence
-from advisor.findings import memory_rule
 from advisor.kinds.distributed.derive import derive_communication
-from advisor.kinds.train import TrainKind
+from advisor.kinds.train import TAKEN_FROM_THE_JOB, TrainKind
+from advisor.recipes import settings_off
 
 
 class DistributedKind(TrainKind):
@@ -33,11 +33,10 @@ class DistributedKind(TrainKind):
         distributed = config.workload.distributed
         return {
             **super().baseline_plan(config, seen),
+            **settings_off("distributed", TAKEN_FROM_THE_JOB),
+            # the user's DistributedDataParallel(...) settings
             "ddp.bucket_cap_mb": distributed.bucket_cap_mb,
-            "ddp.gradient_as_bucket_view": False,
-            "ddp.static_graph": False,
             "ddp.find_unused_parameters": distributed.find_unused_parameters,
-            "ddp.comm_hook": None,
         }
 
     def derive(self, evidence: Evidence) -> dict:
@@ -46,7 +45,7 @@ class DistributedKind(TrainKind):
     def rules(self) -> tuple:
         from advisor.kinds.distributed.rules import DISTRIBUTED_RULES
 
-        return (memory_rule(self.memory_fixes), *DISTRIBUTED_RULES)
+        return DISTRIBUTED_RULES
 
     def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
         context = super().context(evidence, bottlenecks, config)

@@ -6,7 +6,7 @@ from dataclasses import replace
 from typing import Optional
 
 from advisor.evidence import Evidence
-from advisor.findings import Diagnosis, Finding, Rule, Thresholds, band
+from advisor.findings import Diagnosis, Finding, Rule, Thresholds, band, diagnose_memory
 from advisor.kinds.train.rules import diagnose_compute, diagnose_input, diagnose_overhead, diagnose_transfer
 
 NETWORK_FIXES = ("comm_hook", "ddp_buckets", "ddp_bucket_view", "ddp_static_graph", "ddp_unused")
@@ -49,5 +49,5 @@ def diagnose_compute_beside_network(evidence: Evidence, t: Thresholds) -> Option
                    summary=f"compute takes the remaining {1 - share:.0%} of the step")
 
 
-DISTRIBUTED_RULES: tuple[Rule, ...] = (diagnose_network, diagnose_input, diagnose_transfer,
+DISTRIBUTED_RULES: tuple[Rule, ...] = (diagnose_memory, diagnose_network, diagnose_input, diagnose_transfer,
                                        diagnose_overhead, diagnose_compute_beside_network)

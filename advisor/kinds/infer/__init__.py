@@ -17,8 +17,8 @@ from typing import Any, Optional
 from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence
 from advisor.failures import SLO_FAILURE
-from advisor.findings import memory_rule
 from advisor.kinds.infer.derive import derive_infer
+from advisor.recipes import settings_off
 
 
 def no_capacity(latency: dict) -> str:
@@ -41,7 +41,6 @@ class InferKind:
     )
     fresh_children = False
     strict_recipes = False
-    memory_fixes = ("quantize_dynamic", "amp", "inference_mode")
     per = "request"
     packages: tuple[str, ...] = ()
     prunable = True  # the replay reports its p95 (or requests/s) so far
@@ -53,20 +52,9 @@ class InferKind:
 
     def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
         return {
-            "threads.intra_op": config.workload.threads,
+            "threads.intra_op": config.workload.threads,  # the service's own threads
             "threads.inter_op": None,
-            "amp.dtype": None,
-            "compile.mode": None,
-            "inference_mode.enabled": False,
-            "warmup.requests": 0,
-            "dynamic_batching.max_batch": 1,
-            "dynamic_batching.max_wait_ms": 0.0,
-            "quantize_dynamic.dtype": None,
-            "channels_last.enabled": False,
-            "tf32.enabled": False,
-            "cudnn_benchmark.enabled": False,
-            "serving.instances": 1,
-            "serving.mode": "thread",
+            **settings_off("infer", taken=("threads",)),
         }
 
     def derive(self, evidence: Evidence) -> dict:
@@ -75,7 +63,7 @@ class InferKind:
     def rules(self) -> tuple:
         from advisor.kinds.infer.rules import SERVING_RULES
 
-        return (memory_rule(self.memory_fixes), *SERVING_RULES)
+        return SERVING_RULES
 
     def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
         from advisor.measure import cpu_has_bf16

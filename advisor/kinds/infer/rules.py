@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from advisor.evidence import Evidence
-from advisor.findings import Diagnosis, Finding, Rule, Thresholds, band, small_operators
+from advisor.findings import Diagnosis, Finding, Rule, Thresholds, band, diagnose_memory, small_operators
 
 
 def diagnose_cold_start(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
@@ -87,5 +87,5 @@ def diagnose_serving_overhead(evidence: Evidence, t: Thresholds) -> Optional[Dia
     return Diagnosis("overhead", "high", 1 - substantial, summary, findings, ("compile", "inference_mode", "serving"))
 
 
-SERVING_RULES: tuple[Rule, ...] = (diagnose_cold_start, diagnose_tail, diagnose_under_batched,
+SERVING_RULES: tuple[Rule, ...] = (diagnose_memory, diagnose_cold_start, diagnose_tail, diagnose_under_batched,
                                    diagnose_serving_overhead, diagnose_serving_compute)

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from advisor.config import AdvisorConfig
-from advisor.kinds.train import FIXES_OFF, TrainKind
+from advisor.kinds.train import TAKEN_FROM_THE_JOB, TrainKind
+from advisor.recipes import settings_off
 
 
 class LightningKind(TrainKind):
@@ -27,7 +28,7 @@ class LightningKind(TrainKind):
             "dataloader.pin_memory": loader.get("dataloader.pin_memory"),
             "dataloader.persistent_workers": loader.get("dataloader.persistent_workers"),
             "threads.intra_op": config.workload.threads,
-            **FIXES_OFF,
+            **settings_off(self.off_family, TAKEN_FROM_THE_JOB),
             "batch_size": loader.get("batch_size"),
         }
 

@@ -12,8 +12,8 @@ from typing import Any, Optional
 
 from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence
-from advisor.findings import memory_rule
 from advisor.kinds.pipeline.derive import derive_pipeline
+from advisor.recipes import settings_off
 
 
 class PipelineKind:
@@ -26,7 +26,6 @@ class PipelineKind:
     )
     fresh_children = True
     strict_recipes = True
-    memory_fixes = ("chunked", "dask", "columns", "dtypes")
     per = "run"
     prunable = False
     evidence_is_a_trial = False  # a trial keeps its output; the diagnosis does not
@@ -40,16 +39,10 @@ class PipelineKind:
         source = config.workload.source
         return {
             "pipeline.format": source_format_of(source),  # not tuned: the snippets' reader
+            **settings_off("pipeline"),
+            # what the user passes to the reader today
             "pipeline.engine": source.read_args.get("engine"),
             "pipeline.dtype_backend": source.read_args.get("dtype_backend"),
-            "pipeline.categories": None,
-            "pipeline.columns": None,
-            "pipeline.parquet_cache": False,
-            "pipeline.chunksize": None,
-            "pipeline.vectorise": None,
-            "pipeline.dask_workers": None,
-            "pipeline.dask_scheduler": None,
-            "pipeline.dask_partitions": None,
         }
 
     def derive(self, evidence: Evidence) -> dict:
@@ -58,7 +51,7 @@ class PipelineKind:
     def rules(self) -> tuple:
         from advisor.kinds.pipeline.rules import PIPELINE_RULES
 
-        return (memory_rule(self.memory_fixes), *PIPELINE_RULES)
+        return PIPELINE_RULES
 
     def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
         from advisor.recipes import Context

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from advisor.evidence import Evidence
-from advisor.findings import Diagnosis, Finding, Rule, Thresholds, band
+from advisor.findings import Diagnosis, Finding, Rule, Thresholds, band, diagnose_memory
 
 
 def diagnose_parse(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
@@ -67,4 +67,4 @@ def _short(path: str) -> str:
     return path.rsplit("/", 1)[-1]
 
 
-PIPELINE_RULES: tuple[Rule, ...] = (diagnose_parse, diagnose_io, diagnose_python)
+PIPELINE_RULES: tuple[Rule, ...] = (diagnose_memory, diagnose_parse, diagnose_io, diagnose_python)

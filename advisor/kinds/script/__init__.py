@@ -19,7 +19,8 @@ from typing import Any, Optional
 from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence
 from advisor.kinds.script.derive import derive_script
-from advisor.kinds.train import FIXES_OFF, TrainKind
+from advisor.kinds.train import TAKEN_FROM_THE_JOB, TrainKind
+from advisor.recipes import settings_off
 
 
 class ScriptKind(TrainKind):
@@ -30,14 +31,14 @@ class ScriptKind(TrainKind):
         ("synthetic", "timing compute alone: the script's first batch replayed"),
         ("profile", "profiling operators (a separate, untimed run)"),
     )
-    memory_fixes = ("amp",)
 
     def unit(self, config: AdvisorConfig) -> str:
         return "steps/s"
 
     def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
         # the script's own DataLoader settings once seen; before (the evidence runs), left as it builds them
-        return {**(seen or {}).get("loader", {}), "threads.intra_op": config.workload.threads, **FIXES_OFF}
+        return {**(seen or {}).get("loader", {}), "threads.intra_op": config.workload.threads,
+                **settings_off(self.off_family, TAKEN_FROM_THE_JOB)}
 
     def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
         environment = self.seen(evidence)

@@ -12,15 +12,20 @@ from typing import Any, Optional
 
 from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence
-from advisor.findings import memory_rule
 from advisor.kinds.train.derive import derive, derive_gpu
+from advisor.recipes import settings_off
 
 LOADER_DEFAULTS = {"dataloader.prefetch_factor": 2}
+
+
+# The recipes whose settings a training baseline takes from the job itself (its loader, its threads).
+TAKEN_FROM_THE_JOB = ("dataloader", "threads")
 
 
 class TrainKind:
     name = "train"
     packages: tuple[str, ...] = ()
+    off_family = "train"  # whose recipes' settings the baseline spells off (a script, too, trains)
     recipe_family = "train"
     evidence_runs = (
         ("full", "timing the full pipeline"),
@@ -30,7 +35,6 @@ class TrainKind:
     )
     fresh_children = False
     strict_recipes = False
-    memory_fixes = ("checkpointing", "amp")
     per = "step"
     prunable = True
     evidence_is_a_trial = True
@@ -47,7 +51,7 @@ class TrainKind:
             "dataloader.pin_memory": loader.pin_memory,
             "dataloader.persistent_workers": loader.persistent_workers,
             "threads.intra_op": workload.threads,
-            **FIXES_OFF,
+            **settings_off(self.off_family, TAKEN_FROM_THE_JOB),
             "batch_size": workload.batch_size,
         }
 
@@ -57,7 +61,7 @@ class TrainKind:
     def rules(self) -> tuple:
         from advisor.kinds.train.rules import TRAINING_RULES
 
-        return (memory_rule(self.memory_fixes), *TRAINING_RULES)
+        return TRAINING_RULES
 
     def context(self, evidence: Evidence, bottlenecks: tuple[str, ...], config: AdvisorConfig):
         from advisor.measure import cpu_has_bf16
@@ -135,17 +139,5 @@ def optimizer_name(config: AdvisorConfig) -> str:
     return str(spec["name"]).rsplit(".", 1)[-1] if isinstance(spec, dict) and spec.get("name") else ""
 
 
-FIXES_OFF = {
-    "dataloader.fetch_threads": 1,
-    "allocator.keep_mb": 0,
-    "amp.dtype": None,
-    "compile.mode": None,
-    "tf32.enabled": False,
-    "cudnn_benchmark.enabled": False,
-    "fused_optimizer.enabled": False,
-    "channels_last.enabled": False,
-    "checkpointing.share": 0.0,
-    "grad_accumulation.micro_batches": 1,
-}
 
 KIND = TrainKind()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from advisor.evidence import Evidence
-from advisor.findings import Diagnosis, Finding, Rule, Thresholds, band, small_operators
+from advisor.findings import Diagnosis, Finding, Rule, Thresholds, band, diagnose_memory, small_operators
 
 
 def diagnose_input(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
@@ -146,4 +146,4 @@ def diagnose_compute(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
     return Diagnosis("compute", severity, share, summary, tuple(findings), fixes)
 
 
-TRAINING_RULES: tuple[Rule, ...] = (diagnose_input, diagnose_transfer, diagnose_overhead, diagnose_compute)
+TRAINING_RULES: tuple[Rule, ...] = (diagnose_memory, diagnose_input, diagnose_transfer, diagnose_overhead, diagnose_compute)
