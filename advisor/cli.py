@@ -643,11 +643,13 @@ def run_report(args: argparse.Namespace) -> int:
         return 0
     if not recommendations:  # a session whose recommendations.json MLflow did not take: its runs
         print("no recommendations: nothing cleared the bar")
+    from advisor.verdict import PLAIN_LEVEL, level_words
+
     for rec in recommendations:
         metrics = rec["metrics"]
         say(
             f"#{int(metrics['rank'])} {rec['tags'].get('recipe')}: {metrics['speedup']:.2f}x "
-            f"(95% {metrics['speedup_low']:.2f}-{metrics['speedup_high']:.2f}x), "
+            f"({level_words([metrics.get('confidence', PLAIN_LEVEL)])} {metrics['speedup_low']:.2f}-{metrics['speedup_high']:.2f}x), "
             f"verified {rec['tags'].get('verified')}, run {rec['run_id']}"
         )
     return 0

@@ -11,6 +11,8 @@ import matplotlib.ticker
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from advisor.verdict import levels_of  # noqa: E402
+
 
 def row_label(rec: dict, width: int = 38) -> str:
     changes = ", ".join(f"{key.split('.')[-1]}={value}" for key, value in rec["changes"].items())
@@ -50,7 +52,7 @@ def plot_speedups(payload: dict, path: Path) -> Path:
     ax.axvline(payload["min_speedup"], linestyle="--", color="#c0392b", label=f"min_speedup {payload['min_speedup']:.2f}x")
     ax.axvline(1.0, color="#555555", linewidth=0.8)
     ax.set_yticks(range(len(recs)), [row_label(r) for r in reversed(recs)])
-    ax.set_xlabel("speedup over the baseline (95% interval, paired interleaved runs)")
+    ax.set_xlabel(f"speedup over the baseline ({levels_of(recs)} interval, paired interleaved runs)")
     ax.set_title("Verified speedups (green) and the rest (grey)")
     ax.legend(loc="lower right")
     return _save(fig, path)

@@ -11,7 +11,8 @@ from advisor.capacity import capacity_sentence
 from advisor.findings import Diagnosis, Finding
 from advisor.measure import BUSY_SHARE
 from advisor.outputs import write_whole
-from advisor.verify import ANSWERED, BUSY_REASON
+from advisor.verdict import levels_of, was_busy
+from advisor.verify import ANSWERED
 
 
 def format_value(finding: Finding) -> str:
@@ -202,7 +203,9 @@ def loader_lines(payload: dict) -> list[str]:
     return lines + (said("loader model, the verified #1", model["verified_top"]) if "verified_top" in model else [])
 
 
-TABLE_HEADER = f"{'rank':<5}{'fix':<34}{'speedup':>8}  {'95% interval':<14}{'verified':<10}{'numerics':<10}{'peak MB':>8}"
+def table_header(level: str) -> str:
+    """The ranking's header, its interval column named at the level the intervals were drawn at."""
+    return f"{'rank':<5}{'fix':<34}{'speedup':>8}  {level + ' interval':<14}{'verified':<10}{'numerics':<10}{'peak MB':>8}"
 
 
 def render_recommendations(payload: dict, verbose: bool = False) -> str:
@@ -239,12 +242,12 @@ def render_recommendations(payload: dict, verbose: bool = False) -> str:
     if payload.get("baseline_failure") and not payload.get("memory_fix"):
         lines.append(f"the baseline itself failed ({payload['baseline_failure']}): there is nothing to compare a fix with")
     elif not any(rec["verified"] for rec in recs):
-        busy = any(rec.get("reason", "").startswith(BUSY_REASON) for rec in recs)
+        busy = any(was_busy(rec) for rec in recs)
         lines.append("nothing verified: the machine was busy while the fixes were verified; run it again on a quiet machine"
                      if busy else
                      f"nothing clears the bar: no fix was verified at >= {payload['min_speedup']:.2f}x with unchanged results")
     if recs:
-        lines.append(TABLE_HEADER)
+        lines.append(table_header(levels_of(recs)))
         for rec in recs:
             low, high = rec["interval"]
             numerics = rec["numerics"]

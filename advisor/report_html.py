@@ -11,6 +11,7 @@ from pathlib import Path
 
 from advisor.outputs import write_whole
 from advisor.report import SHOWN_REJECTIONS, loader_lines, render_recommendations, write_plots
+from advisor.verdict import levels_of
 
 LEAD_FIGURE = "speedup.png"  # the speedups with their intervals: what the page leads with
 FIGURES = ("load_curve.png", "latency.png", "breakdown.png", "speedup.png", "history.png")  # in the page's order, where a session has them
@@ -73,7 +74,7 @@ def ranking_section(payload: dict) -> list[str]:
     if not recs:
         return parts + ["<p>No fix to recommend: nothing cleared the bar.</p>"]
     ties = tied_ranks(recs)
-    parts.append("<table><tr><th>rank</th><th>fix</th><th>speedup</th><th>95% interval</th><th>verified</th>"
+    parts.append(f"<table><tr><th>rank</th><th>fix</th><th>speedup</th><th>{levels_of(recs)} interval</th><th>verified</th>"
                  "<th>numerics</th><th>peak MB</th><th></th></tr>")
     for rec in recs:
         tied = ties.get(rec["rank"])

@@ -18,12 +18,8 @@ from advisor.errors import UserError
 from advisor.fingerprint import describe_changes, fingerprint, workload_section
 from advisor.kinds import baseline_plan
 from advisor.session import optimize, round_measures
-from advisor.verify import OBJECTIVE, interleave, judge, paired_interval
-
-# A re-check may stop after EARLY_ROUNDS when even a stricter interval clears the bar: looking
-# early spends part of the error rate, so the early look uses 99%, the full check 95%.
-EARLY_ROUNDS = 3
-EARLY_CONFIDENCE = 0.99
+from advisor.verdict import Verdict, judge, level_words, levels_of, look_confidence, look_schedule, reported_confidence, settled
+from advisor.verify import OBJECTIVE, interleave
 
 EXIT_OK = 0
 EXIT_REGRESSED = 3
@@ -46,12 +42,37 @@ class RetuneResult:
         return EXIT_REGRESSED if self.status.startswith("regressed") else EXIT_OK
 
 
-def clearly_holds(ratios: list[float], min_speedup: float) -> bool:
-    return len(ratios) >= EARLY_ROUNDS and paired_interval(ratios, EARLY_CONFIDENCE)[1] >= min_speedup
-
-
 def best_verified(payload: dict) -> Optional[dict]:
     return next((r for r in payload.get("recommendations", []) if r["verified"]), None)
+
+
+def recheck(config: AdvisorConfig, best: dict, baseline: dict, probe, memory_fix: bool, progress: Progress,
+            said: str = "") -> tuple[Verdict, tuple[int, float]]:
+    """The previous #1 measured again against the baseline, in interleaved rounds that stop by the
+    verification's own design (`advisor.verdict.design`): a look after FIRST_LOOK rounds and one
+    at `search.pairs`, each at Pocock's level for the two, stopping at the first where the verdict
+    is settled; the interval is reported at the level the stop earned (`reported_confidence`)."""
+    pairs, bar = config.search.pairs, config.search.min_speedup
+    schedule = look_schedule(pairs, pairs)
+    measure, measure_baseline = round_measures(config)  # the baseline: the job as the user runs it, whatever the budget
+    progress(f"{said}re-checking #1 ({'+'.join(best['recipes'])}), {schedule[0]} to {pairs} interleaved rounds:")
+    plans = {"#1": best["plan"]}
+    basis = best.get("speedup_basis", OBJECTIVE)  # re-read as it was claimed (`speedup_basis`)
+    rounds = interleave(baseline, plans, measure, schedule[0], progress, first_reference_run=probe, rounds_total=pairs,
+                        measure_reference=measure_baseline)
+    early = not memory_fix and len(schedule) > 1 and settled(rounds.ratios("#1", basis), bar, rounds.failures("#1"),
+                                                             look_confidence(len(schedule)))
+    if early:
+        progress(f"  the verdict is settled after {schedule[0]} rounds: stopping early")
+    elif len(rounds.baseline) < pairs:
+        rounds = rounds.then(interleave(baseline, plans, measure, pairs - schedule[0], progress, rounds_before=schedule[0],
+                                        rounds_total=pairs, measure_reference=measure_baseline))
+    disturbed = rounds.disturbed("#1")
+    verdict = judge("#1", rounds.ratios("#1", basis), bar, None, memory_fix,
+                    [r.peak_memory_mb for r in rounds.candidates["#1"] if r.ok], config.constraints.max_memory_mb,
+                    failures=rounds.failures("#1"), pairs=len(rounds.baseline), disturbed=disturbed,
+                    confidence=reported_confidence(schedule, len(rounds.baseline), early or len(schedule) == 1))
+    return verdict, disturbed
 
 
 def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda line: None) -> RetuneResult:
@@ -74,28 +95,10 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
     if not changes:
         if best is None:
             return RetuneResult("nothing to re-check", changes, previous, "the last session verified no fix; nothing changed since")
-        pairs = config.search.pairs
-        progress(f"fingerprint unchanged ({now['digest']}); re-checking #1 ({'+'.join(best['recipes'])}), "
-                 f"{EARLY_ROUNDS} to {pairs} interleaved rounds:")
-        plans = {"#1": best["plan"]}
-        rounds = interleave(baseline, plans, measure, EARLY_ROUNDS, progress, first_reference_run=probe, rounds_total=pairs,
-                            measure_reference=measure_baseline)
-        memory_fix = previous.get("memory_fix", False)
-        basis = best.get("speedup_basis", OBJECTIVE)  # re-read as it was claimed (`speedup_basis`)
-        early = (clearly_holds(rounds.ratios("#1", basis), config.search.min_speedup) and not memory_fix
-                 and not rounds.failures("#1"))
-        if early:
-            progress(f"  the {EARLY_CONFIDENCE:.0%} interval after {EARLY_ROUNDS} rounds clears the bar: stopping early")
-        else:
-            rounds = rounds.then(interleave(baseline, plans, measure, pairs - EARLY_ROUNDS, progress,
-                                            rounds_before=EARLY_ROUNDS, rounds_total=pairs,
-                                            measure_reference=measure_baseline))
-        disturbed = rounds.disturbed("#1")
-        verdict = judge("#1", rounds.ratios("#1", basis), config.search.min_speedup, None, memory_fix,
-                        [r.peak_memory_mb for r in rounds.candidates["#1"] if r.ok], config.constraints.max_memory_mb,
-                        failures=rounds.failures("#1"), pairs=len(rounds.baseline), disturbed=disturbed)
-        was = f"{best['speedup']:.2f}x (95% {best['interval'][0]:.2f}-{best['interval'][1]:.2f}x)"
-        now_text = f"{verdict.speedup:.2f}x (95% {verdict.low:.2f}-{verdict.high:.2f}x)"
+        verdict, disturbed = recheck(config, best, baseline, probe, previous.get("memory_fix", False), progress,
+                                     f"fingerprint unchanged ({now['digest']}); ")
+        was = f"{best['speedup']:.2f}x ({levels_of([best])} {best['interval'][0]:.2f}-{best['interval'][1]:.2f}x)"
+        now_text = f"{verdict.speedup:.2f}x ({level_words([verdict.confidence])} {verdict.low:.2f}-{verdict.high:.2f}x)"
         busy = disturbed[0] > 0  # a busy machine proves nothing either way: no alarm
         status = "holds" if verdict.verified else "unchecked: the machine was busy" if busy else "regressed"
         return RetuneResult(status, changes, previous, f"#1 {'+'.join(best['recipes'])}: was {was}, now {now_text}; {verdict.reason}",

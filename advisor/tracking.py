@@ -24,6 +24,7 @@ from advisor.errors import UserError
 from advisor.outputs import write_whole
 from advisor.plan import plan_key
 from advisor.secrets import shown
+from advisor.verdict import PLAIN_LEVEL, levels_of
 
 os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
 # MLflow prints each run's address as it ends (a tracking server's, login included): advisor
@@ -190,7 +191,8 @@ class SessionLog:
             )
             self.tracker.log(run_id, params=plan, metrics={
                 "speedup": verdict["speedup"], "speedup_low": verdict["low"], "speedup_high": verdict["high"],
-                "failed_runs": len(verdict.get("failures", ())), "pairs": len(verdict["ratios"])})
+                "failed_runs": len(verdict.get("failures", ())), "pairs": len(verdict["ratios"]),
+                "confidence": verdict.get("confidence", PLAIN_LEVEL)})
             self.tracker.finish(run_id, failed=not verdict["verified"], end_time=finished)
 
         self._call(f"the verification of {name}", log)
@@ -252,6 +254,7 @@ class SessionLog:
         self.tracker.log(
             run_id, params=rec["plan"],
             metrics={"rank": rec["rank"], "speedup": rec["speedup"], "speedup_low": rec["interval"][0],
+                     "confidence": rec.get("confidence", PLAIN_LEVEL),
                      "speedup_high": rec["interval"][1], "samples_per_s": rec["samples_per_s"],
                      "peak_memory_mb": rec["peak_memory_mb"], "failed_runs": rec.get("failed_runs", 0),
                      "rounds": rec.get("rounds", 0), "set_aside_rounds": rec.get("set_aside_rounds", 0),
@@ -358,7 +361,7 @@ def recommendation_name(rec: dict, bottleneck: str) -> str:
 def ranking_table(payload: dict, bottleneck: str) -> str:
     """The session run's description: the ranking as a Markdown table, rendered on its page."""
     lines = [f"Bottleneck: **{bottleneck}**; baseline {payload['baseline']['samples_per_s']:,.1f} {payload['unit']}.", "",
-             "| rank | fix | speedup | 95% interval | verified |", "|---:|---|---:|---|---|"]
+             f"| rank | fix | speedup | {levels_of(payload['recommendations'])} interval | verified |", "|---:|---|---:|---|---|"]
     for rec in payload["recommendations"]:
         low, high = rec["interval"]
         lines.append(f"| {rec['rank']} | {'+'.join(rec['recipes'])} | {rec['speedup']:.2f}x | {low:.2f}-{high:.2f}x | "
@@ -524,6 +527,6 @@ def log_recheck(config: AdvisorConfig, previous_run_id: str, status: str, detail
     )
     if verdict:
         tracker.log(run_id, metrics={"speedup": verdict["speedup"], "speedup_low": verdict["low"],
-                                     "speedup_high": verdict["high"]})
+                                     "speedup_high": verdict["high"], "confidence": verdict.get("confidence", PLAIN_LEVEL)})
     tracker.finish(run_id, failed=status.startswith("regressed"))
     return run_id

@@ -1,57 +1,24 @@
-"""Verification: interleaved re-measurement against the baseline, paired ratios, a Student-t interval.
+"""Verification's measurements: interleaved rounds against the reference, what a speedup is a
+ratio of, and whether a candidate's results are unchanged (numerics).
 
 Timings on a shared machine drift by tens of percent within minutes, so a candidate is never
 compared with a baseline measured at another time. Each round measures the baseline and every
 candidate back to back (order rotated between rounds); the ratio is taken within the round, so
-drift common to the round cancels. A fix is verified only when the lower end of the 95%
-interval of its speedup clears `min_speedup` (or, for a memory fix, when every run stays
-under the budget) and its numerics match the baseline's.
+drift common to the round cancels. What the ratios support, and at what level, is decided in
+`advisor.verdict`.
 """
 
 from __future__ import annotations
 
-import functools
 import math
 import statistics
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Callable, Optional, Sequence, Union
 
 from advisor.measure import BUSY_SHARE, Measurement
 from advisor.outputs import own_output
 
 EXACT_RTOL = 1e-3  # an "exact" recipe reorders float sums at most (threads, workers)
-FIRST_LOOK = 3  # rounds after which a verification may stop, when every verdict is already settled
-BUSY_REASON = "the machine was busy"  # a verdict's reason when other processes disturbed its rounds
-# Pocock's constant boundaries for 1 to 6 looks at a two-sided 5% (Pocock 1977, Biometrika 64:191):
-# every look's interval is drawn at the same level, wide enough that all looks together miss the
-# truth at most 5% of the time (`python -m experiments.calibrate --coverage` measures ours).
-POCOCK = (1.960, 2.178, 2.289, 2.361, 2.413, 2.453)
-LOOK_GROWTH = 1.6  # each look past search.pairs has this many times the rounds of the one before
-
-
-def look_schedule(pairs: int, most: int) -> tuple[int, ...]:
-    """The rounds after which a verification looks: FIRST_LOOK, `pairs`, then growing by
-    LOOK_GROWTH up to `most` (6 looks at most: Pocock's table)."""
-    looks = [FIRST_LOOK, pairs]
-    while looks[-1] < most:
-        looks.append(min(most, math.ceil(looks[-1] * LOOK_GROWTH)))
-    return tuple(sorted(set(looks)))[:len(POCOCK)]
-
-
-def look_confidence(looks: int) -> float:
-    """Each look's two-sided confidence under Pocock's boundary for that many looks."""
-    return math.erf(POCOCK[min(looks, len(POCOCK)) - 1] / math.sqrt(2))
-
-
-def reported_confidence(schedule: tuple[int, ...], rounds: int, settled_there: bool) -> float:
-    """The level of the interval a verification reports, having stopped after `rounds`: where
-    every verdict was settled there (at Pocock's level for the whole schedule), Pocock's level
-    for the looks taken so far, a plain 95% at the first; otherwise (the schedule's end, or its
-    time budget) the whole schedule's. Stopping at a settled look, the narrower interval says
-    the same verdict; a verification that stops at its first look is not widened for looks it
-    never took. `python -m experiments.calibrate --coverage` measures the coverage."""
-    looks = sum(look <= rounds for look in schedule)
-    return look_confidence(max(1, looks) if settled_there else len(schedule))
 
 
 @dataclass(frozen=True)
@@ -136,195 +103,6 @@ def envelope_of(nudged: Measurement, baseline: Measurement) -> Optional[Envelope
     pairs = [(a, b) for m, t in zip(nudged.parameters, baseline.parameters) for a, b in zip(m, t)]
     parameters = max((abs(a - b) / max(abs(b), 1e-12) for a, b in pairs), default=0.0)
     return Envelope(tuple(drift), parameters)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A candidate's verification: its paired speedups and what they support."""
-
-    name: str
-    ratios: tuple[float, ...]
-    speedup: float  # geometric mean of the paired ratios
-    low: float
-    high: float
-    verified: bool
-    reason: str
-    numerics: Optional[NumericsResult] = None
-    peak_memory_mb: float = 0.0
-    failures: tuple[str, ...] = ()  # reasons of the candidate's failed verification runs
-
-    @property
-    def flaky(self) -> bool:
-        return bool(self.failures)
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-
-def paired_interval(ratios: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
-    """Geometric-mean speedup and its Student-t interval, from paired ratios.
-
-    The interval is the t interval on the mean log-ratio. Chosen on evidence
-    (`python -m experiments.calibrate --coverage`): at 3 to 8 pairs it covers the true speedup
-    at its nominal level for normal noise and within about a point for heavy-tailed noise,
-    where the percentile bootstrap this replaced covered 78-91% at a nominal 95%.
-    """
-    logs = [math.log(r) for r in ratios]
-    n = len(logs)
-    center = statistics.fmean(logs) if logs else 0.0
-    if n < 2:
-        return math.exp(center), 0.0, math.inf
-    half = t_quantile(0.5 + confidence / 2, n - 1) * statistics.stdev(logs) / math.sqrt(n)
-    return math.exp(center), math.exp(center - half), math.exp(center + half)
-
-
-@functools.lru_cache(maxsize=None)
-def t_quantile(probability: float, dof: int) -> float:
-    """Student's t quantile for a whole number of degrees of freedom, by bisection on its exact
-    distribution function (importing scipy.stats for it cost a second at the first verdict)."""
-    if not 0.0 < probability < 1.0 or dof < 1:
-        raise ValueError(f"t_quantile needs 0 < probability < 1 and dof >= 1, got {probability}, {dof}")
-    if probability < 0.5:
-        return -t_quantile(1.0 - probability, dof)
-    low, high = 0.0, 1.0
-    while t_cdf(high, dof) < probability:
-        high *= 2.0
-    for _ in range(200):
-        middle = (low + high) / 2
-        if middle in (low, high):
-            break
-        low, high = (middle, high) if t_cdf(middle, dof) < probability else (low, middle)
-    return (low + high) / 2
-
-
-def t_cdf(value: float, dof: int) -> float:
-    """P(T <= value) for Student's t with `dof` (a whole number) degrees of freedom: the finite
-    series in the angle atan(value / sqrt(dof)) (Abramowitz and Stegun, 26.7.3 and 26.7.4)."""
-    theta = math.atan(value / math.sqrt(dof))
-    cos2, term, total = math.cos(theta) ** 2, 1.0, 1.0
-    if dof % 2 == 0:  # sin(theta) (1 + 1/2 cos^2 + 1*3/(2*4) cos^4 + ... up to cos^(dof-2))
-        for k in range(1, dof // 2):
-            term *= cos2 * (2 * k - 1) / (2 * k)
-            total += term
-        within = math.sin(theta) * total
-    else:  # 2/pi (theta + sin cos (1 + 2/3 cos^2 + 2*4/(3*5) cos^4 + ... up to cos^(dof-3)))
-        for k in range(1, (dof - 1) // 2):
-            term *= cos2 * (2 * k) / (2 * k + 1)
-            total += term
-        within = 2 / math.pi * (theta + (math.sin(theta) * math.cos(theta) * total if dof > 1 else 0.0))
-    return 0.5 + within / 2  # `within` is P(|T| <= |value|), signed with value
-
-
-def judge(
-    name: str,
-    ratios: Sequence[float],
-    min_speedup: float,
-    numerics: Optional[NumericsResult] = None,
-    memory_fix: bool = False,
-    peaks_mb: Sequence[float] = (),
-    max_memory_mb: Optional[float] = None,
-    failures: Sequence[str] = (),
-    pairs: Optional[int] = None,
-    confidence: float = 0.95,
-    disturbed: tuple[int, float] = (0, 0.0),
-    set_aside: tuple[int, float] = (0, 0.0),
-) -> Verdict:
-    """The verdict on one candidate from its paired ratios; a pure function.
-
-    `failures` are the reasons of the candidate's runs that crashed, hung or broke the budget:
-    any one makes it flaky, never verified. `pairs` is how many successful pairs a verdict
-    needs (default: as many as there are ratios); fewer, when the baseline failed, verify nothing.
-    `disturbed`: the rounds in which other processes took BUSY_SHARE or more of the CPU, and the
-    most they took (`Rounds.disturbed`). Such a load lands on one run of a pair more than the
-    other: one such verification claimed 13.7x for a plan that re-measured at 1.9x on a quiet
-    machine. A speedup measured so is shown, never verified. `set_aside`: such rounds already
-    taken out of `ratios` (`Rounds.quiet`), and the most other processes took in them: the
-    verdict stands on the quiet rounds, and says so; fewer than FIRST_LOOK quiet ones leave it
-    unchecked.
-    """
-    speedup, low, high = paired_interval(ratios, confidence) if ratios else (0.0, 0.0, 0.0)
-    peak = max(peaks_mb, default=0.0)
-    runs = len(ratios) + len(failures) if pairs is None else pairs
-    if failures:
-        verified, reason = False, f"flaky: failed in {len(failures)} of {runs} runs: {failures[0]}"
-    elif set_aside[0] and len(ratios) < FIRST_LOOK:
-        verified, reason = False, (f"{BUSY_REASON}: other processes took up to {set_aside[1]:.0%} of its CPU in "
-                                   f"{set_aside[0]} rounds, set aside, and only {len(ratios)} quiet round(s) could be "
-                                   "had within the budget: unchecked; run it again on a quieter machine")
-    elif not ratios:
-        verified, reason = False, "no successful pair of runs"
-    elif pairs is not None and len(ratios) < pairs:
-        verified, reason = False, f"only {len(ratios)} of {pairs} pairs succeeded: the baseline failed in the others"
-    elif numerics is not None and not numerics.passed:
-        verified, reason = False, f"numerics: {numerics.note}"
-    elif numerics is not None and numerics.risk == "changes semantics":
-        verified, reason = False, "changes what is computed: shown as advice, never verified automatically"
-    elif memory_fix:
-        under = max_memory_mb is not None and peak <= max_memory_mb
-        verified = under
-        reason = (
-            f"every run stayed under the {max_memory_mb:,.0f} MB budget (peak {peak:,.0f} MB)"
-            if under
-            else f"peak {peak:,.0f} MB is over the {max_memory_mb or 0:,.0f} MB budget"
-        )
-    elif disturbed[0]:
-        verified, reason = False, (f"{BUSY_REASON}: other processes took up to {disturbed[1]:.0%} of its CPU "
-                                   f"in {disturbed[0]} of {len(ratios)} rounds, which distorts the ratios; "
-                                   "run it again on a quiet machine")
-    elif low >= min_speedup:
-        verified, reason = True, f"95% interval {low:.2f}x-{high:.2f}x clears {min_speedup:.2f}x"
-    else:
-        verified, reason = False, f"95% interval {low:.2f}x-{high:.2f}x does not clear {min_speedup:.2f}x"
-    if set_aside[0] and not reason.startswith(BUSY_REASON):
-        reason += (f" ({len(ratios)} quiet rounds; {set_aside[0]} set aside and run again, in which other processes "
-                   f"took up to {set_aside[1]:.0%} of the CPU)")
-    return Verdict(name, tuple(ratios), speedup, low, high, verified, reason, numerics, peak, tuple(failures))
-
-
-def settled(ratios: Sequence[float], min_speedup: float, failures: Sequence[str] = (),
-            confidence: float = 0.95) -> bool:
-    """Whether more rounds could not change a speed verdict: a failed run (flaky, whatever comes
-    next), or an interval wholly above or wholly below `min_speedup`.
-
-    A verification looks at the rounds of its `look_schedule` and stops at the first look where
-    every verdict is settled. Several looks at the same candidate would let chance verify it
-    more often than one, so every look uses Pocock's level for that many looks
-    (`look_confidence`): all of them together cover at least 95%."""
-    if failures:
-        return True
-    if len(ratios) < 2:
-        return False
-    _, low, high = paired_interval(ratios, confidence)
-    return low >= min_speedup or high < min_speedup
-
-
-def half_width(ratios: Sequence[float], confidence: float = 0.95) -> float:
-    """How far the interval reaches either side of the speedup, as a share of it (the geometric
-    half-width: 2.0x (1.8-2.2x) is about 0.1); infinite under two ratios."""
-    _, low, high = paired_interval(ratios, confidence)
-    return math.sqrt(high / low) - 1 if low > 0 and math.isfinite(high) else math.inf
-
-
-def rounds_to_pin(claims: dict[str, Sequence[float]], min_speedup: float, precision: float,
-                  confidence: float = 0.95) -> tuple[Optional[str], int]:
-    """The candidate a user would adopt (the fastest whose interval clears `min_speedup`), and
-    the rounds its interval says it needs to reach no further than `precision` either side of
-    its speedup (a width shrinks as one over the root of the rounds); (None, 0) when none clears
-    the bar or `precision` is 0 (off). A verdict settles as soon as the interval clears the bar,
-    often after 3 rounds with an interval of +-20-40%: the number a user plans on, and
-    re-measures, deserves the rounds that pin it down. The rounds are fixed once, from the
-    rounds that settled the verdict: stopping whenever a later interval happened to look
-    narrow would stop on rounds that agree by chance, and the intervals would cover less than
-    they say (`python -m experiments.calibrate --coverage` measures it)."""
-    if precision <= 0:
-        return None, 0
-    cleared = {name: paired_interval(ratios, confidence) for name, ratios in claims.items() if len(ratios) >= 2}
-    cleared = {name: interval for name, interval in cleared.items() if interval[1] >= min_speedup}
-    if not cleared:
-        return None, 0
-    best = max(cleared, key=lambda name: cleared[name][0])
-    reach = math.log1p(half_width(claims[best], confidence))  # in logs, where a width shrinks as one over the root
-    return best, math.ceil(len(claims[best]) * (reach / math.log1p(precision)) ** 2)
 
 
 OBJECTIVE, ANSWERED = "objective", "answered"  # what a speedup is a ratio of (`BASES`)

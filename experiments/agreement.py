@@ -22,7 +22,7 @@ from typing import Callable, Optional
 
 from advisor.kinds import baseline_plan, load_config
 from advisor.session import round_measures
-from advisor.verify import paired_interval
+from advisor.verdict import paired_interval
 from experiments.reproduce import plain_run
 
 LOOPS = ("advisor", "plain")

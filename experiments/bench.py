@@ -54,7 +54,8 @@ from advisor.session import SessionResult, measure_with, optimize, round_measure
 from advisor.session.gate import compare_outputs, worst_numerics
 from advisor.session.planning import search_space
 from advisor.session.verification import gap_recovered, more_requests
-from advisor.verify import ANSWERED, OBJECTIVE, Rounds, interleave, paired_interval
+from advisor.verdict import paired_interval
+from advisor.verify import ANSWERED, OBJECTIVE, Rounds, interleave
 from experiments import config_path
 from experiments.agreement import loops_ratio, same_rounds, speedups
 from experiments.calibrate import aa_verdicts

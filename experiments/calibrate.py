@@ -30,10 +30,9 @@ from dataclasses import dataclass
 from typing import Callable
 
 from advisor.config import SearchConfig
-from advisor.verify import (
+from advisor.verdict import (
     FIRST_LOOK,
     Verdict,
-    interleave,
     judge,
     look_confidence,
     look_schedule,
@@ -42,6 +41,7 @@ from advisor.verify import (
     rounds_to_pin,
     settled,
 )
+from advisor.verify import interleave
 
 TRUE_SPEEDUP = 1.5
 NOISE_SD = 0.1  # per-pair log-ratio spread; single pairs on the 2-core machine span 1.3x-2.6x at worst

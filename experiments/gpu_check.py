@@ -118,7 +118,7 @@ def speedup_of(kind: str, plan_result: dict, base_result: dict) -> float:
 def replay(kind: str, config: Path, plan: dict, rounds: int, folder: Path) -> dict:
     """The plan against the default in the plain loop, `rounds` interleaved pairs (the order
     alternating): the geometric-mean speedup and its 95% interval."""
-    from advisor.verify import paired_interval
+    from advisor.verdict import paired_interval
 
     base_file, plan_file = folder / "default.json", folder / "plan.json"
     base_file.write_text("{}")

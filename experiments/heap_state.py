@@ -21,7 +21,7 @@ from pathlib import Path
 
 from advisor.kinds import baseline_plan, load_config
 from advisor.session import round_measures
-from advisor.verify import paired_interval
+from advisor.verdict import paired_interval
 from experiments.agreement import claim_arguments, per_round, rotated_rounds
 from experiments.reproduce import plain_result
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 from advisor.kinds import kind_of, load_config
 from advisor.session import round_measures
-from advisor.verify import interleave, paired_interval
+from advisor.verdict import paired_interval
+from advisor.verify import interleave
 from experiments import config_path
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -29,7 +29,7 @@ from advisor.evidence import Evidence  # noqa: E402
 try:  # the kinds' registry reads configs
     from advisor.kinds import parse_config
 except ImportError:  # before the kinds were packages
-    from advisor.config import parse_config
+    from advisor.kinds import parse_config
 
 from advisor.session.planning import plan_or_resume  # noqa: E402
 

@@ -47,7 +47,7 @@ def plain_result(config: Path, plan_file: Path, flags: tuple[str, ...] = ()) -> 
 def plain_speedup(config: Path, plan: dict, rounds: int) -> tuple[float, float, float]:
     """The plan's speedup over the baseline in the plain loop: `rounds` interleaved pairs (the
     order alternating), each run a fresh process; the geometric mean and its 95% interval."""
-    from advisor.verify import paired_interval
+    from advisor.verdict import paired_interval
 
     with tempfile.TemporaryDirectory() as folder:
         baseline_file, plan_file = Path(folder) / "baseline.json", Path(folder) / "plan.json"

@@ -20,7 +20,7 @@ from pathlib import Path
 import advisor.measure
 from advisor.kinds import baseline_plan, load_config
 from advisor.session import round_measures
-from advisor.verify import paired_interval
+from advisor.verdict import paired_interval
 from experiments import config_path
 from experiments.reproduce import plain_run
 

@@ -45,7 +45,7 @@ def advisor_rate(folder: Path, script: str, args: tuple[str, ...], unsandboxed: 
 
 
 def measure(name: str, rounds: int, unsandboxed: bool) -> None:
-    from advisor.verify import paired_interval
+    from advisor.verdict import paired_interval
 
     script, by_hand_args, advisor_args = SHAPES[name]
     with tempfile.TemporaryDirectory() as temporary:

@@ -107,7 +107,7 @@ def session(folder: Path, name: str, reference: Reference, trials: int) -> dict:
 
 
 def reproduce(name: str, reference: Reference, rounds: int, trials: int) -> None:
-    from advisor.verify import paired_interval
+    from advisor.verdict import paired_interval
 
     with tempfile.TemporaryDirectory() as temporary:
         folder = Path(temporary)

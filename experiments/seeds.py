@@ -24,7 +24,8 @@ from advisor.plan import effective, plan_key
 from advisor.recipes import by_name
 from advisor.session import measure_with, optimize, round_measures
 from advisor.session.planning import search_space
-from advisor.verify import interleave, paired_interval
+from advisor.verdict import paired_interval
+from advisor.verify import interleave
 from experiments.bench import grid, pick, run_grid, run_search, scratch_config
 
 WITHIN = 0.95  # "within 5% of the grid's pick"

@@ -291,7 +291,8 @@ def test_a_burst_of_other_work_during_verification_delays_it_and_the_fix_still_v
 
     import advisor
     from advisor.harness import run_measurement
-    from advisor.verify import interleave, paired_interval
+    from advisor.verdict import paired_interval
+    from advisor.verify import interleave
 
     (tmp_path / "latency.txt").write_text("3.0")
     path = write_config(tmp_path, merged(FETCH_STALLED, {"search": {"recipes": ["dataloader"], "trials": 3},

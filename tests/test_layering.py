@@ -12,7 +12,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = {"advisor": ROOT / "advisor", "advisor.recipes": ROOT / "recipes"}  # advisor/recipes links to recipes/
 SESSION = "advisor.session"
 # Parent-side judgement: what measures, compares, decides and records. A measurement child never needs it.
-JUDGEMENT = ("advisor.verify", "advisor.diagnosis", "advisor.findings", "advisor.evidence", "advisor.search",
+JUDGEMENT = ("advisor.verify", "advisor.verdict", "advisor.diagnosis", "advisor.findings", "advisor.evidence", "advisor.search",
              "advisor.session", "advisor.tracking", "advisor.report", "advisor.api", "advisor.cli")
 KINDS = ("train", "lightning", "script", "infer", "pipeline", "distributed")
 # Each kind's parent side: judgement too.

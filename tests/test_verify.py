@@ -10,7 +10,8 @@ from advisor.harness import run_measurement
 from advisor.kinds import baseline_plan, load_config
 from advisor.kinds.train.compare import compare_losses, compare_training
 from advisor.measure import Measurement
-from advisor.verify import interleave, judge, paired_interval, step_breakdown
+from advisor.verdict import judge, paired_interval
+from advisor.verify import interleave, step_breakdown
 
 
 def test_interval_brackets_the_geometric_mean():
@@ -25,7 +26,7 @@ def test_interval_brackets_the_geometric_mean():
 
 
 def test_t_quantiles_match_the_tables_and_scipy():
-    from advisor.verify import t_quantile
+    from advisor.verdict.statistics import t_quantile
 
     assert t_quantile(0.975, 1) == pytest.approx(12.706, abs=1e-3) and t_quantile(0.975, 4) == pytest.approx(2.776, abs=1e-3)
     assert t_quantile(0.995, 30) == pytest.approx(2.750, abs=1e-3) and t_quantile(0.025, 4) == -t_quantile(0.975, 4)
@@ -235,7 +236,7 @@ def test_a_verified_claim_takes_the_rounds_that_pin_its_number():
     for the rounds its interval says reach +-10% (fixed once, at the verdict); a claim already
     that narrow, one that does not clear the bar, or precision 0, take none. Simulated, the
     replay of a claim so pinned lies closer to it than a replay of one read at its verdict."""
-    from advisor.verify import rounds_to_pin
+    from advisor.verdict import rounds_to_pin
     from experiments.calibrate import claim_precision
 
     wide, narrow = [1.6, 2.0, 2.5], [1.98, 2.0, 2.02]
@@ -305,7 +306,7 @@ def test_the_first_fix_is_announced_at_its_settled_look_and_taken_back_if_its_ro
 
 
 def test_rounds_stop_when_enough_says_so():
-    from advisor.verify import FIRST_LOOK, settled
+    from advisor.verdict import FIRST_LOOK, settled
 
     rng = random.Random(3)
     measure = lambda plan: Measurement("full", plan, "ok", samples_per_s=(100, 300)[plan["x"]] * rng.uniform(0.97, 1.03))  # noqa: E731
@@ -524,3 +525,55 @@ def test_a_verification_stopped_mid_way_goes_on_from_its_next_round(tmp_path):
     assert len(rounds.baseline) == 6 and rounds.ratios("#3")[:3] == [2.02, 2.03, 2.06]
     assert heard[0] == "  3 round(s) kept from before: going on from round 4"
     assert len(KeptRounds(optuna.load_study(study_name="s", storage=storage()), key).earlier("baseline", ["#3"]).baseline) == 6
+
+
+def test_a_verdict_carries_its_status_and_the_level_its_interval_was_drawn_at():
+    from advisor.verdict import Status, judge, look_confidence
+
+    level = look_confidence(2)  # Pocock's, two looks: wider than a single look's
+    clear = judge("a", [1.30, 1.32, 1.29, 1.31], 1.05, confidence=level)
+    assert clear.status is Status.VERIFIED and clear.verified and clear.confidence == level
+    assert clear.reason.startswith("97% interval ") and clear.to_dict()["status"] == "verified"
+    plain = judge("a", [1.30, 1.32, 1.29, 1.31], 1.05)
+    assert plain.reason.startswith("95% interval ") and plain.low > clear.low, "the wider level, the wider interval"
+    assert judge("b", [1.01, 1.02, 1.0], 1.05).status is Status.SHORT
+    assert judge("c", [1.3, 1.3], 1.05, failures=["crashed"]).status is Status.FLAKY
+    assert judge("d", [1.3, 1.3, 1.3], 1.05, disturbed=(1, 0.4)).status is Status.BUSY
+    assert judge("e", [], 1.05).status is Status.NO_PAIRS
+
+
+def test_every_renderer_prints_the_level_the_recommendations_carry():
+    """No renderer assumes 95%: the table, the HTML report, MLflow's table and the plot name the level carried."""
+    from advisor.report import render_recommendations
+    from advisor.report_html import ranking_section
+    from advisor.tracking import ranking_table
+    from advisor.verdict import levels_of
+
+    rec = {"rank": 1, "recipes": ["dataloader"], "plan": {}, "changes": {"dataloader.num_workers": 2}, "speedup": 2.0,
+           "interval": (1.8, 2.2), "verified": True, "reason": "", "numerics": {}, "peak_memory_mb": 100.0,
+           "confidence": 0.9706, "status": "verified", "snippet": "", "trial": 1, "samples_per_s": 200.0}
+    payload = {"baseline": {"samples_per_s": 100.0}, "unit": "samples/s", "recommendations": [rec], "rejected": [],
+               "min_speedup": 1.05, "trials": []}
+    assert levels_of([rec]) == "97%" and levels_of([rec, {**rec, "confidence": 0.95}]) == "95-97%"
+    assert levels_of([{k: v for k, v in rec.items() if k != "confidence"}]) == "95%", "a payload from before levels"
+    assert "97% interval" in render_recommendations(payload)
+    assert "97% interval" in "".join(ranking_section(payload))
+    assert "97% interval" in ranking_table(payload, "input-fetch")
+
+
+def test_no_renderer_spells_a_level_of_its_own():
+    """The level lives in the verdict (`advisor.verdict`); nothing else writes "95%" into what it prints."""
+    import ast
+
+    from conftest import ROOT
+
+    for path in (ROOT / "advisor").rglob("*.py"):
+        if "verdict" in path.parts:
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                      if isinstance(node, (ast.Module, ast.FunctionDef, ast.ClassDef)) and node.body
+                      and isinstance(node.body[0], ast.Expr) and isinstance(node.body[0].value, ast.Constant)}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+                assert "95%" not in node.value, f"{path.name}:{node.lineno}: {node.value!r}"

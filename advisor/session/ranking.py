@@ -16,7 +16,8 @@ from advisor.session.bundle import Session
 from advisor.session.margins import MEMORY_TIE_SAVING
 from advisor.session.results import Progress, Recommendation
 from advisor.session.verification import Verified, verify_each
-from advisor.verify import ANSWERED, FIRST_LOOK, Rounds, interleave, look_confidence, paired_interval, reported_confidence
+from advisor.verdict import FIRST_LOOK, look_confidence, paired_interval, reported_confidence
+from advisor.verify import ANSWERED, Rounds, interleave
 
 
 def rank_session(session: Session, verified: Verified,

@@ -12,6 +12,7 @@ from advisor.evidence import Evidence
 from advisor.findings import Diagnosis
 from advisor.plan import active_recipes, changes_of, names
 from advisor.recipes import Context
+from advisor.verdict import PLAIN_LEVEL
 
 Progress = Callable[[str], None]
 
@@ -33,6 +34,8 @@ class Recommendation:
     samples_per_s: float
     # each recipe's one-off cost (a compile, cuDNN's autotuning, a cache's build) and when it is paid back
     one_off: dict = field(default_factory=dict)
+    status: str = "verified"  # which rule decided its verdict (`advisor.verdict.Status`)
+    confidence: float = PLAIN_LEVEL  # the level its interval was drawn at
     contributions: dict = field(default_factory=dict)
     step_breakdown_ms: dict = field(default_factory=dict)
     failed_runs: int = 0  # verification runs that crashed, hung or broke the budget: flaky when > 0

@@ -22,23 +22,8 @@ from advisor.session.gate import gate_candidates, rounding_envelope, worst_numer
 from advisor.session.kept_rounds import KeptRounds, arms_key
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
-from advisor.verify import (
-    OBJECTIVE,
-    Envelope,
-    Rounds,
-    half_width,
-    interleave,
-    judge,
-    look_confidence,
-    look_schedule,
-    near_its_limit,
-    paired_interval,
-    reported_confidence,
-    rounds_to_pin,
-    settled,
-    speedup_basis,
-    step_breakdown,
-)
+from advisor.verdict import half_width, judge, look_confidence, look_schedule, paired_interval, reported_confidence, rounds_to_pin, settled
+from advisor.verify import OBJECTIVE, Envelope, Rounds, interleave, near_its_limit, speedup_basis, step_breakdown
 
 
 @dataclass
@@ -203,7 +188,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
             rounds=len(rounds.baseline), set_aside_rounds=set_aside[0], set_aside_share=set_aside[1],
             ideal_speedup=ideal_speedup, gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
             latency_ms=latency_of(runs), load_curve=load_curve_of(runs), speedup_basis=basis, epoch=epoch_of(runs),
-            page_faults_per_step=page_faults_of(runs),
+            page_faults_per_step=page_faults_of(runs), status=verdict.status.value, confidence=verdict.confidence,
         ))
     return recommendations, rounds.baseline, rejections
 

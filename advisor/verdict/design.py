@@ -1,0 +1,87 @@
+"""The sequential design of a verification: when it looks at its rounds, the level each look's
+interval is drawn at (Pocock's boundaries), when a verdict is settled, and how many rounds pin
+the adopted speedup down. Verification (`advisor.session.verification.Stopping`), the ranking's
+shares and `advisor retune` all stop by these rules.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Sequence
+
+from advisor.verdict.statistics import PLAIN_LEVEL, half_width, paired_interval
+
+FIRST_LOOK = 3  # rounds after which a verification may stop, when every verdict is already settled
+
+
+# Pocock's constant boundaries for 1 to 6 looks at a two-sided 5% (Pocock 1977, Biometrika 64:191):
+# every look's interval is drawn at the same level, wide enough that all looks together miss the
+# truth at most 5% of the time (`python -m experiments.calibrate --coverage` measures ours).
+POCOCK = (1.960, 2.178, 2.289, 2.361, 2.413, 2.453)
+
+
+LOOK_GROWTH = 1.6  # each look past search.pairs has this many times the rounds of the one before
+
+
+def look_schedule(pairs: int, most: int) -> tuple[int, ...]:
+    """The rounds after which a verification looks: FIRST_LOOK, `pairs`, then growing by
+    LOOK_GROWTH up to `most` (6 looks at most: Pocock's table)."""
+    looks = [FIRST_LOOK, pairs]
+    while looks[-1] < most:
+        looks.append(min(most, math.ceil(looks[-1] * LOOK_GROWTH)))
+    return tuple(sorted(set(looks)))[:len(POCOCK)]
+
+
+def look_confidence(looks: int) -> float:
+    """Each look's two-sided confidence under Pocock's boundary for that many looks."""
+    return math.erf(POCOCK[min(looks, len(POCOCK)) - 1] / math.sqrt(2))
+
+
+def reported_confidence(schedule: tuple[int, ...], rounds: int, settled_there: bool) -> float:
+    """The level of the interval a verification reports, having stopped after `rounds`: where
+    every verdict was settled there (at Pocock's level for the whole schedule), Pocock's level
+    for the looks taken so far, PLAIN_LEVEL at the first; otherwise (the schedule's end, or its
+    time budget) the whole schedule's. Stopping at a settled look, the narrower interval says
+    the same verdict; a verification that stops at its first look is not widened for looks it
+    never took. `python -m experiments.calibrate --coverage` measures the coverage."""
+    looks = sum(look <= rounds for look in schedule)
+    return look_confidence(max(1, looks) if settled_there else len(schedule))
+
+
+def settled(ratios: Sequence[float], min_speedup: float, failures: Sequence[str] = (),
+            confidence: float = PLAIN_LEVEL) -> bool:
+    """Whether more rounds could not change a speed verdict: a failed run (flaky, whatever comes
+    next), or an interval wholly above or wholly below `min_speedup`.
+
+    A verification looks at the rounds of its `look_schedule` and stops at the first look where
+    every verdict is settled. Several looks at the same candidate would let chance verify it
+    more often than one, so every look uses Pocock's level for that many looks
+    (`look_confidence`): all of them together cover at least PLAIN_LEVEL."""
+    if failures:
+        return True
+    if len(ratios) < 2:
+        return False
+    _, low, high = paired_interval(ratios, confidence)
+    return low >= min_speedup or high < min_speedup
+
+
+def rounds_to_pin(claims: dict[str, Sequence[float]], min_speedup: float, precision: float,
+                  confidence: float = PLAIN_LEVEL) -> tuple[Optional[str], int]:
+    """The candidate a user would adopt (the fastest whose interval clears `min_speedup`), and
+    the rounds its interval says it needs to reach no further than `precision` either side of
+    its speedup (a width shrinks as one over the root of the rounds); (None, 0) when none clears
+    the bar or `precision` is 0 (off). A verdict settles as soon as the interval clears the bar,
+    often after 3 rounds with an interval of +-20-40%: the number a user plans on, and
+    re-measures, deserves the rounds that pin it down. The rounds are fixed once, from the
+    rounds that settled the verdict: stopping whenever a later interval happened to look
+    narrow would stop on rounds that agree by chance, and the intervals would cover less than
+    they say (`python -m experiments.calibrate --coverage` measures it)."""
+    if precision <= 0:
+        return None, 0
+    cleared = {name: paired_interval(ratios, confidence) for name, ratios in claims.items() if len(ratios) >= 2}
+    cleared = {name: interval for name, interval in cleared.items() if interval[1] >= min_speedup}
+    if not cleared:
+        return None, 0
+    best = max(cleared, key=lambda name: cleared[name][0])
+    reach = math.log1p(half_width(claims[best], confidence))  # in logs, where a width shrinks as one over the root
+    return best, math.ceil(len(claims[best]) * (reach / math.log1p(precision)) ** 2)
