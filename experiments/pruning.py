@@ -163,8 +163,9 @@ def main() -> None:
     parser.add_argument("--stretch", type=int, default=search.PRUNE_STRETCH_PERCENT, help="... its pace over stretches of this percent")
     args = parser.parse_args()
     # read by BehindTheBest as it prunes
-    search.PRUNE_SHARE, search.PRUNE_FROM_PERCENT, search.PRUNE_STRETCH_PERCENT = args.share, args.start, args.stretch
-    search.PRUNE_EARLY = tuple(args.early)
+    rule = search.pruning  # the pruner reads its constants from its own module
+    rule.PRUNE_SHARE, rule.PRUNE_FROM_PERCENT, rule.PRUNE_STRETCH_PERCENT = args.share, args.start, args.stretch
+    rule.PRUNE_EARLY = tuple(args.early)
     print(f"the rule: prune what cannot end above {args.share:.0%} of the best finished trial's rate at its fastest pace "
           f"over {args.stretch}% of its window so far, from {args.start}% of it (from {args.early[0]:.0f}%, "
           f"{args.early[1]:.0%})")

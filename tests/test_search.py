@@ -316,8 +316,8 @@ def test_a_dead_machines_trial_is_failed_by_optunas_heartbeat_and_retried(tmp_pa
     """A database study beats Optuna's heartbeat: a running trial of a process on another
     machine that went silent is failed after the grace period and enqueued again by Optuna's
     retry callback; the budget counts the retry, not the dead attempt."""
-    monkeypatch.setattr(search, "HEARTBEAT_S", 1.0)
-    monkeypatch.setattr(search, "STALE_AFTER_S", 1.0)
+    monkeypatch.setattr(search.heartbeat, "HEARTBEAT_S", 1.0)
+    monkeypatch.setattr(search.heartbeat, "STALE_AFTER_S", 1.0)
     storage = search.open_storage(f"sqlite:///{tmp_path / 'study.db'}")
     assert search.beats(storage)
     study = optuna.create_study(study_name="s", storage=storage, direction="maximize")

@@ -144,7 +144,7 @@ def wait_for_study(config: AdvisorConfig, wait_s: float, progress: Progress = la
 
 def _warn_if_sharing_the_machine(study, progress: Progress) -> None:
     """Workers of one study on one machine time their trials at once, and each slows the other."""
-    running = [t.user_attrs.get(search.WORKER_ATTR, "") for t in study.get_trials(deepcopy=False, states=(search.TrialState.RUNNING,))]
+    running = [t.user_attrs.get(search.WORKER_ATTR, "") for t in search.running_trials(study)]
     others = measuring_here(running)
     if others and not os.environ.get(SLOTS_ENV):
         progress(f"warning: another process on this machine ({others[0]}) is measuring trials of this study; "
