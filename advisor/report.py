@@ -211,110 +211,132 @@ def table_header(level: str) -> str:
 def render_recommendations(payload: dict, verbose: bool = False) -> str:
     """The ranked table the terminal shows, and `advisor report` prints from MLflow; `verbose`
     (-v): every rejected plan, not the first SHOWN_REJECTIONS."""
-    base = payload["baseline"]
-    capacity = (base.get("latency_ms") or {}).get("capacity_per_s")  # over the rounds the speedups pair with
-    lines = [
-        (f"baseline: {capacity:,.0f} {payload['unit']} (over its verification rounds)" if capacity is not None else
-         f"baseline: {base['samples_per_s']:,.0f} {payload['unit']}")
-        + (f" (ideal {base['ideal_samples_per_s']:,.0f})" if base.get("ideal_samples_per_s") else ""),
-        "",
-    ]
-    if base.get("latency_ms"):
-        lines[-1:-1] = [f"baseline latency: {latency_text(base['latency_ms'])}"]
-    if base.get("epoch"):
-        lines[-1:-1] = [f"baseline: {epoch_text(base['epoch'])}"]
-    if payload.get("baseline_failure", "").startswith("over the p95 SLO"):
-        lines[-1:-1] = [f"the baseline breaks its SLO ({payload['baseline_failure']}): fixes that keep it are ranked "
-                        f"against {payload.get('numerics_reference', 'the baseline')}"]
-    if payload.get("memory_fix") and payload.get("max_memory_mb"):
-        lines[-1:-1] = [f"the baseline does not fit the {payload['max_memory_mb']:,.0f} MB budget (peak "
-                        f"{base['peak_memory_mb']:,.0f} MB): fixes that fit are ranked by speed, their results checked "
-                        f"against {payload.get('numerics_reference', 'the baseline')}"]
-    if payload.get("numerics_envelope", {}).get("amplifies"):
-        lines[-1:-1] = [payload["numerics_envelope"]["sentence"]]
-    if payload.get("pruned"):
-        unrun = payload.get("pruned_unrun_s", 0.0)  # none in the payload of a session before it was kept
-        lines[-1:-1] = [f"{len(payload['pruned'])} of {len(payload['pruned']) + len(payload.get('trials', []))} trials "
-                        f"pruned midway, clearly losing (trial {', '.join('#' + str(p['number']) for p in payload['pruned'])})"
-                        + (f": about {unrun:,.1f} s of their timed windows left unrun, at their pace so far" if unrun else "")]
-    lines[-1:-1] = bucket_lines(payload) + loader_lines(payload) + capacity_lines(payload) + answered_lines(payload)
     recs = payload["recommendations"]
-    if payload.get("baseline_failure") and not payload.get("memory_fix"):
-        lines.append(f"the baseline itself failed ({payload['baseline_failure']}): there is nothing to compare a fix with")
-    elif not any(rec["verified"] for rec in recs):
-        busy = any(was_busy(rec) for rec in recs)
-        lines.append("nothing verified: the machine was busy while the fixes were verified; run it again on a quiet machine"
-                     if busy else
-                     f"nothing clears the bar: no fix was verified at >= {payload['min_speedup']:.2f}x with unchanged results")
+    lines = baseline_lines(payload) + [""] + verdict_line(payload)
     if recs:
         lines.append(table_header(levels_of(recs)))
         for rec in recs:
-            low, high = rec["interval"]
-            numerics = rec["numerics"]
-            numerics_text = "n/a" if not numerics else ("ok" if numerics["passed"] else "FAILED")
-            status = "yes" if rec["verified"] else "flaky" if rec.get("failed_runs") else "no"
-            lines.append(
-                f"{rec['rank']:<5}{'+'.join(rec['recipes'])[:33]:<34}{rec['speedup']:>7.2f}x  "
-                f"{low:.2f}-{high:.2f}x{'':<4}{status:<10}{numerics_text:<10}{rec['peak_memory_mb']:>8,.0f}"
-            )
-            lines.append(f"     {', '.join(f'{k}={v}' for k, v in rec['changes'].items())}")
-            if rec.get("leads_because"):
-                lines.append(f"     {rec['leads_because']}")
-            if rec.get("latency_ms", {}).get("capacity_per_s") is not None:
-                sentence = capacity_sentence(rec["latency_ms"]["capacity_per_s"], rec["latency_ms"]["slo_ms"],
-                                             len(rec.get("load_curve", [])), base["latency_ms"].get("capacity_per_s"))
-                lines.append(f"     {sentence}")
-            if rec.get("latency_ms"):
-                lines.append(f"     latency {latency_text(rec['latency_ms'])}")
-            if rec.get("epoch"):
-                lines.append(f"     {epoch_text(rec['epoch'])}")
-            lines += page_fault_lines(rec, base)
-            lines += rewrite_lines(rec, payload)
-            if rec.get("busy_share", 0.0) >= BUSY_SHARE:
-                lines.append(f"     the machine was busy while it was verified: other processes took up to "
-                             f"{rec['busy_share']:.0%} of its CPU")
-            if rec.get("set_aside_rounds"):
-                lines.append(f"     {rec['set_aside_rounds']} verification round(s) set aside and run again: other processes "
-                             f"took up to {rec['set_aside_share']:.0%} of the CPU in them; judged on "
-                             f"{rec['rounds']} quiet rounds")
-            if not rec["verified"]:
-                lines.append(f"     not verified: {rec['reason']}")
-            gap = rec.get("gap_recovered")
-            if gap is not None and gap > 1.0:
-                lines.append(f"     faster than the ideal measured in the same rounds ({rec['ideal_speedup']:.2f}x): "
-                             "a measurement fault to look into, not a result")
-            elif gap is not None:
-                lines.append(f"     recovers {gap:.0%} of the gap to the ideal throughput (measured in the same rounds, "
-                             f"{rec['ideal_speedup']:.2f}x)")
-            for recipe, share in rec.get("contributions", {}).items():
-                if share.get("needed_for_budget"):
-                    lines.append(f"     {recipe} is needed: without it the job breaks the memory budget")
-                    continue
-                low, high = share["interval"]
-                budget = payload.get("max_memory_mb")
-                if payload.get("memory_fix") and budget and share.get("peak_without_mb", 0) > budget:
-                    verdict = f"; without it the peak is {share['peak_without_mb']:,.0f} MB, over the budget"
-                elif high < 1.0:
-                    lines.append(f"     {recipe} slows it: {1 / share['factor']:.2f}x faster without it "
-                                 f"({1 / high:.2f}-{1 / low:.2f}x)")
-                    continue
-                else:
-                    verdict = "" if share["shown"] else ": not shown to help; the plan may drop it"
-                lines.append(f"     {recipe} adds {share['factor']:.2f}x ({low:.2f}-{high:.2f}x){verdict}")
+            lines += row_lines(rec) + detail_lines(rec, payload) + contribution_lines(rec, payload)
             lines += [one_off_line(cost) for cost in rec.get("one_off", {}).values()]
-    lines += unvectorised_lines(payload)
-    rejected = payload["rejected"]
-    shown = len(rejected) if verbose else SHOWN_REJECTIONS
-    for rejection in rejected[:shown]:
-        lines.append(f"rejected {'+'.join(rejection['recipes'])} ({rejection['plan_changes']}): {rejection['reason']}")
-    if len(rejected) > shown:
-        lines.append(f"... and {len(rejected) - shown} more rejected plans (-v lists them; recommendations.json has all)")
+    lines += unvectorised_lines(payload) + rejection_lines(payload["rejected"], verbose)
     if recs and recs[0]["verified"]:
         top = recs[0]
         lines += ["", f"apply #1 ({top['reason']}):", top["snippet"]]
     measured = "vectorise" in payload.get("recipes_tried", [])  # its rewrites were trialled: the table says how they did
     lines += advice_lines([a for a in payload.get("advice", []) if not (measured and a.get("status") == "equal")])
     return "\n".join(lines)
+
+
+def baseline_lines(payload: dict) -> list[str]:
+    """The baseline's rate, and what the session read of it before ranking anything."""
+    base = payload["baseline"]
+    capacity = (base.get("latency_ms") or {}).get("capacity_per_s")  # over the rounds the speedups pair with
+    lines = [(f"baseline: {capacity:,.0f} {payload['unit']} (over its verification rounds)" if capacity is not None else
+              f"baseline: {base['samples_per_s']:,.0f} {payload['unit']}")
+             + (f" (ideal {base['ideal_samples_per_s']:,.0f})" if base.get("ideal_samples_per_s") else "")]
+    if base.get("latency_ms"):
+        lines.append(f"baseline latency: {latency_text(base['latency_ms'])}")
+    if base.get("epoch"):
+        lines.append(f"baseline: {epoch_text(base['epoch'])}")
+    if payload.get("baseline_failure", "").startswith("over the p95 SLO"):
+        lines.append(f"the baseline breaks its SLO ({payload['baseline_failure']}): fixes that keep it are ranked "
+                     f"against {payload.get('numerics_reference', 'the baseline')}")
+    if payload.get("memory_fix") and payload.get("max_memory_mb"):
+        lines.append(f"the baseline does not fit the {payload['max_memory_mb']:,.0f} MB budget (peak "
+                     f"{base['peak_memory_mb']:,.0f} MB): fixes that fit are ranked by speed, their results checked "
+                     f"against {payload.get('numerics_reference', 'the baseline')}")
+    if payload.get("numerics_envelope", {}).get("amplifies"):
+        lines.append(payload["numerics_envelope"]["sentence"])
+    if payload.get("pruned"):
+        unrun = payload.get("pruned_unrun_s", 0.0)  # none in the payload of a session before it was kept
+        lines.append(f"{len(payload['pruned'])} of {len(payload['pruned']) + len(payload.get('trials', []))} trials "
+                     f"pruned midway, clearly losing (trial {', '.join('#' + str(p['number']) for p in payload['pruned'])})"
+                     + (f": about {unrun:,.1f} s of their timed windows left unrun, at their pace so far" if unrun else ""))
+    return lines + bucket_lines(payload) + loader_lines(payload) + capacity_lines(payload) + answered_lines(payload)
+
+
+def verdict_line(payload: dict) -> list[str]:
+    """Why there is no verified fix, when there is none."""
+    if payload.get("baseline_failure") and not payload.get("memory_fix"):
+        return [f"the baseline itself failed ({payload['baseline_failure']}): there is nothing to compare a fix with"]
+    recs = payload["recommendations"]
+    if any(rec["verified"] for rec in recs):
+        return []
+    if any(was_busy(rec) for rec in recs):
+        return ["nothing verified: the machine was busy while the fixes were verified; run it again on a quiet machine"]
+    return [f"nothing clears the bar: no fix was verified at >= {payload['min_speedup']:.2f}x with unchanged results"]
+
+
+def row_lines(rec: dict) -> list[str]:
+    """A recommendation's row of the table, and the settings it changes."""
+    low, high = rec["interval"]
+    numerics = rec["numerics"]
+    numerics_text = "n/a" if not numerics else ("ok" if numerics["passed"] else "FAILED")
+    status = "yes" if rec["verified"] else "flaky" if rec.get("failed_runs") else "no"
+    return [f"{rec['rank']:<5}{'+'.join(rec['recipes'])[:33]:<34}{rec['speedup']:>7.2f}x  "
+            f"{low:.2f}-{high:.2f}x{'':<4}{status:<10}{numerics_text:<10}{rec['peak_memory_mb']:>8,.0f}",
+            f"     {', '.join(f'{k}={v}' for k, v in rec['changes'].items())}"]
+
+
+def detail_lines(rec: dict, payload: dict) -> list[str]:
+    """What the session learned of a recommendation beyond its row."""
+    base = payload["baseline"]
+    lines = [f"     {rec['leads_because']}"] if rec.get("leads_because") else []
+    if rec.get("latency_ms", {}).get("capacity_per_s") is not None:
+        sentence = capacity_sentence(rec["latency_ms"]["capacity_per_s"], rec["latency_ms"]["slo_ms"],
+                                     len(rec.get("load_curve", [])), base["latency_ms"].get("capacity_per_s"))
+        lines.append(f"     {sentence}")
+    if rec.get("latency_ms"):
+        lines.append(f"     latency {latency_text(rec['latency_ms'])}")
+    if rec.get("epoch"):
+        lines.append(f"     {epoch_text(rec['epoch'])}")
+    lines += page_fault_lines(rec, base) + rewrite_lines(rec, payload)
+    if rec.get("busy_share", 0.0) >= BUSY_SHARE:
+        lines.append(f"     the machine was busy while it was verified: other processes took up to "
+                     f"{rec['busy_share']:.0%} of its CPU")
+    if rec.get("set_aside_rounds"):
+        lines.append(f"     {rec['set_aside_rounds']} verification round(s) set aside and run again: other processes "
+                     f"took up to {rec['set_aside_share']:.0%} of the CPU in them; judged on "
+                     f"{rec['rounds']} quiet rounds")
+    if not rec["verified"]:
+        lines.append(f"     not verified: {rec['reason']}")
+    gap = rec.get("gap_recovered")
+    if gap is not None and gap > 1.0:
+        lines.append(f"     faster than the ideal measured in the same rounds ({rec['ideal_speedup']:.2f}x): "
+                     "a measurement fault to look into, not a result")
+    elif gap is not None:
+        lines.append(f"     recovers {gap:.0%} of the gap to the ideal throughput (measured in the same rounds, "
+                     f"{rec['ideal_speedup']:.2f}x)")
+    return lines
+
+
+def contribution_lines(rec: dict, payload: dict) -> list[str]:
+    """What each recipe of a stacked plan adds, measured by leaving it out in the same rounds."""
+    lines = []
+    for recipe, share in rec.get("contributions", {}).items():
+        if share.get("needed_for_budget"):
+            lines.append(f"     {recipe} is needed: without it the job breaks the memory budget")
+            continue
+        low, high = share["interval"]
+        budget = payload.get("max_memory_mb")
+        if payload.get("memory_fix") and budget and share.get("peak_without_mb", 0) > budget:
+            verdict = f"; without it the peak is {share['peak_without_mb']:,.0f} MB, over the budget"
+        elif high < 1.0:
+            lines.append(f"     {recipe} slows it: {1 / share['factor']:.2f}x faster without it "
+                         f"({1 / high:.2f}-{1 / low:.2f}x)")
+            continue
+        else:
+            verdict = "" if share["shown"] else ": not shown to help; the plan may drop it"
+        lines.append(f"     {recipe} adds {share['factor']:.2f}x ({low:.2f}-{high:.2f}x){verdict}")
+    return lines
+
+
+def rejection_lines(rejected: list[dict], verbose: bool) -> list[str]:
+    shown = len(rejected) if verbose else SHOWN_REJECTIONS
+    lines = [f"rejected {'+'.join(r['recipes'])} ({r['plan_changes']}): {r['reason']}" for r in rejected[:shown]]
+    if len(rejected) > shown:
+        lines.append(f"... and {len(rejected) - shown} more rejected plans (-v lists them; recommendations.json has all)")
+    return lines
 
 
 REWRITE_STATUS = {"equal": "equal to the row-wise values on a sample; measured by the vectorise recipe",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import functools
 from typing import Any, Callable
 
 from advisor.cli.arguments import SCRIPT_COMMANDS
@@ -69,19 +70,29 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"advisor {version()}")
     commands = parser.add_subparsers(required=True, metavar="COMMAND")
+    command = functools.partial(add_command, commands)
+    add_measuring_commands(command)
+    add_review_commands(command)
+    add_about_commands(commands)
+    return parser
 
-    def command(name: str, handler, help_text: str, config_help: str = "path of the YAML config"):
-        sub = commands.add_parser(name, help=help_text, description=help_text, epilog=epilog(name),
-                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-        sub.add_argument("config", nargs="?", help=config_help + (
-            "; or, after --, the command line of a training script (-- python train.py ARGS)"
-            if name in SCRIPT_COMMANDS else ""))
-        sub.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr (for CI logs)")
-        sub.add_argument("-v", "--verbose", action="store_true", help="the detail the default output leaves out "
-                                                                     "(every rejected plan)")
-        sub.set_defaults(command=handler, name=name)
-        return sub
 
+def add_command(commands, name: str, handler, help_text: str, config_help: str = "path of the YAML config"):
+    """A command that reads a config (or a script's command line), with the options every such command has."""
+    sub = commands.add_parser(name, help=help_text, description=help_text, epilog=epilog(name),
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub.add_argument("config", nargs="?", help=config_help + (
+        "; or, after --, the command line of a training script (-- python train.py ARGS)"
+        if name in SCRIPT_COMMANDS else ""))
+    sub.add_argument("-q", "--quiet", action="store_true", help="no progress lines on stderr (for CI logs)")
+    sub.add_argument("-v", "--verbose", action="store_true", help="the detail the default output leaves out "
+                                                                 "(every rejected plan)")
+    sub.set_defaults(command=handler, name=name)
+    return sub
+
+
+def add_measuring_commands(command) -> None:
+    """diagnose, optimize and worker: the commands that measure the job."""
     diagnose = command("diagnose", run_diagnose, "measure the job and name its bottleneck with evidence")
     diagnose.add_argument("--json", action="store_true", help="print the result as JSON on stdout")
 
@@ -108,6 +119,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="run a script without its own copy of the machine, where namespaces are not available: "
                               "then only the interpreter's hooks keep its writes under its folder aside, and C code, "
                               "child processes and paths elsewhere are not contained")
+
+
+def add_review_commands(command) -> None:
+    """report, retune, schedule and ui: the commands over what sessions found."""
     report = command("report", run_report, "print the ranked recommendations of the latest session from MLflow")
     report.add_argument("--json", action="store_true", help="print them as JSON on stdout")
     report.add_argument("--html", action="store_true", help="write the session's report.html again, from what MLflow kept")
@@ -124,13 +139,15 @@ def build_parser() -> argparse.ArgumentParser:
     ui = command("ui", run_ui, "start the MLflow UI on 127.0.0.1 over the config's tracking store")
     ui.add_argument("--port", type=int, default=5000)
 
+
+def add_about_commands(commands) -> None:
+    """recipes and schema: about advisor itself, no config read."""
     recipes = commands.add_parser("recipes", help="list every recipe: the kinds it applies to, the bottlenecks it "
                                                   "targets, its risk and its knobs")
     recipes.add_argument("--json", action="store_true", help="print them as JSON on stdout")
     recipes.set_defaults(command=run_recipes, name="recipes")
     schema = commands.add_parser("schema", help="print the config's JSON Schema (for an editor to check configs)")
     schema.set_defaults(command=run_schema, name="schema")
-    return parser
 
 
 def version() -> str:

@@ -53,22 +53,18 @@ def run_measurement(
         limit_mb = memory_limit_mb or default_memory_limit_mb()
         group = cgroups.child_group(memory_limit_mb) if memory_limit_mb is not None else None
         config_path, config_bytes = _config_for_child(config)
-        spec_path.write_text(json.dumps({"config": str(config_path), "plan": plan, "mode": mode, "steps": steps,
-                                          "output": str(output_path) if output_path else None,
-                                          "memory_limit_mb": limit_mb, "cgroup": str(group) if group else None,
-                                          "scratch": folder, "observer": os.getpid(), "sandbox": sandboxed(config),
-                                          "progress": str(progress_path) if watch else None}))
+        spec_path.write_text(json.dumps({
+            "config": str(config_path), "plan": plan, "mode": mode, "steps": steps, "memory_limit_mb": limit_mb,
+            "output": str(output_path) if output_path else None, "cgroup": str(group) if group else None,
+            "scratch": folder, "observer": os.getpid(), "sandbox": sandboxed(config),
+            "progress": str(progress_path) if watch else None}))
         started = time.perf_counter()
         child = launch.start(str(spec_path), str(result_path), str(log_path), fresh=fresh, config=config_bytes)
         try:  # in a cgroup the kernel enforces the budget; the sampler only guards the machine
             with ResourceSampler(child.pid, None if group else limit_mb, budget=group is None and memory_limit_mb is not None) as sampler:
                 timed_out, pruned = _wait(child, timeout_s, watch, progress_path)
         finally:  # an interrupt, too, must not leave the child and its workers running
-            kill_tree(child.pid)
-            child.join()
-            cgroup_peak, cgroup_killed = cgroups.reading(group) if group else (0.0, False)
-            if group:
-                cgroups.remove(group)
+            cgroup_peak, cgroup_killed = _ended(child, group)
         wall_s = time.perf_counter() - started
         result = read_result(result_path)
         log_tail = log_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:] if log_path.exists() else ""
@@ -82,20 +78,12 @@ def run_measurement(
     if group:
         memory.update(peak_mb=cgroup_peak, method=cgroups.METHOD)
     common = {"wall_s": wall_s, "peak_memory_mb": memory["peak_mb"], "memory_source": memory["method"], "memory": memory}
-    if timed_out:
-        return Measurement.failed(mode, plan, hung(timeout_s), **common)
-    if pruned:
-        return Measurement.failed(mode, plan, f"{PRUNED}: {pruned}", **common)
-    if sampler.killed_reason:
-        return Measurement.failed(mode, plan, sampler.killed_reason, **common)
-    if cgroup_killed:
-        return Measurement.failed(mode, plan, f"over the memory budget: the kernel killed it at memory.max "
-                                              f"({memory_limit_mb:,.0f} MB), peak {cgroup_peak:,.0f} MB", **common)
-    if result is None:
-        return Measurement.failed(mode, plan, full or _death_reason(child.exitcode, log_tail), **common)
-    if result["status"] == "failed":
-        return Measurement.failed(mode, plan, budget_reason(result["reason"], memory_limit_mb), **common)
-
+    why = (hung(timeout_s) if timed_out else f"{PRUNED}: {pruned}" if pruned else sampler.killed_reason
+           or (f"over the memory budget: the kernel killed it at memory.max ({memory_limit_mb:,.0f} MB), peak "
+               f"{cgroup_peak:,.0f} MB" if cgroup_killed else "")
+           or failure_of(result, full or _death_reason(child.exitcode, log_tail), memory_limit_mb))
+    if why:
+        return Measurement.failed(mode, plan, why, **common)
     fields = dict(result)
     window = fields.pop("window", None)
     fields.pop("memory_end", None)
@@ -162,6 +150,24 @@ def _wait(child, timeout_s: float, watch: Optional[Callable[[dict], str]] = None
         return False, ""
     kill_tree(child.pid)
     return True, ""
+
+
+def _ended(child, group: Optional[Path]) -> tuple[float, bool]:
+    """The child and everything it started killed; its cgroup's peak and whether the kernel killed
+    it there, the group removed."""
+    kill_tree(child.pid)
+    child.join()
+    reading = cgroups.reading(group) if group else (0.0, False)
+    if group:
+        cgroups.remove(group)
+    return reading
+
+
+def failure_of(result: Optional[dict], unfinished: str, memory_limit_mb: Optional[float]) -> str:
+    """Why the child's run failed, by its result (`unfinished`: why, where it wrote none); "" when it did not."""
+    if result is None:
+        return unfinished
+    return budget_reason(result["reason"], memory_limit_mb) if result["status"] == "failed" else ""
 
 
 def budget_reason(reason: str, memory_limit_mb: Optional[float]) -> str:

@@ -102,23 +102,17 @@ def run_trials(
                 break
             wait_for_trials_under_way(study, deadline, progress)  # one may die and be queued again
             continue
-        if whole_space and not has_waiting(study) and (params := next_grid_plan(study, space, baseline)):
-            study.enqueue_trial(params)
+        if whole_space:
+            queue_next_grid_plan(study, space, baseline)
         trial = None
         try:  # from the moment it exists: a trial left RUNNING by an interrupt would hold a place in the budget
             with quiet_heartbeat(), interrupts_held():  # created and named as ours in one step
                 trial = study.ask()
                 trial.set_user_attr(WORKER_ATTR, owner())
-            plan = {**baseline, **suggest(trial, space)}
-            trial.set_user_attr(PLAN_ATTR, plan)
+            plan = planned(trial, space, baseline)
             why = skip_reason(study, trial.number, plan, budget_trials)
             if why:
-                trial.set_user_attr(SKIPPED_ATTR, why)
-                study.tell(trial, state=TrialState.FAIL)
-                repeats = repeats + 1 if why.startswith("a plan") else 0
-                fresh = unmeasured_plan(study, space, baseline, seed=trial.number) if repeats else None
-                if fresh is not None:  # the sampler circles a measured plan: the next trial is one it has not tried
-                    study.enqueue_trial(fresh, skip_if_exists=True)
+                repeats = skipped(study, trial, why, repeats, space, baseline)
                 if repeats >= MAX_REPEATS:
                     progress(f"  the sampler proposed {MAX_REPEATS} plans in a row that were measured already: "
                              "the search stops here")
@@ -132,24 +126,55 @@ def run_trials(
             if trial is not None:
                 mark_interrupted(study, trial)
             raise
-        feasible = is_feasible(run, max_memory_mb)
-        trial.set_user_attr(MEASUREMENT_ATTR, run.to_dict())
-        if pruned(run):
-            study.tell(trial, state=TrialState.PRUNED)
-        else:
-            trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
-            study.tell(trial, run.samples_per_s if run.ok else 0.0)
+        feasible = told(study, trial, run, max_memory_mb)
         ran += 1
         trial_seconds += time.time() - started
         eta = eta_seconds(trial_seconds, ran, counted_trials(study), budget_trials, deadline)
         progress(describe_trial(study, trial.number, plan, run, feasible, budget_trials, baseline, eta))
         on_trial(trial.number, plan, run.to_dict(), feasible, started, time.time())
-        why_stop = stop_reason(study)
-        if why_stop:
+        if why_stop := stop_reason(study):
             progress(f"  {why_stop}")
             wait_for_trials_under_way(study, deadline, progress)
             break
     return ran
+
+
+def planned(trial: optuna.Trial, space: dict[str, Param], baseline: dict) -> dict:
+    """The trial's plan: the baseline with what the sampler suggests, recorded in the trial."""
+    plan = {**baseline, **suggest(trial, space)}
+    trial.set_user_attr(PLAN_ATTR, plan)
+    return plan
+
+
+def queue_next_grid_plan(study: optuna.Study, space: dict[str, Param], baseline: dict) -> None:
+    """Where every distinct plan fits the budget, the next one not yet measured is queued (none is sampled)."""
+    if not has_waiting(study) and (params := next_grid_plan(study, space, baseline)):
+        study.enqueue_trial(params)
+
+
+def skipped(study: optuna.Study, trial: optuna.Trial, why: str, repeats: int, space: dict[str, Param],
+            baseline: dict) -> int:
+    """A trial not run, and why; the plans in a row the sampler proposed that were measured
+    already, counting this one (after one, the next trial is a plan it has not tried)."""
+    trial.set_user_attr(SKIPPED_ATTR, why)
+    study.tell(trial, state=TrialState.FAIL)
+    repeats = repeats + 1 if why.startswith("a plan") else 0
+    fresh = unmeasured_plan(study, space, baseline, seed=trial.number) if repeats else None
+    if fresh is not None:
+        study.enqueue_trial(fresh, skip_if_exists=True)
+    return repeats
+
+
+def told(study: optuna.Study, trial: optuna.Trial, run: Measurement, max_memory_mb: Optional[float]) -> bool:
+    """The trial's measurement recorded and its value told (pruned, or feasible or not); whether it was feasible."""
+    feasible = is_feasible(run, max_memory_mb)
+    trial.set_user_attr(MEASUREMENT_ATTR, run.to_dict())
+    if pruned(run):
+        study.tell(trial, state=TrialState.PRUNED)
+    else:
+        trial.set_constraint(CONSTRAINT, 0.0 if feasible else 1.0)
+        study.tell(trial, run.samples_per_s if run.ok else 0.0)
+    return feasible
 
 
 def is_feasible(run: Measurement, max_memory_mb: Optional[float]) -> bool:

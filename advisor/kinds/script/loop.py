@@ -474,88 +474,105 @@ def forward_wrapped(scope: StepScope, before_call: Callable[[torch.nn.Module], N
 def writes_kept_in(folder: Path, scratch: Path, writes: list[str]) -> Iterator[None]:
     """Every write under `folder` goes to the same relative path under `scratch` (named in
     `writes`); a read finds the run's own copy first, else the user's file."""
-    folder = folder.resolve()
+    hooks = WritesKept(folder, scratch, writes)
+    hooks.install()
+    try:
+        yield
+    finally:
+        hooks.restore()
 
-    def redirected(path: Any, **kwargs: Any) -> Optional[Path]:
+
+class WritesKept:
+    """The interpreter's file calls (open, os.open, os's path calls, torch.save and torch.load),
+    each redirected under `scratch` where it writes under `folder`."""
+
+    PATH_CALLS = ("makedirs", "mkdir", "remove", "unlink", "replace", "rename")
+    WRITING_FLAGS = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+
+    def __init__(self, folder: Path, scratch: Path, writes: list[str]) -> None:
+        self.folder, self.scratch, self.writes = folder.resolve(), scratch, writes
+        self.original_open, self.original_io_open, self.original_os_open = builtins.open, io.open, os.open
+        self.originals = {name: getattr(os, name) for name in self.PATH_CALLS}
+        self.original_save, self.original_load = torch.save, torch.load
+
+    def install(self) -> None:
+        builtins.open = io.open = self.open
+        os.open = self.os_open
+        torch.save, torch.load = self.save, self.load
+        for name in self.originals:
+            setattr(os, name, self.path_call(name))
+
+    def restore(self) -> None:
+        builtins.open, io.open, os.open = self.original_open, self.original_io_open, self.original_os_open
+        torch.save, torch.load = self.original_save, self.original_load
+        for name, function in self.originals.items():
+            setattr(os, name, function)
+
+    def redirected(self, path: Any, **kwargs: Any) -> Optional[Path]:
         if not isinstance(path, (str, bytes, os.PathLike)):  # a descriptor or a file object: already open
             return None
         if any(kwargs.get(name) is not None for name in ("dir_fd", "src_dir_fd", "dst_dir_fd")):
             return None  # relative to an open folder (shutil.rmtree's walk), not to the working one
         absolute = Path(os.path.abspath(os.fsdecode(path)))
-        if absolute != folder and folder not in absolute.parents:
+        if absolute != self.folder and self.folder not in absolute.parents:
             return None
-        return scratch / absolute.relative_to(folder)
+        return self.scratch / absolute.relative_to(self.folder)
 
-    def kept(copy: Path) -> Path:
+    def kept(self, copy: Path) -> Path:
         """A write's copy, named in `writes`, its folder made."""
-        writes.append(str(copy.relative_to(scratch)))
+        self.writes.append(str(copy.relative_to(self.scratch)))
         copy.parent.mkdir(parents=True, exist_ok=True)
         return copy
 
-    original_open, original_io_open = builtins.open, io.open
-    originals = {name: getattr(os, name) for name in ("makedirs", "mkdir", "remove", "unlink", "replace", "rename")}
-    original_os_open = os.open
-    writing_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_APPEND | os.O_TRUNC
+    def os_open(self, path, flags, *args, **kwargs):
+        copy = self.redirected(path, **kwargs)
+        if copy is None or not flags & self.WRITING_FLAGS:
+            return self.original_os_open(copy if copy is not None and copy.exists() else path, flags, *args, **kwargs)
+        return self.original_os_open(self.kept(copy), flags, *args, **kwargs)
 
-    def guarded_os_open(path, flags, *args, **kwargs):
-        copy = redirected(path, **kwargs)
-        if copy is None or not flags & writing_flags:
-            return original_os_open(copy if copy is not None and copy.exists() else path, flags, *args, **kwargs)
-        return original_os_open(kept(copy), flags, *args, **kwargs)
-
-    def guarded_open(file, mode="r", *args, **kwargs):
-        copy = redirected(file)
+    def open(self, file, mode="r", *args, **kwargs):
+        copy = self.redirected(file)
         if copy is None:
-            return original_open(file, mode, *args, **kwargs)
+            return self.original_open(file, mode, *args, **kwargs)
         if any(flag in mode for flag in "wax+"):
-            kept(copy)
+            self.kept(copy)
             if ("a" in mode or "+" in mode) and not copy.exists() and Path(file).exists():
                 copy.write_bytes(Path(file).read_bytes())  # an append or update starts from the user's file
-            return original_open(copy, mode, *args, **kwargs)
-        return original_open(copy if copy.exists() else file, mode, *args, **kwargs)
+            return self.original_open(copy, mode, *args, **kwargs)
+        return self.original_open(copy if copy.exists() else file, mode, *args, **kwargs)
 
-    def guarded(name: str) -> Callable:
+    def path_call(self, name: str) -> Callable:
+        original = self.originals[name]
+
         def call(path, *args, **kwargs):
-            copy = redirected(path, **kwargs)
+            copy = self.redirected(path, **kwargs)
             if copy is None:
-                return originals[name](path, *args, **kwargs)
-            kept(copy)
+                return original(path, *args, **kwargs)
+            self.kept(copy)
             if name in ("makedirs", "mkdir"):
-                return originals["makedirs"](copy, exist_ok=True)
+                return self.originals["makedirs"](copy, exist_ok=True)
             if name in ("replace", "rename"):
-                target = redirected(args[0])
-                target = kept(target) if target is not None else args[0]
-                if copy.exists():
-                    return originals[name](copy, target)
-                with original_open(path, "rb") as source, original_open(target, "wb") as moved:
-                    moved.write(source.read())  # the user's file is copied where it would go; it stays
-                return None
-            return originals[name](copy) if copy.exists() else None  # the user's own file stays
+                return self.moved(name, path, copy, args[0])
+            return original(copy) if copy.exists() else None  # the user's own file stays
 
         return call
 
-    original_save, original_load = torch.save, torch.load
+    def moved(self, name: str, path, copy: Path, destination):
+        target = self.redirected(destination)
+        target = self.kept(target) if target is not None else destination
+        if copy.exists():
+            return self.originals[name](copy, target)
+        with self.original_open(path, "rb") as source, self.original_open(target, "wb") as out:
+            out.write(source.read())  # the user's file is copied where it would go; it stays
+        return None
 
-    def guarded_save(obj, f, *args, **kwargs):  # a path is written by torch's C++ writer, past `open`
-        copy = redirected(f)
-        return original_save(obj, kept(copy) if copy is not None else f, *args, **kwargs)
+    def save(self, obj, f, *args, **kwargs):  # a path is written by torch's C++ writer, past `open`
+        copy = self.redirected(f)
+        return self.original_save(obj, self.kept(copy) if copy is not None else f, *args, **kwargs)
 
-    def guarded_load(f, *args, **kwargs):
-        copy = redirected(f)
-        return original_load(copy if copy is not None and copy.exists() else f, *args, **kwargs)
-
-    builtins.open = io.open = guarded_open
-    os.open = guarded_os_open
-    torch.save, torch.load = guarded_save, guarded_load
-    for name in originals:
-        setattr(os, name, guarded(name))
-    try:
-        yield
-    finally:
-        builtins.open, io.open, os.open = original_open, original_io_open, original_os_open
-        torch.save, torch.load = original_save, original_load
-        for name, function in originals.items():
-            setattr(os, name, function)
+    def load(self, f, *args, **kwargs):
+        copy = self.redirected(f)
+        return self.original_load(copy if copy is not None and copy.exists() else f, *args, **kwargs)
 
 
 @contextmanager
