@@ -266,8 +266,9 @@ def start_children(config: AdvisorConfig) -> None:
                             "with advisor's in-interpreter hooks alone, which do not contain C code, child processes "
                             "or writes outside its folder")
 
-    if not kind_of(config.kind).fresh_children:
-        launch.warm_up()
+    kind = kind_of(config.kind)
+    if not kind.fresh_children:
+        launch.warm_up(kind.preload)
 
 
 def _quiet(line: str) -> None:

@@ -4,6 +4,9 @@ it is. The table of whole-command cases is in `test_faults.BAD_ADDRESSES`."""
 
 import dataclasses
 import json
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
 from conftest import FIXTURES, TINY, config_path, merged, write_config
@@ -499,37 +502,65 @@ def hostile_id(case) -> str:
     return f"{kind}-{command}-{status}-{words[:40]}"
 
 
-@pytest.mark.integration
-@pytest.mark.parametrize("case", HOSTILE, ids=[hostile_id(case) for case in HOSTILE])
-def test_hostile_input(tmp_path, case):
-    """Each case: the exit status the README gives, one line naming the problem, no traceback,
-    nothing written but into advisor's own folders (nothing at all for exit 2), no process left."""
+HOSTILE_AT_ONCE = 2  # cases run side by side: each is one advisor process, mostly its imports and its child's
+
+
+@dataclass(frozen=True)
+class HostileRun:
+    process: subprocess.CompletedProcess
+    written: set  # what the run left in the job's folder, by its first path part
+    mark: str  # in the environment of every process it started
+
+
+def run_hostile_case(case, folder: Path) -> HostileRun:
+    """One case's advisor command, run in a folder of its own, and what it wrote there."""
     import os
-    import subprocess
     import sys
     import uuid
 
-    kind, changes, command, status, words = case
-    folder = tmp_path / "job"
-    folder.mkdir()
-    path = write_config(folder, merged(BASES[kind], changes))
+    kind, changes, command, _, _ = case
+    job = folder / "job"
+    job.mkdir(parents=True)
+    path = write_config(job, merged(BASES[kind], changes))
     if kind == "pipeline":
         import tables
 
-        tables.write_sales(folder / "sales.csv", 2_000)
-    before = snapshot(folder)
+        tables.write_sales(job / "sales.csv", 2_000)
+    before = snapshot(job)
     mark = uuid.uuid4().hex
-    (tmp_path / "tmp").mkdir()
-    env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "TMPDIR": str(tmp_path / "tmp"),
+    (folder / "tmp").mkdir()
+    env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "TMPDIR": str(folder / "tmp"),
            "ADVISOR_TEST_MARK": mark}
-    process = subprocess.run([sys.executable, "-m", "advisor.cli", command, str(path), "-q"], cwd=folder,
+    process = subprocess.run([sys.executable, "-m", "advisor.cli", command, str(path), "-q"], cwd=job,
                              capture_output=True, text=True, timeout=300, env=env)
-    assert process.returncode == status, process.stderr[-3000:]
-    assert words in one_line(process)
-    written = {p.relative_to(folder).parts[0] for p in set(snapshot(folder)) - set(before)}
-    own = {name for name in written if name in ADVISORS_OWN or name.endswith(".optuna-journal")}
-    assert written == (set() if status == 2 else own), sorted(written)
-    assert left_behind(mark, 5.0) == []
+    written = {p.relative_to(job).parts[0] for p in set(snapshot(job)) - set(before)}
+    return HostileRun(process, written, mark)
+
+
+@pytest.fixture(scope="module")
+def hostile_runs(request, tmp_path_factory) -> dict:
+    """Every selected case's run, HOSTILE_AT_ONCE at a time (the suite's time: 43 advisor processes)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    selected = [item.callspec.params["case"] for item in request.session.items
+                if getattr(item, "originalname", "") == "test_hostile_input"]
+    with ThreadPoolExecutor(HOSTILE_AT_ONCE) as pool:
+        runs = pool.map(lambda case: run_hostile_case(case, tmp_path_factory.mktemp("hostile")), selected)
+        return {hostile_id(case): run for case, run in zip(selected, runs)}
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("case", HOSTILE, ids=[hostile_id(case) for case in HOSTILE])
+def test_hostile_input(hostile_runs, case):
+    """Each case: the exit status the README gives, one line naming the problem, no traceback,
+    nothing written but into advisor's own folders (nothing at all for exit 2), no process left."""
+    _, _, _, status, words = case
+    run = hostile_runs[hostile_id(case)]
+    assert run.process.returncode == status, run.process.stderr[-3000:]
+    assert words in one_line(run.process)
+    own = {name for name in run.written if name in ADVISORS_OWN or name.endswith(".optuna-journal")}
+    assert run.written == (set() if status == 2 else own), sorted(run.written)
+    assert left_behind(run.mark, 5.0) == []
 
 
 @pytest.mark.integration

@@ -107,8 +107,9 @@ def warm_up_for(args: argparse.Namespace) -> None:
     from advisor.kinds import kind_of
 
     try:
-        if not kind_of(config_of(args).kind).fresh_children:
-            launch.warm_up()
+        kind = kind_of(config_of(args).kind)
+        if not kind.fresh_children:
+            launch.warm_up(kind.preload)
     except UserError:
         pass  # the command reports it
 

@@ -23,6 +23,7 @@ class Kind(Protocol):
     strict_recipes: bool  # a recipe listed by name that cannot run is an error, not a skip
     per: str  # what one timed unit is called, for one-off costs paid back "after N steps"
     prunable: bool  # its measure takes a `watch` that hears the timed window's running objective
+    preload: tuple[str, ...]  # modules its children import that the fork server can import once for all
     packages: tuple[str, ...]  # whose versions the fingerprint covers beyond Python's and torch's
     evidence_is_a_trial: bool  # its diagnosis's full run is measured as an uncapped trial of the baseline is
 

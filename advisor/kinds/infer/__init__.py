@@ -42,6 +42,7 @@ class InferKind:
     fresh_children = False
     strict_recipes = False
     per = "request"
+    preload: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()
     prunable = True  # the replay reports its p95 (or requests/s) so far
     evidence_is_a_trial = False  # a trial keeps its outputs; the diagnosis does not

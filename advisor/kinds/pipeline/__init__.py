@@ -18,6 +18,7 @@ from advisor.recipes import settings_off
 
 class PipelineKind:
     name = "pipeline"
+    preload: tuple[str, ...] = ()
     packages: tuple[str, ...] = ("pandas",)
     recipe_family = "pipeline"
     evidence_runs = (

@@ -24,6 +24,7 @@ TAKEN_FROM_THE_JOB = ("dataloader", "threads")
 
 class TrainKind:
     name = "train"
+    preload: tuple[str, ...] = ()
     packages: tuple[str, ...] = ()
     off_family = "train"  # whose recipes' settings the baseline spells off (a script, too, trains)
     recipe_family = "train"
