@@ -119,7 +119,7 @@ class SearchConfig:
         object.__setattr__(self, "storage", _from_environment(self.storage, "search.storage"))
         if self.max_pairs < self.pairs:
             raise Invalid("search.max_pairs", f"{self.max_pairs} is under search.pairs ({self.pairs}); set it to "
-                                               f"{self.pairs} or more (the rounds a verification may grow to)")
+                                              f"{self.pairs} or more (the rounds a verification may grow to)")
 
 
 @dataclass(frozen=True)
@@ -161,13 +161,13 @@ class AdvisorConfig:
         _check_recipe_kinds(self.search.recipes, self.workload.recipe_family())
         if self.objective == "throughput" and self.workload.SERVED and self.constraints.p95_ms is None:
             raise Invalid("search.objective", "throughput needs constraints.p95_ms, the latency it must keep; "
-                                               "set it, or use objective: p95")
+                                              "set it, or use objective: p95")
         if self.objective == "capacity" and not self.workload.SERVED:
             raise Invalid("search.objective", "capacity is a service's (kind: infer): the highest arrival rate within "
-                                               "its p95 SLO; use throughput for this job")
+                                              "its p95 SLO; use throughput for this job")
         if self.objective == "capacity" and self.constraints.p95_ms is None:
             raise Invalid("search.objective", "capacity needs constraints.p95_ms, the latency SLO its arrival rates "
-                                               "must keep; set it (e.g. constraints: {p95_ms: 50}), or use objective: p95")
+                                              "must keep; set it (e.g. constraints: {p95_ms: 50}), or use objective: p95")
         if self.workload.SERVED and self.load.mode == "open" and self.objective != "capacity":
             arriving_s = self.measure.requests / self.load.rate_per_s  # the replay lasts at least this long
             if arriving_s >= self.measure.timeout_s:
@@ -285,7 +285,7 @@ def _from_environment(url: Optional[str], key_path: str) -> Optional[str]:
     unset = unset_variables(url)
     if unset:
         raise Invalid(key_path, f"names the environment variable {unset[0]}, which is not set; export it, "
-                                 "or write the value in the config")
+                                "or write the value in the config")
     return expanded(url)
 
 

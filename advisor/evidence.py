@@ -1,8 +1,10 @@
-"""The differential runs behind a diagnosis, and the quantities derived from them.
+"""The record of a diagnosis's runs (`Evidence`), what each run says of itself, and the checks
+of the baseline's full run before anything is compared with it.
 
-full (fetch + prep + compute), cached (compute + batching), synthetic (compute only) and a
-separate profiler run, each in its own child. From them: the ideal step time, the stall share,
-and the split of the input work into fetch (off-CPU per-sample time) and prep (on-CPU time).
+A training job's runs are the differential ones: full (fetch + prep + compute), cached
+(compute + batching), synthetic (compute only) and a separate profiler run, each in its own
+child; each kind derives its quantities from its runs (`advisor.kinds.<kind>.derive`), and the
+diagnosis stage (`advisor.diagnosis`) runs them.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from typing import Callable, Optional
 from advisor.measure import BUSY_SHARE, Measurement
 
 Progress = Callable[[str], None]
+
 
 @dataclass(frozen=True)
 class Evidence:

@@ -80,8 +80,8 @@ def stop() -> None:
             pass
 
 
-def start(spec_path: str, result_path: str, log_path: str, fresh: bool = False,
-          config: bytes = b"") -> multiprocessing.Process:
+def start(spec_path: str, result_path: str, log_path: str, config: bytes,
+          fresh: bool = False) -> multiprocessing.Process:
     """Starts a child that runs the spec; it leads its own process group (so a kill takes its
     DataLoader workers too) and writes its output to `log_path`. `fresh` starts a new interpreter
     instead (pipelines: memory budgets are judged on RSS, which torch's preloaded pages would fill).

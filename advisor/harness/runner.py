@@ -78,9 +78,7 @@ def run_measurement(
     if group:
         memory.update(peak_mb=cgroup_peak, method=cgroups.METHOD)
     common = {"wall_s": wall_s, "peak_memory_mb": memory["peak_mb"], "memory_source": memory["method"], "memory": memory}
-    why = (hung(timeout_s) if timed_out else f"{PRUNED}: {pruned}" if pruned else sampler.killed_reason
-           or (f"over the memory budget: the kernel killed it at memory.max ({memory_limit_mb:,.0f} MB), peak "
-               f"{cgroup_peak:,.0f} MB" if cgroup_killed else "")
+    why = (stopped_reason(timed_out, timeout_s, pruned, sampler.killed_reason, cgroup_killed, cgroup_peak, memory_limit_mb)
            or failure_of(result, full or _death_reason(child.exitcode, log_tail), memory_limit_mb))
     if why:
         return Measurement.failed(mode, plan, why, **common)
@@ -161,6 +159,22 @@ def _ended(child, group: Optional[Path]) -> tuple[float, bool]:
     if group:
         cgroups.remove(group)
     return reading
+
+
+def stopped_reason(timed_out: bool, timeout_s: float, pruned: str, killed: str, cgroup_killed: bool,
+                   cgroup_peak: float, memory_limit_mb: Optional[float]) -> str:
+    """Why the run was stopped before it ended (the time limit, the pruner, the memory sampler,
+    the kernel at the cgroup's limit), in that order; "" when it was not."""
+    if timed_out:
+        return hung(timeout_s)
+    if pruned:
+        return f"{PRUNED}: {pruned}"
+    if killed:
+        return killed
+    if cgroup_killed:
+        return (f"over the memory budget: the kernel killed it at memory.max ({memory_limit_mb:,.0f} MB), "
+                f"peak {cgroup_peak:,.0f} MB")
+    return ""
 
 
 def failure_of(result: Optional[dict], unfinished: str, memory_limit_mb: Optional[float]) -> str:

@@ -15,8 +15,7 @@ from typing import Optional
 from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence
 from advisor.kinds.distributed.derive import derive_communication
-from advisor.kinds.train import TAKEN_FROM_THE_JOB, TrainKind
-from advisor.recipes import settings_off
+from advisor.kinds.train import TrainKind
 
 
 class DistributedKind(TrainKind):
@@ -28,12 +27,12 @@ class DistributedKind(TrainKind):
         ("profile", "profiling operators (a separate, untimed run)"),
     )
     prunable = False  # the ranks report no running rate to the parent
+    off_family = "distributed"  # the training recipes' settings and DistributedDataParallel's, off
 
     def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
         distributed = config.workload.distributed
         return {
             **super().baseline_plan(config, seen),
-            **settings_off("distributed", TAKEN_FROM_THE_JOB),
             # the user's DistributedDataParallel(...) settings
             "ddp.bucket_cap_mb": distributed.bucket_cap_mb,
             "ddp.find_unused_parameters": distributed.find_unused_parameters,

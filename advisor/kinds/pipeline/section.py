@@ -53,9 +53,9 @@ def _check_sink(workload: "PipelineWorkload", root: Path) -> None:
     sink = (root / workload.sink).resolve()
     if not sink.parent.is_dir():
         raise Invalid("workload.sink", f"its folder {sink.parent} does not exist; create it, or name a sink in "
-                                        "an existing folder")
+                                       "an existing folder")
     source = Path(workload.source.path)
     sources = {p.resolve() for p in (source if source.is_absolute() else root / source).parent.glob(source.name)}
     if sink in sources or sink == (root / source).resolve():
         raise Invalid("workload.sink", f"{workload.sink} is the source itself; the job would overwrite its input: "
-                                        "name another file")
+                                       "name another file")

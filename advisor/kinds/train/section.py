@@ -39,10 +39,10 @@ class DistributedConfig:
     def __post_init__(self):
         if self.nodes > 1 and self.rendezvous is None:
             raise Invalid("workload.distributed.rendezvous", f"missing; {self.nodes} nodes need an address on node 0 that "
-                                                              "every node reaches (host:port)")
+                                                             "every node reaches (host:port)")
         if self.nodes > 1 and not self.launch:
             raise Invalid("workload.distributed.launch", f"missing; {self.nodes} nodes need a command prefix that starts "
-                                                          "a process on node {node} (ssh node{node}, srun -N1 ..., ip netns exec ...)")
+                                                         "a process on node {node} (ssh node{node}, srun -N1 ..., ip netns exec ...)")
 
     @property
     def world_size(self) -> int:
@@ -82,7 +82,7 @@ class TrainWorkload(WorkloadSection):
         return "distributed" if self.distributed is not None else "train"
 
     def recipe_family(self) -> str:
-        return "distributed" if self.distributed is not None else self.RECIPES
+        return self.runs_as()  # the data-parallel recipes join the training ones
 
     def load_job(self, config):
         """The builder of the job, for one rank of a data-parallel run (`advisor.harness.rank`)."""
@@ -95,8 +95,8 @@ def _check_optimizer(optimizer: Any) -> None:
     if isinstance(optimizer, dict):
         if not isinstance(optimizer.get("name"), str):
             raise Invalid("workload.optimizer.name", "missing; name a torch.optim class (e.g. name: SGD) or give a "
-                                                      "dotted path to one (e.g. name: torch.optim.AdamW)")
+                                                     "dotted path to one (e.g. name: torch.optim.AdamW)")
         return
     if not callable_ref[0](optimizer):
         raise Invalid("workload.optimizer", f"expected a mapping with a name, or a builder "
-                                             f"('file.py:build_optimizer'), got {optimizer!r}")
+                                            f"('file.py:build_optimizer'), got {optimizer!r}")
