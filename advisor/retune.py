@@ -46,15 +46,16 @@ def best_verified(payload: dict) -> Optional[dict]:
     return next((r for r in payload.get("recommendations", []) if r["verified"]), None)
 
 
-def recheck(config: AdvisorConfig, best: dict, baseline: dict, probe, memory_fix: bool, progress: Progress,
-            said: str = "") -> tuple[Verdict, tuple[int, float]]:
+def recheck(config: AdvisorConfig, best: dict, baseline: dict, probe, measures: tuple[Callable, Callable],
+            memory_fix: bool, progress: Progress, said: str = "") -> tuple[Verdict, tuple[int, float]]:
     """The previous #1 measured again against the baseline, in interleaved rounds that stop by the
     verification's own design (`advisor.verdict.design`): a look after FIRST_LOOK rounds and one
     at `search.pairs`, each at Pocock's level for the two, stopping at the first where the verdict
-    is settled; the interval is reported at the level the stop earned (`reported_confidence`)."""
+    is settled; the interval is reported at the level the stop earned (`reported_confidence`).
+    `measures`: the candidate's and the baseline's (`round_measures`); `probe`, the baseline's run just made."""
     pairs, bar = config.search.pairs, config.search.min_speedup
     schedule = look_schedule(pairs, pairs)
-    measure, measure_baseline = round_measures(config)  # the baseline: the job as the user runs it, whatever the budget
+    measure, measure_baseline = measures
     progress(f"{said}re-checking #1 ({'+'.join(best['recipes'])}), {schedule[0]} to {pairs} interleaved rounds:")
     plans = {"#1": best["plan"]}
     basis = best.get("speedup_basis", OBJECTIVE)  # re-read as it was claimed (`speedup_basis`)
@@ -95,8 +96,8 @@ def retune(config: AdvisorConfig, previous: dict, progress: Progress = lambda li
     if not changes:
         if best is None:
             return RetuneResult("nothing to re-check", changes, previous, "the last session verified no fix; nothing changed since")
-        verdict, disturbed = recheck(config, best, baseline, probe, previous.get("memory_fix", False), progress,
-                                     f"fingerprint unchanged ({now['digest']}); ")
+        verdict, disturbed = recheck(config, best, baseline, probe, (measure, measure_baseline),
+                                     previous.get("memory_fix", False), progress, f"fingerprint unchanged ({now['digest']}); ")
         was = f"{best['speedup']:.2f}x ({levels_of([best])} {best['interval'][0]:.2f}-{best['interval'][1]:.2f}x)"
         now_text = f"{verdict.speedup:.2f}x ({level_words([verdict.confidence])} {verdict.low:.2f}-{verdict.high:.2f}x)"
         busy = disturbed[0] > 0  # a busy machine proves nothing either way: no alarm

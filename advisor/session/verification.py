@@ -182,7 +182,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
             reason=verdict.reason, numerics=asdict(numerics) if numerics else {},
             peak_memory_mb=verdict.peak_memory_mb, snippet=_snippet_for(trial.plan, recipes, session.context),
             trial=trial.number, samples_per_s=_mean_rate(runs),
-            **_one_off_costs(recipes, runs, rounds.baseline, kind_of(config.kind).per),
+            one_off=_one_off_costs(recipes, runs, rounds.baseline, kind_of(config.kind).per),
             step_breakdown_ms=step_breakdown(runs), failed_runs=len(verdict.failures),
             busy_share=max((r.other_cpu_share for r in [*runs, *rounds.baseline] if r.ok), default=0.0),
             rounds=len(rounds.baseline), set_aside_rounds=set_aside[0], set_aside_share=set_aside[1],
@@ -405,7 +405,7 @@ def _one_off_costs(recipes: tuple[Recipe, ...], runs: list[Measurement], referen
                    per: str) -> dict:
     """Each recipe's one-off cost (a compile, a cache's build), by its name (`Recipe.one_off_cost`)."""
     costs = {recipe.name: recipe.one_off_cost(runs, reference_runs, per) for recipe in recipes if recipe.one_off_cost}
-    return {"one_off": {name: cost for name, cost in costs.items() if cost}}
+    return {name: cost for name, cost in costs.items() if cost}
 
 
 def choose_candidates(session: Session, trials: list[search.TrialResult],

@@ -12,14 +12,10 @@ from typing import Optional, Sequence
 from advisor.verdict.statistics import PLAIN_LEVEL, half_width, paired_interval
 
 FIRST_LOOK = 3  # rounds after which a verification may stop, when every verdict is already settled
-
-
 # Pocock's constant boundaries for 1 to 6 looks at a two-sided 5% (Pocock 1977, Biometrika 64:191):
 # every look's interval is drawn at the same level, wide enough that all looks together miss the
 # truth at most 5% of the time (`python -m experiments.calibrate --coverage` measures ours).
 POCOCK = (1.960, 2.178, 2.289, 2.361, 2.413, 2.453)
-
-
 LOOK_GROWTH = 1.6  # each look past search.pairs has this many times the rounds of the one before
 
 
