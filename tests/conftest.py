@@ -7,8 +7,10 @@ import subprocess
 import sys
 import time
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 import pytest
 import yaml
@@ -65,6 +67,21 @@ def run_cli(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
         cwd=ROOT,
         env={**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "PYTHONUNBUFFERED": "1"},
     )
+
+
+AT_ONCE = 2  # advisor processes run side by side where a test's question is not a timing: on 2 cores,
+# each is mostly its own imports and its child's, one core each
+
+
+def side_by_side(request, test_name: str, run_case: Callable[..., Any]) -> dict:
+    """Runs every selected case of the parametrized test `test_name` (in the requesting module),
+    AT_ONCE at a time, as `run_case(**its parameters)`; returns {case id: what it returned}. For a
+    module fixture whose test then reads its case's result by `request.node.callspec.id`."""
+    items = [item for item in request.session.items
+             if getattr(item, "originalname", "") == test_name and item.module is request.module]
+    with ThreadPoolExecutor(AT_ONCE) as pool:
+        results = pool.map(lambda item: run_case(**item.callspec.params), items)
+        return {item.callspec.id: result for item, result in zip(items, results)}
 
 
 @pytest.fixture

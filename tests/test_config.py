@@ -7,7 +7,7 @@ import sys
 
 import pytest
 import yaml
-from conftest import ROOT, TINY, config_path, merged, run_cli, write_config
+from conftest import ROOT, TINY, config_path, merged, run_cli, side_by_side, write_config
 
 from advisor.errors import ConfigError
 from advisor.kinds import load_config
@@ -67,11 +67,19 @@ def test_malformed_config_is_one_line(tmp_path, changes, words):
     assert message.startswith(str(path))
 
 
+@pytest.fixture(scope="module")
+def bad_config_runs(request, tmp_path_factory) -> dict:
+    """`advisor diagnose` of every selected bad config, side by side (conftest's AT_ONCE)."""
+    def run(changes, words):
+        return run_cli("diagnose", str(write_config(tmp_path_factory.mktemp("bad"), config_text(changes))))
+
+    return side_by_side(request, "test_cli_exits_2_with_one_line", run)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("changes, words", PARENT_SIDE[:3] + CHILD_SIDE)
-def test_cli_exits_2_with_one_line(tmp_path, changes, words):
-    path = write_config(tmp_path, config_text(changes))
-    result = run_cli("diagnose", str(path))
+def test_cli_exits_2_with_one_line(bad_config_runs, request, changes, words):
+    result = bad_config_runs[request.node.callspec.id]
     assert result.returncode == 2, result.stderr
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("advisor: error:")]
     assert len(error_lines) == 1 and words in error_lines[0], result.stderr
@@ -222,7 +230,8 @@ SHORT_WINDOWS = {"warmup_steps": 2, "steps": 8, "profile_steps": 2, "warmup_requ
 @pytest.mark.parametrize("template", sorted(p.name for p in (ROOT / "configs").glob("*.yaml")))
 def test_every_template_is_diagnosed_from_a_copy_next_to_its_code(tmp_path, template):
     """Each template runs from a copy in an empty folder holding only the files it names (about
-    100 s for the eight on 2 cores)."""
+    100 s for the eight on 2 cores; one at a time: side by side they take as long, and a service's
+    latency breaks its SLO)."""
     copied, raw = template_copy(ROOT / "configs" / template, tmp_path)
     write_config(tmp_path, merged(raw, {"measure": SHORT_WINDOWS}), copied.name)  # the suite's time: the question is the copy
     result = run_cli("diagnose", str(copied), "-q", timeout=600)

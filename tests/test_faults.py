@@ -235,9 +235,8 @@ BAD_ADDRESSES = [
 ]
 
 
-@pytest.mark.parametrize("changes, extra, words", BAD_ADDRESSES,
-                         ids=[w.split(":")[0] + f"-{i}" for i, (_, _, w) in enumerate(BAD_ADDRESSES)])
-def test_bad_names_and_addresses_are_one_line_and_write_nothing(tmp_path, changes, extra, words):
+def optimize_with_bad_input(tmp_path: Path, changes: dict, extra: list) -> tuple:
+    """`advisor optimize` in a folder of its own: the process, and the folder's files' times before and after."""
     from conftest import TINY, merged, write_config
 
     folder = tmp_path / "job"  # the user's folder; the temp folder (torch's caches, run folders) lies beside it
@@ -247,14 +246,31 @@ def test_bad_names_and_addresses_are_one_line_and_write_nothing(tmp_path, change
     (folder / "diagnosis.json").write_text("this is not JSON")
     other = json.loads((ROOT / "tests" / "fixtures" / "evidence" / "quickstart.json").read_text())
     (folder / "other.json").write_text(json.dumps({"workload": "other", "evidence": {**other, "workload": "other"}}))
-    before = {p: p.stat().st_mtime_ns for p in folder.rglob("*")}
+    times = lambda: {p: p.stat().st_mtime_ns for p in folder.rglob("*")}  # noqa: E731
+    before = times()
     process = subprocess.run([sys.executable, "-m", "advisor.cli", "optimize", str(path), *extra], cwd=folder,
                              capture_output=True, text=True, timeout=120,
                              env={**os.environ, "TMPDIR": str(tmp_path / "tmp")})
+    return process, before, times()
+
+
+@pytest.fixture(scope="module")
+def bad_input_runs(request, tmp_path_factory) -> dict:
+    """Every selected case's run, side by side (conftest's AT_ONCE)."""
+    from conftest import side_by_side
+
+    return side_by_side(request, "test_bad_names_and_addresses_are_one_line_and_write_nothing",
+                        lambda changes, extra, words: optimize_with_bad_input(tmp_path_factory.mktemp("bad"), changes, extra))
+
+
+@pytest.mark.parametrize("changes, extra, words", BAD_ADDRESSES,
+                         ids=[w.split(":")[0] + f"-{i}" for i, (_, _, w) in enumerate(BAD_ADDRESSES)])
+def test_bad_names_and_addresses_are_one_line_and_write_nothing(bad_input_runs, request, changes, extra, words):
+    process, before, after = bad_input_runs[request.node.callspec.id]
     assert process.returncode == 2, process.stderr[-2000:]
     lines = process.stderr.strip().splitlines()
     assert len(lines) == 1 and words in lines[0], process.stderr[-2000:]
-    assert {p: p.stat().st_mtime_ns for p in folder.rglob("*")} == before, "nothing written"
+    assert after == before, "nothing written"
 
 
 def test_two_processes_racing_on_a_new_study(tmp_path):

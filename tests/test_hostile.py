@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import FIXTURES, TINY, config_path, merged, write_config
+from conftest import FIXTURES, TINY, config_path, merged, side_by_side, write_config
 
 from advisor.errors import UserError
 from advisor.evidence import Evidence
@@ -326,6 +326,20 @@ def snapshot(folder) -> dict:
     return {p: p.stat().st_mtime_ns for p in folder.rglob("*") if "__pycache__" not in p.parts}
 
 
+@pytest.fixture(scope="module")
+def exit_2_runs(request, tmp_path_factory) -> dict:
+    """Each selected case's run in a folder of its own, side by side (conftest's AT_ONCE): the
+    process, and the folder's snapshot before and after."""
+    def run(command, changes, words):
+        folder = tmp_path_factory.mktemp("exit-2") / "job"
+        folder.mkdir()
+        path = write_config(folder, merged(TINY, changes))
+        before = snapshot(folder)
+        return run_in(folder, command, str(path), "-q"), before, snapshot(folder)
+
+    return side_by_side(request, "test_exit_2_writes_nothing", run)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("command, changes, words", [
     ("optimize", {"workload": {"model": "shapes:returns_loss", "dataset": "shapes:records",
@@ -334,17 +348,13 @@ def snapshot(folder) -> dict:
     ("report", {}, "no MLflow store at"),
     ("retune", {}, "no MLflow store at"),
 ])
-def test_exit_2_writes_nothing(tmp_path, command, changes, words):
+def test_exit_2_writes_nothing(exit_2_runs, request, command, changes, words):
     """Bad input found while diagnosing (or a config never optimized): one line, exit 2, and the
     folder as it was: no MLflow store, no study journal, no results."""
-    folder = tmp_path / "job"
-    folder.mkdir()
-    path = write_config(folder, merged(TINY, changes))
-    before = snapshot(folder)
-    process = run_in(folder, command, str(path), "-q")
+    process, before, after = exit_2_runs[request.node.callspec.id]
     assert process.returncode == 2
     assert words in one_line(process)
-    assert snapshot(folder) == before, sorted(set(snapshot(folder)) - set(before))
+    assert after == before, sorted(set(after) - set(before))
 
 
 @pytest.mark.integration

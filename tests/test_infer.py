@@ -6,7 +6,7 @@ import re
 
 import pytest
 import torch
-from conftest import config_path, run_cli, write_config
+from conftest import config_path, run_cli, side_by_side, write_config
 
 from advisor.diagnosis import diagnose
 from advisor.evidence import Evidence
@@ -209,12 +209,20 @@ BAD = [
 ]
 
 
+@pytest.fixture(scope="module")
+def bad_service_runs(request, tmp_path_factory) -> dict:
+    """`advisor diagnose` of every selected bad service, side by side (conftest's AT_ONCE)."""
+    def run(changes, message):
+        return run_cli("diagnose", str(write_config(tmp_path_factory.mktemp("bad"), {**SERVED, **changes})), timeout=120)
+
+    return side_by_side(request, "test_bad_service_input_is_one_line_and_exit_2", run)
+
+
 @pytest.mark.integration
 @pytest.mark.parametrize("changes, message", BAD, ids=["request-shape", "handler-raises", "rate-0", "throughput-no-slo",
                                                       "capacity-no-slo", "slo-broken-alone"])
-def test_bad_service_input_is_one_line_and_exit_2(tmp_path, changes, message):
-    path = write_config(tmp_path, {**SERVED, **changes})
-    result = run_cli("diagnose", str(path), timeout=120)
+def test_bad_service_input_is_one_line_and_exit_2(bad_service_runs, request, changes, message):
+    result = bad_service_runs[request.node.callspec.id]
     assert result.returncode == 2, result.stdout + result.stderr[-2000:]
     assert message in result.stderr.strip().splitlines()[-1] and "Traceback" not in result.stderr, result.stderr[-2000:]
 
