@@ -126,6 +126,7 @@ def start_mlflow_server(folder: Path) -> tuple[subprocess.Popen, Server]:
          "--backend-store-uri", f"sqlite:///{folder / 'mlflow.db'}",
          "--artifacts-destination", str(folder / "artifacts"), "--workers", "1"],
         cwd=folder, stdout=open(folder / "server.log", "w"), stderr=subprocess.STDOUT, start_new_session=True,
+        env={**os.environ, "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},  # its job runner: 10 s of a core after it answers
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -318,6 +318,9 @@ def write_report_page(config, session: dict, payload: Optional[dict]) -> int:
     return 0
 
 
+MLFLOW_JOBS = "MLFLOW_SERVER_ENABLE_JOB_EXECUTION"
+
+
 def run_ui(args: argparse.Namespace) -> int:
     import os
 
@@ -330,5 +333,8 @@ def run_ui(args: argparse.Namespace) -> int:
     command = [sys.executable, "-m", "mlflow", "ui", "--backend-store-uri", tracking_uri(config),
                "--host", "127.0.0.1", "--port", str(args.port)]
     print(f"MLflow UI on http://127.0.0.1:{args.port} over {shown(tracking_uri(config))}", file=sys.stderr)
+    # the UI shows runs: MLflow's job runner (scoring and archiving traces) would take a core for
+    # 10 s after it starts, for work advisor's runs never ask; a user's own setting is kept
+    os.environ.setdefault(MLFLOW_JOBS, "false")
     os.execv(command[0], command)
     return 0
