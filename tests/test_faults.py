@@ -135,15 +135,31 @@ def test_kill_9_leaves_no_process_and_the_rerun_finishes_the_budget_exactly(tmp_
     assert report.returncode == 0 and sessions[1].info.run_id in stdout, stderr[-2000:]
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
-def test_a_stop_signal_is_a_clean_interrupt(tmp_path, signum):
+def stopped_by(signum: int, tmp_path: Path) -> tuple:
+    """A session sent `signum` while it measures: its exit status, its stderr, what of its process
+    tree outlived it, and the run folders it left."""
     process, _, _, tmpdir, tree = optimize_until_measuring(tmp_path, 1)
     process.send_signal(signum)
     _, stderr = process.communicate(timeout=5)
-    assert process.returncode == 130, stderr[-2000:]
+    return process.returncode, stderr, gone_within(tree, 5.0), list(tmpdir.glob(f"{RUN_FOLDER_PREFIX}*"))
+
+
+@pytest.fixture(scope="module")
+def stopped_sessions(request, tmp_path_factory) -> dict:
+    """Each selected signal's session, side by side (conftest's AT_ONCE): the question is the stop, not a speed."""
+    from conftest import side_by_side
+
+    return side_by_side(request, "test_a_stop_signal_is_a_clean_interrupt",
+                        lambda signum: stopped_by(signum, tmp_path_factory.mktemp("stopped")))
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP], ids=["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_is_a_clean_interrupt(stopped_sessions, request, signum):
+    status, stderr, outlived, run_folders = stopped_sessions[request.node.callspec.id]
+    assert status == 130, stderr[-2000:]
     assert "run the same command again to resume" in stderr
-    assert gone_within(tree, 5.0) == []
-    assert not list(tmpdir.glob(f"{RUN_FOLDER_PREFIX}*")), "the run folder was removed"
+    assert outlived == []
+    assert not run_folders, "the run folder was removed"
 
 
 def test_run_folders_of_dead_processes_are_removed_at_the_next_start(tmp_path):
