@@ -215,9 +215,13 @@ def test_kill_9_of_advisor_leaves_no_process_of_the_run(tmp_path):
     tree = [p.pid for p in psutil.Process(advisor.pid).children(recursive=True)]
     os.kill(advisor.pid, signal.SIGKILL)
     advisor.wait()
-    time.sleep(5)
-    alive = [pid for pid in tree if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
-    left = marked(run["mark"])
+    running = lambda: [pid for pid in tree  # noqa: E731
+                       if psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+    deadline = time.monotonic() + 5
+    while (running() or marked(run["mark"])) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    time.sleep(0.5)  # and nothing comes back
+    alive, left = running(), marked(run["mark"])
     for process in left:  # the test's own cleanup, where the run failed it
         process.kill()
     assert not alive and not left, f"left running: {alive}, the helper {left}"

@@ -35,7 +35,7 @@ def load_study(config):
 def test_crash_hang_and_memory_are_infeasible_and_the_study_goes_on(tmp_path):
     path = write_config(tmp_path, merged(TINY, {
         "workload": {"dataset": "broken:trouble_dataset", "dataset_args": {"crash_with": 1, "hang_with": 2, "hog_with": 4}},
-        "measure": {"timeout_s": 8},
+        "measure": {"timeout_s": 5},
     }))
     config = load_config(path)
     baseline = baseline_plan(config)
