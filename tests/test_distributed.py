@@ -161,8 +161,8 @@ def test_a_rank_that_raises_fails_the_run_with_its_reason_and_stops_the_others(t
 @pytest.mark.integration
 def test_a_rank_that_hangs_is_killed_at_the_time_limit_with_the_others(tmp_path):
     started = time.monotonic()
-    run = measure(config_with(tmp_path, dataset="ranks:dataset_hanging_on_rank_1"), timeout_s=10)
-    assert not run.ok and run.reason.startswith("hung: no result within the 10 s")
+    run = measure(config_with(tmp_path, dataset="ranks:dataset_hanging_on_rank_1"), timeout_s=6)
+    assert not run.ok and run.reason.startswith("hung: no result within the 6 s")
     assert time.monotonic() - started < 30
     assert_no_rank_left()
 

@@ -195,9 +195,9 @@ def test_a_password_in_a_url_reaches_no_output(tmp_path, postgres_url, mlflow_se
     config["tracking"] = {"uri": mlflow_server.url.replace("://", f"://advisor:{PLANTED}@")}
     path.write_text(yaml.safe_dump(config))
     env = {**os.environ, "ADVISOR_TEST_DB_PASSWORD": PLANTED}
-    cli = lambda *args, **extra: subprocess.run(  # noqa: E731
+    cli = lambda *args, **extra: subprocess.run(  # noqa: E731  (a None in `extra` unsets the variable)
         [sys.executable, "-m", "advisor.cli", *args], cwd=ROOT, capture_output=True, text=True, timeout=400,
-        env={**env, **extra})
+        env={k: v for k, v in {**env, **extra}.items() if v is not None})
 
     worked = cli("optimize", str(path))
     assert worked.returncode == 0, worked.stderr[-3000:]
@@ -207,21 +207,26 @@ def test_a_password_in_a_url_reaches_no_output(tmp_path, postgres_url, mlflow_se
     reported = cli("report", str(path))
     assert reported.returncode == 0, reported.stderr[-2000:]
 
-    unset = cli("optimize", str(path), ADVISOR_TEST_DB_PASSWORD="")
-    env.pop("ADVISOR_TEST_DB_PASSWORD")
-    missing = cli("optimize", str(path))
-    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
-    assert "ADVISOR_TEST_DB_PASSWORD" in missing.stderr and "not set" in missing.stderr
-
-    failing = []
     for key, url in (("storage", f"postgresql://advisor:{PLANTED}@127.0.0.1:{free_port()}/postgres"),
                      ("tracking", f"http://advisor:{PLANTED}@127.0.0.1:{free_port()}")):
         broken = yaml.safe_load(path.read_text())
         broken["search"]["storage"] = url if key == "storage" else postgres_url
         broken["tracking"]["uri"] = url if key == "tracking" else mlflow_server.url
         (tmp_path / f"broken-{key}.yaml").write_text(yaml.safe_dump(broken))
-        failing.append(cli("optimize", str(tmp_path / f"broken-{key}.yaml")))
-        assert failing[-1].returncode == 2 and "advisor:***@127.0.0.1" in failing[-1].stderr, failing[-1].stderr
+    from concurrent.futures import ThreadPoolExecutor
+
+    from conftest import AT_ONCE
+
+    with ThreadPoolExecutor(AT_ONCE) as pool:  # four one-line refusals, side by side
+        unset, missing, *failing = pool.map(lambda call: call(), [
+            lambda: cli("optimize", str(path), ADVISOR_TEST_DB_PASSWORD=""),
+            lambda: cli("optimize", str(path), ADVISOR_TEST_DB_PASSWORD=None),
+            lambda: cli("optimize", str(tmp_path / "broken-storage.yaml")),
+            lambda: cli("optimize", str(tmp_path / "broken-tracking.yaml"))])
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+    assert "ADVISOR_TEST_DB_PASSWORD" in missing.stderr and "not set" in missing.stderr
+    for refused in failing:
+        assert refused.returncode == 2 and "advisor:***@127.0.0.1" in refused.stderr, refused.stderr
 
     terminal = "".join(done.stdout + done.stderr for done in (worked, reported, unset, missing, *failing))
     assert PLANTED not in terminal
