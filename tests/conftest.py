@@ -73,15 +73,20 @@ AT_ONCE = 2  # advisor processes run side by side where a test's question is not
 # each is mostly its own imports and its child's, one core each
 
 
+def at_once(calls: list[Callable[[], Any]]) -> list:
+    """Calls each, AT_ONCE at a time; what they returned, in order."""
+    with ThreadPoolExecutor(AT_ONCE) as pool:
+        return list(pool.map(lambda call: call(), calls))
+
+
 def side_by_side(request, test_name: str, run_case: Callable[..., Any]) -> dict:
     """Runs every selected case of the parametrized test `test_name` (in the requesting module),
     AT_ONCE at a time, as `run_case(**its parameters)`; returns {case id: what it returned}. For a
     module fixture whose test then reads its case's result by `request.node.callspec.id`."""
     items = [item for item in request.session.items
              if getattr(item, "originalname", "") == test_name and item.module is request.module]
-    with ThreadPoolExecutor(AT_ONCE) as pool:
-        results = pool.map(lambda item: run_case(**item.callspec.params), items)
-        return {item.callspec.id: result for item, result in zip(items, results)}
+    results = at_once([lambda item=item: run_case(**item.callspec.params) for item in items])
+    return {item.callspec.id: result for item, result in zip(items, results)}
 
 
 @pytest.fixture

@@ -512,9 +512,6 @@ def hostile_id(case) -> str:
     return f"{kind}-{command}-{status}-{words[:40]}"
 
 
-HOSTILE_AT_ONCE = 2  # cases run side by side: each is one advisor process, mostly its imports and its child's
-
-
 @dataclass(frozen=True)
 class HostileRun:
     process: subprocess.CompletedProcess
@@ -549,23 +546,17 @@ def run_hostile_case(case, folder: Path) -> HostileRun:
 
 @pytest.fixture(scope="module")
 def hostile_runs(request, tmp_path_factory) -> dict:
-    """Every selected case's run, HOSTILE_AT_ONCE at a time (the suite's time: 43 advisor processes)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    selected = [item.callspec.params["case"] for item in request.session.items
-                if getattr(item, "originalname", "") == "test_hostile_input"]
-    with ThreadPoolExecutor(HOSTILE_AT_ONCE) as pool:
-        runs = pool.map(lambda case: run_hostile_case(case, tmp_path_factory.mktemp("hostile")), selected)
-        return {hostile_id(case): run for case, run in zip(selected, runs)}
+    """Every selected case's run, side by side (conftest's AT_ONCE; the suite's time: 43 advisor processes)."""
+    return side_by_side(request, "test_hostile_input", lambda case: run_hostile_case(case, tmp_path_factory.mktemp("hostile")))
 
 
 @pytest.mark.integration
 @pytest.mark.parametrize("case", HOSTILE, ids=[hostile_id(case) for case in HOSTILE])
-def test_hostile_input(hostile_runs, case):
+def test_hostile_input(hostile_runs, request, case):
     """Each case: the exit status the README gives, one line naming the problem, no traceback,
     nothing written but into advisor's own folders (nothing at all for exit 2), no process left."""
     _, _, _, status, words = case
-    run = hostile_runs[hostile_id(case)]
+    run = hostile_runs[request.node.callspec.id]
     assert run.process.returncode == status, run.process.stderr[-3000:]
     assert words in one_line(run.process)
     own = {name for name in run.written if name in ADVISORS_OWN or name.endswith(".optuna-journal")}

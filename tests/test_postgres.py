@@ -213,16 +213,13 @@ def test_a_password_in_a_url_reaches_no_output(tmp_path, postgres_url, mlflow_se
         broken["search"]["storage"] = url if key == "storage" else postgres_url
         broken["tracking"]["uri"] = url if key == "tracking" else mlflow_server.url
         (tmp_path / f"broken-{key}.yaml").write_text(yaml.safe_dump(broken))
-    from concurrent.futures import ThreadPoolExecutor
+    from conftest import at_once
 
-    from conftest import AT_ONCE
-
-    with ThreadPoolExecutor(AT_ONCE) as pool:  # four one-line refusals, side by side
-        unset, missing, *failing = pool.map(lambda call: call(), [
-            lambda: cli("optimize", str(path), ADVISOR_TEST_DB_PASSWORD=""),
-            lambda: cli("optimize", str(path), ADVISOR_TEST_DB_PASSWORD=None),
-            lambda: cli("optimize", str(tmp_path / "broken-storage.yaml")),
-            lambda: cli("optimize", str(tmp_path / "broken-tracking.yaml"))])
+    unset, missing, *failing = at_once([  # four one-line refusals, side by side
+        lambda: cli("optimize", str(path), ADVISOR_TEST_DB_PASSWORD=""),
+        lambda: cli("optimize", str(path), ADVISOR_TEST_DB_PASSWORD=None),
+        lambda: cli("optimize", str(tmp_path / "broken-storage.yaml")),
+        lambda: cli("optimize", str(tmp_path / "broken-tracking.yaml"))])
     assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
     assert "ADVISOR_TEST_DB_PASSWORD" in missing.stderr and "not set" in missing.stderr
     for refused in failing:

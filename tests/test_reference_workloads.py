@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import config_path, run_cli
+from conftest import config_path, merged, run_cli
 from test_diagnose import PLANTED
 
 pytestmark = pytest.mark.integration
@@ -33,7 +33,7 @@ REDUCED = {"trials": 2, "verify_top": 1, "pairs": 5, "time_budget_s": 240, "prec
 SEARCH = {"out_of_memory": {"recipes": ["grad_accumulation"], "trials": 4}}  # every micro-batch count: 1, 2, 4, 8
 MEASURE = {"out_of_memory": {"warmup_steps": 1, "steps": 3, "fresh_rounds": False}}  # the question is fit and numerics, not speed
 # one batch a pass: its memory is the batch's, and caching samples for the evidence takes half the time
-WORKLOAD = {"out_of_memory": {"dataset_args": {"features": 64, "n": 16384}}}
+WORKLOAD = {"out_of_memory": {"dataset_args": {"n": 16384}}}
 
 
 def reduced_copy(name: str, folder: Path) -> Path:
@@ -44,7 +44,7 @@ def reduced_copy(name: str, folder: Path) -> Path:
         if ref and ".py:" in ref:
             file, attr = ref.rsplit(":", 1)
             config["workload"][key] = f"{(config_path(name).parent / file).resolve()}:{attr}"
-    config["workload"].update(WORKLOAD.get(name, {}))
+    config["workload"] = merged(config["workload"], WORKLOAD.get(name, {}))
     config["search"] = {**config.get("search", {}), **REDUCED, **SEARCH.get(name, {})}
     measure = config.setdefault("measure", {})
     measure.update(warmup_steps=min(measure.get("warmup_steps", 5), 2), steps=min(measure.get("steps", 40), 8),
