@@ -21,12 +21,21 @@ from advisor.report import busy_line
 
 
 def diagnose(evidence: Evidence, thresholds: Thresholds = THRESHOLDS) -> list[Diagnosis]:
-    """All diagnoses that apply (the rules of the evidence's kind), the bottleneck first, each with
-    the recipes that target it."""
+    """All diagnoses that apply (the rules of the evidence's kind), each with the recipes that
+    target it; the bottleneck first: memory, where the job does not fit, then by the share of
+    the step each explains (each second of it charged to one cause), the band breaking ties;
+    memory close to its budget, not a share of the step, last."""
     kind = kind_of(evidence.kind)
     found = [dataclasses.replace(d, fixes=fixes_for(d.bottleneck, kind.recipe_family, first=d.fixes))
              for rule in kind.rules() if (d := rule(evidence, thresholds)) is not None]
-    return sorted(found, key=lambda d: (SEVERITY_ORDER[d.severity], -d.share))
+    return sorted(found, key=lambda d: (_memory_place(d), -round(d.share, 2), SEVERITY_ORDER[d.severity]))
+
+
+def _memory_place(diagnosis: Diagnosis) -> int:
+    """0: the job does not fit its budget; 1: a share of the step; 2: memory near its budget."""
+    if diagnosis.bottleneck != "memory":
+        return 1
+    return 0 if diagnosis.severity == "high" else 2
 
 
 def collect_evidence(config: AdvisorConfig, progress: Progress = lambda line: None) -> Evidence:

@@ -49,6 +49,10 @@ class Thresholds:
     # CUDA: the share of the step the GPU idles between kernels while the host launches them
     launch_moderate: float = 0.20
     launch_high: float = 0.50
+    # any kind: a fix aimed at this share of the step or more is tried, whatever its diagnosis's band
+    reach: float = 0.50
+    # training on the CPU: the pages a step hands back and maps again, in MB, that name the allocator
+    page_faults_mb: float = 32.0
 
 
 THRESHOLDS = Thresholds()
@@ -74,6 +78,7 @@ class Diagnosis:
     # the recipes for it: the rule's likeliest first, then every other recipe of the kind that
     # targets this bottleneck (`advisor.recipes.fixes_for`, filled in by `diagnosis.diagnose`)
     fixes: tuple[str, ...]
+    named: tuple[str, ...] = ()  # fixes its evidence names outright (page faults: the allocator), tried whatever its band
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -23,6 +23,9 @@ class Context:
     blocks: int  # blocks checkpointing can wrap (0: none found)
     cpu_bf16: bool  # the CPU has native bfloat16 arithmetic
     bottlenecks: tuple[str, ...] = ()  # diagnosed, most severe first
+    # every diagnosed bottleneck's share of the step, whatever its band: (bottleneck, share), largest first
+    reach: tuple[tuple[str, float], ...] = ()
+    named: tuple[str, ...] = ()  # recipes the evidence names outright (page faults: the allocator)
     batch_stat_layers: int = 0  # BatchNorm layers: their statistics depend on the batch size
     kind: str = "train"  # the recipes' family of the workload kind: train, distributed, infer or pipeline
     step: str = ""  # the name of the user's own step function; empty when advisor runs the step

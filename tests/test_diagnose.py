@@ -100,3 +100,54 @@ def test_derive_needs_both_timing_runs():
     evidence = stored("quickstart")
     failed = dataclasses.replace(evidence.synthetic, status="failed", reason="crashed")
     assert derive(evidence.full, failed, evidence.cached) == {}
+
+
+# ------------------------------------------------------------------ each second charged once, no win left untried
+
+
+@pytest.mark.parametrize("name", [*PLANTED, "gpu_images", "gpu_transformer"])
+def test_each_second_of_the_step_is_charged_once(name):
+    shares = [d.share for d in diagnose(stored(name)) if d.bottleneck != "memory"]
+    assert sum(shares) <= 1.0 + 1e-6, shares
+    assert shares == sorted(shares, reverse=True), "the largest share is named first"
+
+
+def data_parallel(communication: float, substantial: float, data_wait: float = 0.0) -> Evidence:
+    """A data-parallel job's evidence: the all-reduce waits `communication` of the step, and the
+    profile, which times the whole step, sees `substantial` of it in substantial operators."""
+    from advisor.measure import Measurement
+
+    def run(mode: str, step_ms: float) -> Measurement:
+        return Measurement(mode=mode, plan={}, status="ok", samples_per_s=64_000 / step_ms, step_ms_mean=step_ms,
+                           data_wait_share=data_wait if mode == "full" else 0.0,
+                           communication={"world_size": 2, "bytes_per_step": 38_000_000, "rank_samples_per_s": [1, 1]})
+
+    operators = {"ops_per_step": 400, "us_per_op": 50.0, "substantial_op_share": substantial,
+                 "top": [{"name": "aten::addmm", "calls_per_step": 4, "self_ms_per_step": 1.0, "share": 0.5}]}
+    profile = Measurement(mode="profile", plan={}, status="ok", operators=operators)
+    return with_derived(Evidence(full=run("full", 100 / (1 - communication)), local=run("local", 100.0),
+                                 profile=profile, kind="distributed"))
+
+
+def test_the_wait_on_the_all_reduce_is_charged_to_the_network_not_again_to_operator_overhead():
+    found = diagnose(data_parallel(communication=0.83, substantial=0.15))
+    assert [d.bottleneck for d in found][0] == "network"
+    overhead = next(d for d in found if d.bottleneck == "overhead")
+    assert overhead.share == pytest.approx(0.85 - 0.83, abs=0.01) and overhead.severity == "low"
+    assert sum(d.share for d in found) <= 1.0 + 1e-6
+    busy = diagnose(data_parallel(communication=0.25, substantial=0.10))  # overhead past the network's share
+    assert [d.bottleneck for d in busy][:2] == ["overhead", "network"]
+    assert next(d for d in busy if d.bottleneck == "overhead").share == pytest.approx(0.90 - 0.25, abs=0.01)
+
+
+def test_page_faults_each_step_name_the_allocator():
+    from advisor.session.planning import to_fix
+
+    evidence = stored("compute_bound")
+    faulting = dataclasses.replace(evidence, full=dataclasses.replace(evidence.full, page_faults_per_step=56_000))
+    compute = next(d for d in diagnose(faulting) if d.bottleneck == "compute")
+    assert compute.named == ("allocator",) and compute.fixes[0] == "allocator"
+    assert any("page faults" in f.metric for f in compute.evidence)
+    quiet = next(d for d in diagnose(evidence) if d.bottleneck == "compute")
+    assert quiet.named == () and not any("page faults" in f.metric for f in quiet.evidence)
+    assert "compute" in to_fix(diagnose(faulting))

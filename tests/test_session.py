@@ -89,3 +89,33 @@ def test_rank_puts_the_lowest_p95_first_among_fixes_that_keep_up_with_a_saturate
     assert rank([behind, instances, batching]) == [batching, behind, instances]
     plain = [dataclasses.replace(r, speedup_basis="objective") for r in (instances, batching)]
     assert rank(plain) == plain, "judged on the objective, the faster leads"
+
+
+def test_a_large_share_is_tried_whatever_its_band_and_a_skipped_fix_says_what_it_could_reach():
+    from test_diagnose import stored
+
+    from advisor.diagnosis import diagnose
+    from advisor.session.planning import to_fix
+
+    found = diagnose(stored("memory_budget"))  # compute "low" at 60% of the step, beside an input stall
+    assert next(d for d in found if d.bottleneck == "compute").severity == "low"
+    assert "compute" in to_fix(found)
+    small = diagnose(stored("fetch_stall"))  # compute "low" at 16%: the input's fixes come first
+    assert to_fix(small) == ("input-fetch",)
+    context = dataclasses.replace(MEMORY_FIRST, bottlenecks=("input-fetch",), reach=(("input-fetch", 0.83), ("compute", 0.16)))
+    chosen, skipped = select_recipes("auto", context)
+    assert [r.name for r in chosen] == ["dataloader", "fetch_threads"]
+    assert skipped["amp"].startswith("could reach 16% of the step (compute")
+    assert skipped["checkpointing"] == "targets no diagnosed bottleneck"
+    named = dataclasses.replace(context, named=("allocator",))
+    assert "allocator" in [r.name for r in select_recipes("auto", named)[0]]
+
+
+def test_the_first_trials_go_where_the_largest_share_of_the_step_is():
+    context = dataclasses.replace(MEMORY_FIRST, bottlenecks=("input-prep", "compute"),
+                                  reach=(("compute", 0.7), ("input-prep", 0.3)))
+    space_keys = ["dataloader.num_workers", "dataloader.prefetch_factor", "dataloader.persistent_workers",
+                  "amp.dtype", "threads.intra_op"]
+    facts = SessionFacts(None, context, ("dataloader", "amp"), {}, BASELINE, {key: None for key in space_keys})
+    changed = [{k: v for k, v in plan.items() if v != BASELINE[k]} for plan in textbook_params(facts)]
+    assert changed[0] == {"amp.dtype": "bfloat16"}

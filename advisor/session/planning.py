@@ -14,7 +14,7 @@ from advisor.config import AdvisorConfig
 from advisor.diagnosis import collect_evidence, diagnose
 from advisor.errors import UserError
 from advisor.evidence import Evidence
-from advisor.findings import Diagnosis
+from advisor.findings import THRESHOLDS, Diagnosis
 from advisor.fingerprint import describe_changes, fingerprint
 from advisor.kinds import kind_of
 from advisor.recipes import RECIPES, Context, Param, Recipe, by_name
@@ -123,8 +123,21 @@ def plan_session(config: AdvisorConfig, evidence: Evidence,
 
 
 def _context(evidence: Evidence, diagnoses: list[Diagnosis], config: AdvisorConfig) -> Context:
-    bottlenecks = tuple(d.bottleneck for d in diagnoses if d.severity in ACTIONABLE)
-    return kind_of(config.kind).context(evidence, bottlenecks, config)
+    """What the recipes are picked by: the bottlenecks to fix (those in an actionable band, and
+    any that holds `Thresholds.reach` of the step or more, whatever its band: a large share
+    left untried is a win left untried), every diagnosis's share of the step, and the fixes
+    the evidence names."""
+    context = kind_of(config.kind).context(evidence, to_fix(diagnoses), config)
+    return dataclasses.replace(context, reach=tuple((d.bottleneck, round(d.share, 3)) for d in diagnoses
+                                                    if d.bottleneck != "memory"),
+                               named=tuple(dict.fromkeys(name for d in diagnoses for name in d.named)))
+
+
+def to_fix(diagnoses: list[Diagnosis]) -> tuple[str, ...]:
+    """The bottlenecks whose recipes are tried: those in an actionable band, and any that holds
+    `Thresholds.reach` of the step or more, whatever its band."""
+    return tuple(d.bottleneck for d in diagnoses
+                 if d.severity in ACTIONABLE or (d.bottleneck != "memory" and d.share >= THRESHOLDS.reach))
 
 
 def select_recipes(setting, context: Context, strict: bool = False) -> tuple[list[Recipe], dict[str, str]]:
@@ -136,9 +149,9 @@ def select_recipes(setting, context: Context, strict: bool = False) -> tuple[lis
     """
     known = {recipe.name: recipe for recipe in RECIPES if context.kind in recipe.kinds}
     if setting == "auto":
-        targeted = [r for r in known.values() if set(r.targets) & set(context.bottlenecks)]
+        targeted = [r for r in known.values() if set(r.targets) & set(context.bottlenecks) or r.name in context.named]
         unmasked = {b for r in targeted if not r.why_not(context) for b in r.unmasks}
-        wanted = [r for r in RECIPES if set(r.targets) & (set(context.bottlenecks) | unmasked)]
+        wanted = [r for r in RECIPES if set(r.targets) & (set(context.bottlenecks) | unmasked) or r.name in context.named]
     else:
         names = [setting] if isinstance(setting, str) else list(setting)
         for name in names:
@@ -158,12 +171,28 @@ def select_recipes(setting, context: Context, strict: bool = False) -> tuple[lis
         if reason and setting != "auto" and recipe in wanted and strict:
             raise UserError(f"search.recipes: {recipe.name} cannot run here: it {reason}")
         if recipe not in wanted:
-            skipped[recipe.name] = "targets no diagnosed bottleneck" if setting == "auto" else "not listed"
+            skipped[recipe.name] = not_reached(recipe, context) if setting == "auto" else "not listed"
         elif reason:
-            skipped[recipe.name] = reason
+            reached = reach_of(recipe, context)
+            skipped[recipe.name] = f"{reason} (it could reach {reached[0]:.0%} of the step)" if reached else reason
         else:
             chosen.append(recipe)
     return chosen, skipped
+
+
+def not_reached(recipe: Recipe, context: Context) -> str:
+    """Why `auto` left a recipe out, in the share of the step it could have reached."""
+    reached = reach_of(recipe, context)
+    if reached is None:
+        return "targets no diagnosed bottleneck"
+    return (f"could reach {reached[0]:.0%} of the step ({reached[1]}, diagnosed low), under the {THRESHOLDS.reach:.0%} "
+            "a fix is tried at whatever its band")
+
+
+def reach_of(recipe: Recipe, context: Context) -> Optional[tuple[float, str]]:
+    """The largest share of the step a diagnosis of what the recipe targets explains, and that
+    bottleneck; None where none does."""
+    return max(((share, bottleneck) for bottleneck, share in context.reach if bottleneck in recipe.targets), default=None)
 
 
 def search_space(recipes: list[Recipe], context: Context) -> dict[str, Param]:
@@ -232,7 +261,7 @@ def textbook_params(facts: SessionFacts) -> list[dict]:
 def textbook_singles(facts: SessionFacts) -> dict[str, dict]:
     """Each chosen recipe's textbook setting alone on the baseline, by recipe, the most severe
     bottleneck's first."""
-    ordered = sorted(facts.chosen, key=lambda name: _severity_rank(by_name(name), facts.context))
+    ordered = sorted(facts.chosen, key=lambda name: _expected_reach(by_name(name), facts.context))
     return {name: textbook_plan(facts, name) for name in ordered}
 
 
@@ -242,9 +271,14 @@ def textbook_plan(facts: SessionFacts, *names: str) -> dict:
     return {**base, **{k: v for name in names for k, v in by_name(name).textbook(facts.context).items() if k in facts.space}}
 
 
-def _severity_rank(recipe: Recipe, context: Context) -> int:
-    """The position of the most severe diagnosed bottleneck the recipe targets."""
-    return min((i for i, b in enumerate(context.bottlenecks) if b in recipe.targets), default=len(context.bottlenecks))
+def _expected_reach(recipe: Recipe, context: Context) -> tuple:
+    """Where a recipe's first trial goes: a fix for a job over its memory budget first, then by
+    the largest share of the step the recipe can reach (what it can gain), then by the
+    position of the first diagnosed bottleneck it targets."""
+    over_budget = "memory" in recipe.targets and context.bottlenecks[:1] == ("memory",)
+    share = (reach_of(recipe, context) or (0.0, ""))[0]
+    position = min((i for i, b in enumerate(context.bottlenecks) if b in recipe.targets), default=len(context.bottlenecks))
+    return (not over_budget, -share, position)
 
 
 def check_same_workload(config: AdvisorConfig, attrs: dict) -> None:

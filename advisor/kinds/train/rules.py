@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import resource
 from typing import Optional
 
 from advisor.evidence import Evidence
@@ -143,7 +144,12 @@ def diagnose_compute(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
                    else f"the GPU computes {share:.0%} of the step")
         findings.insert(1, busy_finding(derived))
         fixes = ("amp", "tf32", "compile", "channels_last", "cudnn_benchmark", "fused_optimizer")
-    return Diagnosis("compute", severity, share, summary, tuple(findings), fixes)
+    faulted_mb = full.page_faults_per_step * resource.getpagesize() / 2**20
+    named = ("allocator",) if faulted_mb >= t.page_faults_mb and "gpu_busy_share" not in evidence.derived else ()
+    if named:  # the pages each step hands back and maps again: what the allocator's thresholds keep
+        findings.append(Finding("memory mapped again each step (minor page faults)", faulted_mb, t.page_faults_mb, "MB"))
+        fixes = ("allocator", *fixes)
+    return Diagnosis("compute", severity, share, summary, tuple(findings), fixes, named)
 
 
 TRAINING_RULES: tuple[Rule, ...] = (diagnose_memory, diagnose_input, diagnose_transfer, diagnose_overhead, diagnose_compute)
