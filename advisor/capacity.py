@@ -19,6 +19,11 @@ MAX_POINTS = 12  # rates replayed at most, per capacity
 HALVINGS = 4  # below its start rate / 2**4 a plan is said to keep the SLO at no rate
 SERVED_SHARE = 0.9  # saturated: fewer answers than this share of the arrivals, over the same window ...
 GROWTH = 1.5  # ... and the last quarter's median latency this many times the first quarter's
+# A replay's length bounds the search's time: about this long while the bracket is open (doubling
+# or halving, where a rate is far from the edge) and while bisecting (where the p95 decides the figure)
+OPEN_S, BISECT_S = 1.0, 3.0
+MIN_REQUESTS = 40  # a replay's p95 rests on its two slowest requests at least, ...
+LONGEST_S = 5.0  # ... unless that many arrive over longer than this (a rate far under any service's edge)
 
 
 @dataclass(frozen=True)
@@ -62,17 +67,28 @@ def served_rate(arrivals: list[float], completions: list[float]) -> float:
     return len(completions) / span if span > 0 else 0.0
 
 
-def bracket(measure_at: Callable[[float], Point], slo_ms: float, start_per_s: float) -> tuple[float, list[Point]]:
+def requests_at(rate_per_s: float, bisecting: bool, most: int) -> int:
+    """How many of the `most` timed requests a replay at this rate offers: about `OPEN_S` of
+    arrivals while the bracket is open, `BISECT_S` while bisecting, `MIN_REQUESTS` at least. A
+    capacity search so costs seconds at any start rate, where a fixed count took minutes at a
+    low one (400 requests at 20/s: 20 s a replay)."""
+    seconds = BISECT_S if bisecting else OPEN_S
+    wanted = max(MIN_REQUESTS, math.ceil(rate_per_s * seconds))
+    return max(1, min(most, wanted, math.ceil(rate_per_s * LONGEST_S)))
+
+
+def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per_s: float) -> tuple[float, list[Point]]:
     """The highest rate found to keep the SLO (0.0: none down to the start / 2**HALVINGS), and
     every point replayed, by rate. Doubles from `start_per_s` until a rate breaks the SLO (or
     halves, when the start already does), then bisects (geometrically) until the two are
     within `PRECISION`, at most `MAX_POINTS` replays in all. While doubling, a rate that breaks
     the SLO is replayed once more before it bounds the search: one stall in one replay (a p95
-    over a few hundred requests rests on its slowest few) would otherwise halve the figure."""
+    over a few hundred requests rests on its slowest few) would otherwise halve the figure.
+    `measure_at(rate, bisecting)`: bisecting, the replay decides the figure (`requests_at`)."""
     points: list[Point] = []
 
-    def keeps(rate: float) -> bool:
-        points.append(measure_at(rate))
+    def keeps(rate: float, bisecting: bool = False) -> bool:
+        points.append(measure_at(rate, bisecting))
         return points[-1].within(slo_ms)
 
     low, high, rate = 0.0, math.inf, start_per_s
@@ -89,7 +105,7 @@ def bracket(measure_at: Callable[[float], Point], slo_ms: float, start_per_s: fl
             high = rate
     while low > 0 and high / low > PRECISION and len(points) < MAX_POINTS:
         middle = math.sqrt(low * high)
-        if keeps(middle):
+        if keeps(middle, bisecting=True):
             low = middle
         else:
             high = middle

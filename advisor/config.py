@@ -88,6 +88,9 @@ class MeasureConfig:
     warmup_requests: int = checked(non_negative, default=20)  # inference: served before the timed requests
     requests: int = checked(positive, default=400)  # inference: timed requests
     fresh_rounds: bool = True  # each run of a verification round in a new interpreter, as your own runs are; false: forked
+    # with fresh_rounds: rounds past the 3rd run the job again in the first rounds' interpreters (2.3x cheaper; runs
+    # later into a process's life: experiments/kept_rounds.py); false: a new interpreter every run
+    keep_interpreters: bool = False
 
 
 MOST_PAIRS = 40  # the most rounds a verification may grow to (`search.max_pairs`)

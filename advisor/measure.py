@@ -56,7 +56,7 @@ class Measurement:
     memory: dict = field(default_factory=dict)  # the memory readings behind peak_memory_mb, and the method
     latency: dict = field(default_factory=dict)  # inference: percentiles, cold start, throughput, queueing
     communication: dict = field(default_factory=dict)  # data-parallel: ranks, bytes all-reduced per step, bandwidth
-    interpreter: str = ""  # "fresh": a new interpreter; "forked": from advisor's template process
+    interpreter: str = ""  # "fresh": a new interpreter; "forked": from advisor's template process; "kept": a fresh one's later run
     epoch: dict = field(default_factory=dict)  # training with workers: an epoch's end, timed, and its share charged
     page_faults_per_step: float = 0.0  # training: the process's minor page faults per timed step (`train.minor_faults`)
 

@@ -16,6 +16,7 @@ from advisor import search
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.fingerprint import describe_changes, fingerprint, workload_section
+from advisor.harness import kept
 from advisor.kinds import baseline_plan
 from advisor.session import optimize, round_measures
 from advisor.verdict import Verdict, judge, level_words, levels_of, look_confidence, look_schedule, reported_confidence, settled
@@ -59,15 +60,18 @@ def recheck(config: AdvisorConfig, best: dict, baseline: dict, probe, measures: 
     progress(f"{said}re-checking #1 ({'+'.join(best['recipes'])}), {schedule[0]} to {pairs} interleaved rounds:")
     plans = {"#1": best["plan"]}
     basis = best.get("speedup_basis", OBJECTIVE)  # re-read as it was claimed (`speedup_basis`)
-    rounds = interleave(baseline, plans, measure, schedule[0], progress, first_reference_run=probe, rounds_total=pairs,
-                        measure_reference=measure_baseline)
-    early = not memory_fix and len(schedule) > 1 and settled(rounds.ratios("#1", basis), bar, rounds.failures("#1"),
-                                                             look_confidence(len(schedule)))
-    if early:
-        progress(f"  the verdict is settled after {schedule[0]} rounds: stopping early")
-    elif len(rounds.baseline) < pairs:
-        rounds = rounds.then(interleave(baseline, plans, measure, pairs - schedule[0], progress, rounds_before=schedule[0],
-                                        rounds_total=pairs, measure_reference=measure_baseline))
+    try:
+        rounds = interleave(baseline, plans, measure, schedule[0], progress, first_reference_run=probe, rounds_total=pairs,
+                            measure_reference=measure_baseline)
+        early = not memory_fix and len(schedule) > 1 and settled(rounds.ratios("#1", basis), bar, rounds.failures("#1"),
+                                                                 look_confidence(len(schedule)))
+        if early:
+            progress(f"  the verdict is settled after {schedule[0]} rounds: stopping early")
+        elif len(rounds.baseline) < pairs:
+            rounds = rounds.then(interleave(baseline, plans, measure, pairs - schedule[0], progress,
+                                            rounds_before=schedule[0], rounds_total=pairs, measure_reference=measure_baseline))
+    finally:
+        kept.close_all()
     disturbed = rounds.disturbed("#1")
     verdict = judge("#1", rounds.ratios("#1", basis), bar, None, memory_fix,
                     [r.peak_memory_mb for r in rounds.candidates["#1"] if r.ok], config.constraints.max_memory_mb,

@@ -288,3 +288,35 @@ def test_an_allocator_fix_shows_the_page_faults_its_gain_rests_on():
             "the gain rests on them; a process of yours that faults fewer gains less (count its faults around a step: "
             "resource.getrusage(resource.RUSAGE_SELF).ru_minflt)") in render_recommendations(payload)
     assert "page faults" not in render_recommendations({**payload, "recommendations": [{**rec, "recipes": ["compile"]}]})
+
+
+def test_kept_interpreters_serve_a_plans_later_rounds_and_go_with_a_hang_or_the_rounds_end(tiny_config):
+    """The first `DRAWS` runs of a plan each start a new interpreter; the next ones run again in
+    them, in turn, and train as the first did (same seed, same steps); a run that hangs ends its
+    interpreter; `close_all` leaves no process of theirs."""
+    import dataclasses
+
+    import psutil
+
+    from advisor.harness import kept
+    from advisor.harness.runner import kept_key
+
+    config = load_config(tiny_config(workload={"dataloader": {"num_workers": 1}}))
+    plan = baseline_plan(config)
+    try:
+        runs = [run_measurement(config, plan, "full", 3, 60, fresh="kept") for _ in range(kept.DRAWS + 2)]
+        assert all(run.ok for run in runs), [run.reason for run in runs]
+        assert [run.interpreter for run in runs] == ["fresh"] * kept.DRAWS + ["kept"] * 2
+        assert {run.losses for run in runs} == {runs[0].losses} and {run.parameters for run in runs} == {runs[0].parameters}
+        serving = [interpreter.pid for interpreter in kept._kept[kept_key(plan, "full")][0]]
+        assert len(set(serving)) == kept.DRAWS and all(psutil.pid_exists(pid) for pid in serving)
+
+        hanging = dataclasses.replace(config, workload=dataclasses.replace(
+            config.workload, dataset_args={**(config.workload.dataset_args or {}), "hang_after": 1}))
+        stuck = with_changes(plan, batch_size=2)
+        run = run_measurement(hanging, stuck, "full", 3, 5, fresh="kept")
+        assert not run.ok and run.reason.startswith("hung"), run.reason
+        assert kept._kept[kept_key(stuck, "full")][0] == [None] * kept.DRAWS, "the hung interpreter is ended, not reused"
+    finally:
+        kept.close_all()
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in serving)

@@ -5,6 +5,7 @@ imported torch and advisor's harness (multiprocessing's forkserver), so a run do
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import sys
@@ -93,30 +94,44 @@ def start(spec_path: str, result_path: str, log_path: str, config: bytes,
 
 
 def _child(spec_path: str, result_path: str, log_path: str, config: bytes) -> None:
+    prepare_child()
+    with open(spec_path) as handle:
+        observer = json.load(handle).get("observer")
+    # a new interpreter is the observer's own child; a fork is the template process's
+    code = run_child_spec(spec_path, result_path, log_path, config, "fresh" if os.getppid() == observer else "forked")
+    if code is not None:  # pid 1 of a sandboxed run: its end ends the script's threads and processes, not a wait on them
+        os._exit(code)
+
+
+def prepare_child() -> None:
+    """What a measurement process does first: die with advisor, lead its own process group (so
+    a kill takes its DataLoader workers too), and behave as a plain `python` process would:
+    DataLoader workers start by the platform's default method (fork on Linux before 3.14), not
+    by the forkserver this child may have come from; semaphores of workers killed at the end
+    are this process's tracker's to clean up."""
     from advisor.harness.lifetime import die_with_parent
 
     die_with_parent()
     os.setsid()
-    # Behave as a plain `python` process would: DataLoader workers start by the platform's default
-    # method (fork on Linux before 3.14), not by the forkserver this child came from; and
-    # semaphores of workers killed at the end are this child's tracker's to clean up.
     multiprocessing.set_start_method(multiprocessing.get_all_start_methods()[0], force=True)
     resource_tracker._resource_tracker = resource_tracker.ResourceTracker()
+
+
+def run_child_spec(spec_path: str, result_path: str, log_path: str, config: bytes, interpreter: str) -> Optional[int]:
+    """Runs one spec in this process, its output to `log_path`; returns the exit status a
+    sandboxed run must end its process with, None otherwise."""
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
+    os.close(log)
     sys.stdout = open(1, "w", buffering=1, closefd=False)
     sys.stderr = open(2, "w", buffering=1, closefd=False)
-    import json
-
     from advisor.harness.child import main
     from advisor.measure import limit_data_segment, watched_by
 
     with open(spec_path) as handle:
         spec = json.load(handle)
     watched_by(spec.get("observer"))
-    # a new interpreter is the observer's own child; a fork is the template process's
-    interpreter = "fresh" if os.getppid() == spec.get("observer") else "forked"
     if spec.get("cgroup"):  # before anything runs: every page the child touches is charged there
         from advisor.harness.cgroups import join
 
@@ -128,7 +143,8 @@ def _child(spec_path: str, result_path: str, log_path: str, config: bytes) -> No
         enter(spec["scratch"])
     limit_data_segment(spec["memory_limit_mb"])
     code = main(spec_path, result_path, interpreter, config)
-    if sandboxed:  # pid 1 of the run: its end ends the script's threads and processes, not a wait on them
+    if sandboxed:
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(code)
+        return code
+    return None

@@ -7,11 +7,11 @@ import os
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Optional
+from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from advisor.errors import WorkloadInvalid
 from advisor.failures import PRUNED, hung, out_of_disk
-from advisor.harness import cgroups, launch, lifetime
+from advisor.harness import cgroups, kept, launch, lifetime
 from advisor.measure import Measurement, ResourceSampler, TreeMemory, default_memory_limit_mb, kill_tree
 
 if TYPE_CHECKING:
@@ -30,13 +30,13 @@ def run_measurement(
     timeout_s: float,
     memory_limit_mb: Optional[float] = None,
     output_path: Optional[Path] = None,
-    fresh: bool = False,
+    fresh: Union[bool, str] = False,
     watch: Optional[Callable[[dict], str]] = None,
 ) -> Measurement:
-    """Runs one measurement of `config` in a fresh child
-    process. `memory_limit_mb`, the user's budget, is a
-    hard limit: the child's tree is killed when it passes it (without one, at 90% of the
-    machine's memory), and the child's data segment may not grow by more (`RLIMIT_DATA`).
+    """Runs one measurement of `config` in a child forked from the template process, or (`fresh`) a new
+    interpreter, or ("kept") the plan's whose turn it is (`advisor.harness.kept`). `memory_limit_mb`, the user's
+    budget, is a hard limit: the child's tree is killed when it passes it (without one, at 90% of the machine's
+    memory), and the child's data segment may not grow by more (`RLIMIT_DATA`).
     `watch` hears the timed window's progress as it goes ({"steps", "of", "samples", "seconds"});
     when it gives a reason, the run is stopped there and reported as pruned, with that reason.
 
@@ -59,12 +59,14 @@ def run_measurement(
             "scratch": folder, "observer": os.getpid(), "sandbox": sandboxed(config),
             "progress": str(progress_path) if watch else None}))
         started = time.perf_counter()
-        child = launch.start(str(spec_path), str(result_path), str(log_path), fresh=fresh, config=config_bytes)
+        key = kept_key(plan, mode) if fresh == "kept" and keepable(config, group, watch) else None
+        child = _started(key, fresh, (str(spec_path), str(result_path), str(log_path)), config_bytes)
+        timed_out = True
         try:  # in a cgroup the kernel enforces the budget; the sampler only guards the machine
             with ResourceSampler(child.pid, None if group else limit_mb, budget=group is None and memory_limit_mb is not None) as sampler:
-                timed_out, pruned = _wait(child, timeout_s, watch, progress_path)
+                timed_out, pruned = (not child.wait(timeout_s), "") if key else _wait(child, timeout_s, watch, progress_path)
         finally:  # an interrupt, too, must not leave the child and its workers running
-            cgroup_peak, cgroup_killed = _ended(child, group)
+            cgroup_peak, cgroup_killed = _kept_ended(key, child, timed_out, result_path) if key else _ended(child, group)
         wall_s = time.perf_counter() - started
         result = read_result(result_path)
         log_tail = log_path.read_text(errors="replace")[-STDERR_TAIL_CHARS:] if log_path.exists() else ""
@@ -79,7 +81,7 @@ def run_measurement(
         memory.update(peak_mb=cgroup_peak, method=cgroups.METHOD)
     common = {"wall_s": wall_s, "peak_memory_mb": memory["peak_mb"], "memory_source": memory["method"], "memory": memory}
     why = (stopped_reason(timed_out, timeout_s, pruned, sampler.killed_reason, cgroup_killed, cgroup_peak, memory_limit_mb)
-           or failure_of(result, full or _death_reason(child.exitcode, log_tail), memory_limit_mb))
+           or failure_of(result, full or _death_reason(child.exitcode or 0, log_tail), memory_limit_mb))
     if why:
         return Measurement.failed(mode, plan, why, **common)
     fields = dict(result)
@@ -148,6 +150,35 @@ def _wait(child, timeout_s: float, watch: Optional[Callable[[dict], str]] = None
         return False, ""
     kill_tree(child.pid)
     return True, ""
+
+
+def _started(key: Optional[tuple], fresh: Union[bool, str], paths: tuple[str, str, str], config: bytes):
+    """The run started: in the kept interpreter whose turn it is (`key`), or in a new child."""
+    if key is None:
+        return launch.start(*paths, fresh=bool(fresh), config=config)
+    interpreter = kept.interpreter_for(key)
+    interpreter.start(*paths, config)
+    return interpreter
+
+
+def keepable(config: "AdvisorConfig", group: Optional[Path], watch: Optional[Callable]) -> bool:
+    """Whether a run may go to a kept interpreter: not a script's (its modules and globals would
+    stay imported from the run before, and a sandboxed run is pid 1 of its own), nor one held to
+    a cgroup or watched as it goes."""
+    return not config.workload.SANDBOXED and group is None and watch is None
+
+
+def kept_key(plan: dict, mode: str) -> tuple[str, str]:
+    """Which kept interpreters serve a run: its plan's, in its mode."""
+    return json.dumps(plan, sort_keys=True, default=str), mode
+
+
+def _kept_ended(key: tuple, interpreter: "kept.KeptInterpreter", timed_out: bool, result_path: Path) -> tuple[float, bool]:
+    """A kept interpreter's run is over: the interpreter ends where the run hung or left no
+    result, or a process behind (its plan's next run starts a new one); else it waits for its turn."""
+    if timed_out or not result_path.exists() or interpreter.exitcode is not None or kept.left_behind(interpreter.pid):
+        kept.retire(key, interpreter)
+    return 0.0, False
 
 
 def _ended(child, group: Optional[Path]) -> tuple[float, bool]:

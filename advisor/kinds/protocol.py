@@ -4,7 +4,7 @@ so it may name the types of every stage without closing a cycle."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Union
 
 if TYPE_CHECKING:
     from advisor.config import AdvisorConfig
@@ -42,10 +42,11 @@ class Kind(Protocol):
     def context(self, evidence: "Evidence", bottlenecks: tuple[str, ...], config: "AdvisorConfig") -> "Context":
         """What recipe selection knows about the job."""
 
-    def measure(self, config: "AdvisorConfig", capped: bool, fresh: bool = False) -> Callable[[dict], "Measurement"]:
+    def measure(self, config: "AdvisorConfig", capped: bool, fresh: Union[bool, str] = False) -> Callable[[dict], "Measurement"]:
         """How one plan is measured: a full run in a fresh child; `capped`, held to the config's
         constraints (killed at the memory budget; for a service, infeasible over its p95 SLO);
-        `fresh`, in a new interpreter rather than forked from the template process."""
+        `fresh`, in a new interpreter rather than forked from the template process ("kept": a
+        verification round's, `advisor.harness.kept`)."""
 
     def compare(self, candidate: "Measurement", reference: "Measurement", risk: str,
                 config: "AdvisorConfig", envelope: Optional["Envelope"] = None) -> "NumericsResult":

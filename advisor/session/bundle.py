@@ -5,7 +5,7 @@ whose results the candidates must reproduce."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Optional
+from typing import Callable, Optional, Union
 
 from advisor.config import AdvisorConfig
 from advisor.findings import Diagnosis
@@ -18,7 +18,7 @@ from advisor.session.results import Hooks, Progress
 from advisor.verify import Envelope
 
 
-def measure_with(config: AdvisorConfig, capped: bool = True, fresh: bool = False) -> Callable[[dict], Measurement]:
+def measure_with(config: AdvisorConfig, capped: bool = True, fresh: Union[bool, str] = False) -> Callable[[dict], Measurement]:
     """How a plan is measured: a full run in a fresh child, killed at `constraints.max_memory_mb`
     when `capped` (every trial and candidate); uncapped for the job as the user runs it today,
     the reference that candidates are compared with. `fresh`: in a new interpreter (`round_measures`)."""
@@ -33,8 +33,16 @@ def round_measures(config: AdvisorConfig) -> tuple[Callable[[dict], Measurement]
     its heap each step, or not); forked rounds agree with each other, not with the user's own
     `python train.py`, and a new template each round does not cure it: its forks still start
     from a heap that imported torch before them (`python -m experiments.layout`)."""
-    fresh = config.measure.fresh_rounds
+    fresh = round_interpreters(config)
     return measure_with(config, fresh=fresh), measure_with(config, capped=False, fresh=fresh)
+
+
+def round_interpreters(config: AdvisorConfig) -> Union[bool, str]:
+    """How a round's runs start (`run_measurement`'s `fresh`): forked, a new interpreter each, or
+    (`measure.keep_interpreters`) new ones for the first rounds, taken in turn after (`advisor.harness.kept`)."""
+    if not config.measure.fresh_rounds:
+        return False
+    return "kept" if config.measure.keep_interpreters else True
 
 
 @dataclass(frozen=True)

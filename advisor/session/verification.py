@@ -12,12 +12,13 @@ from typing import Callable, Optional
 
 from advisor import search
 from advisor.config import AdvisorConfig
+from advisor.harness import kept as kept_interpreters
 from advisor.harness import run_measurement
 from advisor.kinds import kind_of
 from advisor.measure import BUSY_SHARE, QUIET_WAIT_S, Measurement, epoch_of, page_faults_of, wait_for_quiet
 from advisor.plan import active_recipes, changes_of, combined_risk, names
 from advisor.recipes import Context, Recipe
-from advisor.session.bundle import Session, round_measures
+from advisor.session.bundle import Session, round_interpreters, round_measures
 from advisor.session.gate import gate_candidates, rounding_envelope, worst_numerics
 from advisor.session.kept_rounds import KeptRounds, arms_key
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
@@ -303,7 +304,7 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
     def measure(plan: dict, reference_run: bool = False) -> Measurement:
         if plan is ideal_plan:
             return run_measurement(config, plan, "synthetic", config.measure.steps, config.measure.timeout_s,
-                                   fresh=config.measure.fresh_rounds)
+                                   fresh=round_interpreters(config))
         capped, uncapped = longer if stopping.longer_runs(stopping.quiet_rounds) else planned
         return uncapped(plan) if reference_run else capped(plan)
 
@@ -311,10 +312,13 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
                      f"{' and the ideal' if with_ideal else ''}: looking after {', '.join(map(str, stopping.schedule))} "
                      "rounds, stopping once every verdict is clear (a round other processes disturb is run again):")
     kept = KeptRounds(session.study, arms_key(reference_plan, arms)) if session.study is not None else None
-    rounds = interleave(reference_plan, arms, measure, stopping.schedule[-1] + config.search.pairs, session.progress,
-                        measure_reference=lambda plan: measure(plan, reference_run=True), enough=stopping,
-                        rounds_total=stopping.round_of, earlier=kept.earlier("baseline", list(arms)) if kept else None,
-                        keep=kept.keeper() if kept else lambda index, runs: None)
+    try:
+        rounds = interleave(reference_plan, arms, measure, stopping.schedule[-1] + config.search.pairs, session.progress,
+                            measure_reference=lambda plan: measure(plan, reference_run=True), enough=stopping,
+                            rounds_total=stopping.round_of, earlier=kept.earlier("baseline", list(arms)) if kept else None,
+                            keep=kept.keeper() if kept else lambda index, runs: None)
+    finally:
+        kept_interpreters.close_all()
     ideal_ratios = rounds.quiet().ratios("ideal") if with_ideal else []
     ideal = paired_interval(ideal_ratios)[0] if ideal_ratios else None
     return rounds, stopping.confidence, ideal, stopping.started, time.time()
@@ -403,7 +407,9 @@ def verify_candidates(session: Session, candidates: list[search.TrialResult], ve
 
 def _one_off_costs(recipes: tuple[Recipe, ...], runs: list[Measurement], reference_runs: list[Measurement],
                    per: str) -> dict:
-    """Each recipe's one-off cost (a compile, a cache's build), by its name (`Recipe.one_off_cost`)."""
+    """Each recipe's one-off cost (a compile, a cache's build), by its name (`Recipe.one_off_cost`),
+    from the runs that paid it: a run in a kept interpreter found an earlier run's work done."""
+    runs = [run for run in runs if run.interpreter != "kept"]
     costs = {recipe.name: recipe.one_off_cost(runs, reference_runs, per) for recipe in recipes if recipe.one_off_cost}
     return {name: cost for name, cost in costs.items() if cost}
 

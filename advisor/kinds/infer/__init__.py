@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence
@@ -82,7 +82,7 @@ class InferKind:
             tf32_already=seen.get("tf32_already", False),
         )
 
-    def measure(self, config: AdvisorConfig, capped: bool, fresh: bool = False):
+    def measure(self, config: AdvisorConfig, capped: bool, fresh: Union[bool, str] = False):
         """Each plan keeps its outputs on the first requests, one file per plan; a plan whose p95
         breaks `constraints.p95_ms` is infeasible."""
         from advisor.harness import run_measurement

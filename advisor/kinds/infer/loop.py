@@ -182,8 +182,9 @@ def capacity_replay(servers: list, timed: list, config: AdvisorConfig, batch: in
             break
     summaries: dict[float, dict] = {}
 
-    def measure_at(rate: float) -> capacity.Point:
-        summaries[rate] = summary = open_replay(servers, timed, rate, batch, wait_s, config.measure.seed, cold_start_ms,
+    def measure_at(rate: float, bisecting: bool) -> capacity.Point:
+        offered = timed[:capacity.requests_at(rate, bisecting, len(timed))]
+        summaries[rate] = summary = open_replay(servers, offered, rate, batch, wait_s, config.measure.seed, cold_start_ms,
                                                 load_s)
         shown = None if summary["saturated"] else summary
         return capacity.Point(rate, summary["served_per_s"], shown and shown["p50_ms"], shown and shown["p95_ms"],

@@ -8,7 +8,7 @@ the seeded loss trajectory and, for exact recipes, the parameters after the same
 from __future__ import annotations
 
 import os
-from typing import Any, Optional
+from typing import Any, Optional, Union
 
 from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence
@@ -92,7 +92,7 @@ class TrainKind:
             return ""
         return step.rsplit(":", 1)[-1] if isinstance(step, str) else getattr(step, "__name__", "train_step")
 
-    def measure(self, config: AdvisorConfig, capped: bool, fresh: bool = False):
+    def measure(self, config: AdvisorConfig, capped: bool, fresh: Union[bool, str] = False):
         from advisor.harness import run_measurement
 
         limit = config.constraints.max_memory_mb if capped else None

@@ -130,7 +130,8 @@ def diagnose_compute(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
             findings.append(Finding(f"top operator {top['name']} (share of operator time)", top["share"]))
     if "ideal_over_actual" in evidence.derived:
         findings.append(Finding("ideal over actual throughput", evidence.derived["ideal_over_actual"]))
-    severity = "high" if wait < t.input_moderate else "low"
+    # beside an input stall, compute is still the bottleneck where it holds most of the step
+    severity = "high" if wait < t.input_moderate else "moderate" if share >= t.reach else "low"
     summary = (
         f"compute-bound: data waits only {wait:.0%} of the step; the model's own operators dominate"
         if severity == "high"

@@ -1,0 +1,86 @@
+"""Verification rounds in kept interpreters against rounds in a new interpreter each run: what
+they cost and whether they say the same.
+
+    python -m experiments.kept_rounds [CONFIG] [--plan JSON] [--rounds 9] [--blocks 2]
+
+For a training config (default configs/quickstart.yaml, its loader fix), runs `--blocks` blocks
+of `--rounds` interleaved rounds (the baseline, then the plan) each way, the ways alternating
+block by block: "fresh", every run a new interpreter (`measure.keep_interpreters: false`), and
+"kept", the rounds past the first `kept.DRAWS` run again in the first ones' interpreters. Prints
+each round's rates, then per way: the seconds a round took, the baseline's mean rate, and the
+ratios' geometric mean with its spread; the kept rounds past the first `DRAWS` are shown
+apart, since they are the runs that differ.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import statistics
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_PLAN = {"dataloader.num_workers": 2, "dataloader.persistent_workers": True}
+
+
+def geomean(values: list[float]) -> float:
+    return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
+
+
+def one_block(config, baseline: dict, plan: dict, rounds: int, way: str) -> list[dict]:
+    from advisor.harness import kept, run_measurement
+
+    fresh = "kept" if way == "kept" else True
+    found = []
+    try:
+        for index in range(rounds):
+            started = time.perf_counter()
+            base = run_measurement(config, baseline, "full", config.measure.steps, config.measure.timeout_s, fresh=fresh)
+            fixed = run_measurement(config, plan, "full", config.measure.steps, config.measure.timeout_s, fresh=fresh)
+            seconds = time.perf_counter() - started
+            ratio = fixed.samples_per_s / base.samples_per_s if base.ok and fixed.ok and base.samples_per_s else None
+            found.append({"way": way, "round": index, "seconds": seconds, "base": base.samples_per_s,
+                          "plan": fixed.samples_per_s, "ratio": ratio, "interpreters": [base.interpreter, fixed.interpreter],
+                          "peak_mb": [base.peak_memory_mb, fixed.peak_memory_mb]})
+            print(json.dumps(found[-1]), flush=True)
+    finally:
+        kept.close_all()
+    return found
+
+
+def summary(rows: list[dict], label: str) -> str:
+    ratios = [row["ratio"] for row in rows if row["ratio"]]
+    spread = statistics.stdev(math.log(r) for r in ratios) if len(ratios) > 1 else float("nan")
+    return (f"{label:>22}: {len(rows):2d} rounds, {statistics.fmean(r['seconds'] for r in rows):5.1f} s a round, "
+            f"baseline {statistics.fmean(r['base'] for r in rows):7.1f}/s, plan {statistics.fmean(r['plan'] for r in rows):7.1f}/s, "
+            f"ratio {geomean(ratios):.3f}x (sd of log {spread:.3f})")
+
+
+def main() -> None:
+    from advisor.harness import kept
+    from advisor.kinds import baseline_plan, load_config
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("config", nargs="?", default=str(ROOT / "configs" / "quickstart.yaml"))
+    parser.add_argument("--plan", help="the plan's changes as JSON (default: the quickstart's loader fix)")
+    parser.add_argument("--rounds", type=int, default=9)
+    parser.add_argument("--blocks", type=int, default=2)
+    args = parser.parse_args()
+    config = load_config(Path(args.config))
+    baseline = baseline_plan(config)
+    plan = {**baseline, **(json.loads(args.plan) if args.plan else DEFAULT_PLAN)}
+    rows = []
+    for block in range(args.blocks):
+        for way in (("fresh", "kept") if block % 2 == 0 else ("kept", "fresh")):
+            rows += one_block(config, baseline, plan, args.rounds, way)
+    fresh = [r for r in rows if r["way"] == "fresh"]
+    kept_rows = [r for r in rows if r["way"] == "kept"]
+    print(summary(fresh, "fresh"))
+    print(summary(kept_rows, "kept"))
+    print(summary([r for r in kept_rows if r["round"] >= kept.DRAWS], f"kept, rounds past {kept.DRAWS}"))
+
+
+if __name__ == "__main__":
+    main()
