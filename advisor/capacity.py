@@ -15,15 +15,16 @@ from dataclasses import asdict, dataclass
 from typing import Callable, Optional
 
 PRECISION = 1.04  # bracketing stops once the rate that broke the SLO is within 4% of the one that kept it
-MAX_POINTS = 12  # rates replayed at most, per capacity
+MAX_POINTS = 14  # rates replayed at most, per capacity
 HALVINGS = 4  # below its start rate / 2**4 a plan is said to keep the SLO at no rate
 SERVED_SHARE = 0.9  # saturated: fewer answers than this share of the arrivals, over the same window ...
 GROWTH = 1.5  # ... and the last quarter's median latency this many times the first quarter's
-# A replay's length bounds the search's time: about this long while the bracket is open (doubling
-# or halving, where a rate is far from the edge) and while bisecting (where the p95 decides the figure)
-OPEN_S, BISECT_S = 1.0, 3.0
-MIN_REQUESTS = 40  # a replay's p95 rests on its two slowest requests at least, ...
-LONGEST_S = 5.0  # ... unless that many arrive over longer than this (a rate far under any service's edge)
+# While the bracket is open (doubling or halving, far from the edge) a replay offers about
+# OPEN_S of arrivals, MIN_REQUESTS at least, OPEN_MOST_S at most; bisecting, where the p95
+# decides the figure, every timed request (a queue near its limit needs them to show its tail:
+# at 3 s a replay, the encoder of experiments/capacity_time.py read 40/s where 200 requests read 22-24/s)
+OPEN_S, OPEN_MOST_S = 1.0, 5.0
+MIN_REQUESTS = 40
 
 
 @dataclass(frozen=True)
@@ -67,49 +68,63 @@ def served_rate(arrivals: list[float], completions: list[float]) -> float:
     return len(completions) / span if span > 0 else 0.0
 
 
-def requests_at(rate_per_s: float, bisecting: bool, most: int) -> int:
-    """How many of the `most` timed requests a replay at this rate offers: about `OPEN_S` of
-    arrivals while the bracket is open, `BISECT_S` while bisecting, `MIN_REQUESTS` at least. A
-    capacity search so costs seconds at any start rate, where a fixed count took minutes at a
-    low one (400 requests at 20/s: 20 s a replay)."""
-    seconds = BISECT_S if bisecting else OPEN_S
-    wanted = max(MIN_REQUESTS, math.ceil(rate_per_s * seconds))
-    return max(1, min(most, wanted, math.ceil(rate_per_s * LONGEST_S)))
+def requests_at(rate_per_s: float, full: bool, most: int) -> int:
+    """How many of the `most` timed requests a replay at this rate offers: all of them where it
+    decides the capacity (`full`), else about `OPEN_S` of arrivals (`MIN_REQUESTS` at least,
+    `OPEN_MOST_S` at most). The open bracket so costs seconds at any start rate, where the full
+    count took minutes at a low one (400 requests at 20/s: 20 s a replay)."""
+    if full:
+        return most
+    wanted = max(MIN_REQUESTS, math.ceil(rate_per_s * OPEN_S))
+    return max(1, min(most, wanted, math.ceil(rate_per_s * OPEN_MOST_S)))
 
 
-def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per_s: float) -> tuple[float, list[Point]]:
+def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per_s: float,
+            out_of_time: Callable[[], bool] = lambda: False) -> tuple[float, list[Point]]:
     """The highest rate found to keep the SLO (0.0: none down to the start / 2**HALVINGS), and
     every point replayed, by rate. Doubles from `start_per_s` until a rate breaks the SLO (or
-    halves, when the start already does), then bisects (geometrically) until the two are
-    within `PRECISION`, at most `MAX_POINTS` replays in all. While doubling, a rate that breaks
-    the SLO is replayed once more before it bounds the search: one stall in one replay (a p95
-    over a few hundred requests rests on its slowest few) would otherwise halve the figure.
-    `measure_at(rate, bisecting)`: bisecting, the replay decides the figure (`requests_at`)."""
+    halves, when the start already does), in short replays; replays the highest rate that kept
+    the SLO again in full, halving while a full replay breaks it; then bisects (geometrically)
+    in full replays until the two are within `PRECISION`. The rate it reports kept the SLO in a
+    full replay. At most `MAX_POINTS` replays in all, and none begun once `out_of_time` says so
+    (the rate that last kept the SLO in full is then the figure, less precise). While doubling, a rate that breaks the SLO is
+    replayed once more before it bounds the search: one stall in one replay (a p95 over a few
+    hundred requests rests on its slowest few) would otherwise halve the figure.
+    `measure_at(rate, full)`: `full`, over every timed request (`requests_at`)."""
     points: list[Point] = []
+    confirmed = [0.0]  # the rates that kept the SLO in a full replay
 
-    def keeps(rate: float, bisecting: bool = False) -> bool:
-        points.append(measure_at(rate, bisecting))
-        return points[-1].within(slo_ms)
+    def keeps(rate: float, full: bool = False) -> bool:
+        if out_of_time():
+            return False
+        points.append(measure_at(rate, full))
+        kept = points[-1].within(slo_ms)
+        if kept and full:
+            confirmed.append(rate)
+        return kept
 
     low, high, rate = 0.0, math.inf, start_per_s
-    while high == math.inf and len(points) < MAX_POINTS:
+    while high == math.inf and len(points) < MAX_POINTS and not out_of_time():
         if keeps(rate) or (low > 0 and keeps(rate)):  # a hiccup must not halve the capacity: confirmed once
             low, rate = rate, rate * 2
         else:
             high = rate
-    while low == 0.0 and high > start_per_s / 2 ** HALVINGS and len(points) < MAX_POINTS:
+    while low == 0.0 and high > start_per_s / 2 ** HALVINGS and len(points) < MAX_POINTS and not out_of_time():
         rate = high / 2
         if keeps(rate):
             low = rate
         else:
             high = rate
-    while low > 0 and high / low > PRECISION and len(points) < MAX_POINTS:
+    while low > 0 and low not in confirmed and len(points) < MAX_POINTS and not out_of_time():  # the open bracket's, in full
+        if not keeps(low, full=True):
+            high, low = low, (low / 2 if low / 2 >= start_per_s / 2 ** HALVINGS else 0.0)
+    while low > 0 and high / low > PRECISION and len(points) < MAX_POINTS and not out_of_time():
         middle = math.sqrt(low * high)
-        if keeps(middle, bisecting=True):
+        if keeps(middle, full=True):
             low = middle
         else:
             high = middle
-    return low, sorted(points, key=lambda p: p.offered_per_s)
+    return max(confirmed), sorted(points, key=lambda p: p.offered_per_s)
 
 
 def saturates_at(points: list[Point]) -> Optional[float]:

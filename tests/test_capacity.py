@@ -15,7 +15,7 @@ from advisor.kinds.infer.loop import latency_summary, open_loop
 
 def service_with_capacity(limit: float, calls: list):
     """A synthetic service whose p95 stays at 5 ms up to `limit` requests/s and saturates past it."""
-    def measure_at(rate: float, bisecting: bool = False) -> capacity.Point:
+    def measure_at(rate: float, full: bool = False) -> capacity.Point:
         calls.append(rate)
         if rate > limit:
             return capacity.Point(rate, limit, None, None, None, True)
@@ -39,7 +39,7 @@ def test_one_stall_while_doubling_does_not_halve_the_capacity():
     doubles on; without the second look the capacity would read under 320/s."""
     calls, steady = [], service_with_capacity(1000.0, [])
 
-    def stalls_once(rate: float, bisecting: bool = False) -> capacity.Point:
+    def stalls_once(rate: float, full: bool = False) -> capacity.Point:
         calls.append(rate)
         if rate == 320.0 and calls.count(320.0) == 1:
             return capacity.Point(rate, rate, 2.0, 80.0, 90.0, False)
@@ -51,28 +51,41 @@ def test_one_stall_while_doubling_does_not_halve_the_capacity():
 
 def test_no_rate_within_the_slo_is_capacity_zero_after_a_few_halvings():
     calls = []
-    found, points = capacity.bracket(lambda rate, bisecting: calls.append(rate) or capacity.Point(rate, rate, 9, 90, 99, False),
+    found, points = capacity.bracket(lambda rate, full: calls.append(rate) or capacity.Point(rate, rate, 9, 90, 99, False),
                                      50.0, 100.0)
     assert found == 0.0 and min(calls) == 100.0 / 2 ** capacity.HALVINGS and len(points) == len(calls)
 
 
-def test_a_capacity_search_costs_seconds_at_any_start_rate():
-    """Replays sized by their rate: a few seconds of arrivals each, longer where they decide the figure."""
+def test_the_open_bracket_replays_briefly_and_the_capacity_kept_the_slo_in_a_full_replay():
+    """Replays are short while the bracket is open, full where they decide; a service whose queue
+    shows its tail only over the full replay (short ones keep the SLO up to 60/s, full ones up
+    to 40/s) is reported at what the full replays kept, in seconds of arrivals a plan."""
     for start in (5.0, 20.0, 400.0):
-        lengths = []
+        replays = []
 
-        def timed(rate: float, bisecting: bool) -> capacity.Point:
-            requests = capacity.requests_at(rate, bisecting, 400)
-            lengths.append((requests / rate, bisecting))
-            return service_with_capacity(45.0, [])(rate, bisecting)
+        def queue(rate: float, full: bool) -> capacity.Point:
+            requests = capacity.requests_at(rate, full, 200)
+            replays.append((rate, requests / rate, full))
+            return service_with_capacity(40.0 if full else 60.0, [])(rate, full)
 
-        found, _ = capacity.bracket(timed, 50.0, start)
-        assert 45.0 / capacity.PRECISION <= found <= 45.0
-        arrivals_s = sum(length for length, _ in lengths)
-        assert arrivals_s <= 30.0, lengths  # the fixed 400 requests a replay took 20-80 s of arrivals here
-        bisected = [length for length, bisecting in lengths if bisecting]
-        assert bisected and min(bisected) >= capacity.BISECT_S * 0.99, lengths
+        found, _ = capacity.bracket(queue, 50.0, start)
+        assert 40.0 / capacity.PRECISION <= found <= 40.0, replays
+        assert any(full for rate, _, full in replays if rate == found), "the capacity rests on a full replay"
+        assert sum(seconds for _, seconds, full in replays if not full) <= 15.0, replays
+        assert sum(seconds for _, seconds, _ in replays) <= 45.0, replays
     assert capacity.requests_at(1000.0, True, 400) == 400 and capacity.requests_at(10.0, False, 400) == capacity.MIN_REQUESTS
+    assert capacity.requests_at(1.0, False, 400) == 5, "a rate far under any service's edge: seconds, not minutes"
+
+
+def test_a_capacity_search_past_its_time_reports_what_kept_the_slo_in_full_and_begins_no_replay():
+    """On a machine busy enough that replays take long, the search stops at its own time, not at
+    the run's limit (where it would be "hung"): its figure is the last rate a full replay kept."""
+    calls = []
+    found, points = capacity.bracket(service_with_capacity(437.0, calls), 50.0, 100.0, lambda: len(calls) >= 6)
+    assert len(points) == len(calls) == 6
+    assert found in [p.offered_per_s for p in points] and found <= 437.0, calls
+    none_in_time, nothing = capacity.bracket(service_with_capacity(437.0, []), 50.0, 100.0, lambda: True)
+    assert none_in_time == 0.0 and nothing == []
 
 
 def sleeper(seconds: float):

@@ -164,6 +164,7 @@ def full_load_rate(servers: list, timed: list, batch: int, wait_s: float, seed: 
 
 
 SINGLE_REQUESTS = 50  # served one at a time, no queue, before a capacity search: the latency no rate can beat
+CAPACITY_SHARE = 0.5  # of the run's time limit, a capacity search's own: no replay begins past it
 
 
 def capacity_replay(servers: list, timed: list, config: AdvisorConfig, batch: int, wait_s: float,
@@ -182,8 +183,8 @@ def capacity_replay(servers: list, timed: list, config: AdvisorConfig, batch: in
             break
     summaries: dict[float, dict] = {}
 
-    def measure_at(rate: float, bisecting: bool) -> capacity.Point:
-        offered = timed[:capacity.requests_at(rate, bisecting, len(timed))]
+    def measure_at(rate: float, full: bool) -> capacity.Point:
+        offered = timed[:capacity.requests_at(rate, full, len(timed))]
         summaries[rate] = summary = open_replay(servers, offered, rate, batch, wait_s, config.measure.seed, cold_start_ms,
                                                 load_s)
         shown = None if summary["saturated"] else summary
@@ -193,7 +194,8 @@ def capacity_replay(servers: list, timed: list, config: AdvisorConfig, batch: in
     found, points = 0.0, []
     if single_p95 <= slo:
         start_rate = config.load.rate_per_s or 500.0 / statistics.fmean(single_ms)  # half of one-at-a-time's pace
-        found, points = capacity.bracket(measure_at, slo, start_rate)
+        deadline = time.monotonic() + CAPACITY_SHARE * config.measure.timeout_s  # never the run's time limit: "hung"
+        found, points = capacity.bracket(measure_at, slo, start_rate, lambda: time.monotonic() > deadline)
     if not summaries:
         summary = latency_summary(single, single, [1] * len(single), sum(single), cold_start_ms, load_s)
         summaries[0.0] = {**summary, "rate_per_s": None}
