@@ -22,7 +22,7 @@ GROWTH = 1.5  # ... and the last quarter's median latency this many times the fi
 # While the bracket is open (doubling or halving, far from the edge) a replay offers about
 # OPEN_S of arrivals, MIN_REQUESTS at least, OPEN_MOST_S at most; bisecting, where the p95
 # decides the figure, every timed request (a queue near its limit needs them to show its tail:
-# at 3 s a replay, the encoder of experiments/capacity_time.py read 40/s where 200 requests read 22-24/s)
+# at 3 s a replay, the 20 ms encoder of experiments/capacity_time.py read 40/s where 200 requests read 22-28/s)
 OPEN_S, OPEN_MOST_S = 1.0, 5.0
 MIN_REQUESTS = 40
 

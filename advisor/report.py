@@ -273,8 +273,12 @@ def row_lines(rec: dict) -> list[str]:
     numerics = rec["numerics"]
     numerics_text = "n/a" if not numerics else ("ok" if numerics["passed"] else "FAILED")
     status = "yes" if rec["verified"] else "flaky" if rec.get("failed_runs") else "no"
-    return [f"{rec['rank']:<5}{'+'.join(rec['recipes'])[:33]:<34}{rec['speedup']:>7.2f}x  "
-            f"{low:.2f}-{high:.2f}x{'':<4}{status:<10}{numerics_text:<10}{rec['peak_memory_mb']:>8,.0f}",
+    if rec["speedup"] <= 0:  # no round measured it (a busy machine set every one aside): nothing to show
+        speedup, interval, peak = f"{'-':>8}", f"{'-':<14}", f"{'-':>8}"
+        status = "busy" if rec.get("status") == "busy" else status
+    else:
+        speedup, interval, peak = f"{rec['speedup']:>7.2f}x", f"{low:.2f}-{high:.2f}x{'':<4}", f"{rec['peak_memory_mb']:>8,.0f}"
+    return [f"{rec['rank']:<5}{'+'.join(rec['recipes'])[:33]:<34}{speedup}  {interval}{status:<10}{numerics_text:<10}{peak}",
             f"     {', '.join(f'{k}={v}' for k, v in rec['changes'].items())}"]
 
 

@@ -561,6 +561,18 @@ def test_every_renderer_prints_the_level_the_recommendations_carry():
     assert "97% interval" in ranking_table(payload, "input-fetch")
 
 
+def test_a_candidate_no_round_measured_shows_dashes_not_zeros():
+    """A busy machine set every round aside: its row says busy, with no speedup, interval or peak of 0."""
+    from advisor.report import row_lines
+
+    unchecked = {"rank": 2, "recipes": ["threads"], "changes": {"threads.intra_op": 1}, "speedup": 0.0, "interval": (0.0, 0.0),
+                 "verified": False, "numerics": {}, "peak_memory_mb": 0.0, "status": "busy"}
+    row = row_lines(unchecked)[0]
+    assert "0.00" not in row and row.split()[2:5] == ["-", "-", "busy"], row
+    measured = row_lines({**unchecked, "speedup": 1.2, "interval": (1.1, 1.3), "peak_memory_mb": 300.0, "status": "short"})[0]
+    assert "1.20x" in measured and "1.10-1.30x" in measured and measured.split()[-1] == "300"
+
+
 def test_no_renderer_spells_a_level_of_its_own():
     """The level lives in the verdict (`advisor.verdict`); nothing else writes "95%" into what it prints."""
     import ast

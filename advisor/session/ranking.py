@@ -10,6 +10,7 @@ from typing import Callable, Optional
 
 from advisor import search
 from advisor.failures import out_of_memory
+from advisor.harness import kept
 from advisor.measure import Measurement
 from advisor.recipes import by_name
 from advisor.session.bundle import Session
@@ -32,11 +33,14 @@ def rank_session(session: Session, verified: Verified,
         verified.add(recommendations, baseline_runs, rejections)
         return recommendations
 
-    recommendations, left_out = _finish_ranking(verified.recommendations, baseline, measure, pairs, progress)
-    if record is None:
-        return recommendations
-    return without_what_slows(recommendations, left_out, verify, record, session.config.constraints.max_memory_mb,
-                              lambda ranked: _with_shares(ranked, baseline, measure, pairs, progress), progress)
+    try:  # the leave-one-out rounds' kept interpreters (`advisor.harness.kept`) end with them
+        recommendations, left_out = _finish_ranking(verified.recommendations, baseline, measure, pairs, progress)
+        if record is None:
+            return recommendations
+        return without_what_slows(recommendations, left_out, verify, record, session.config.constraints.max_memory_mb,
+                                  lambda ranked: _with_shares(ranked, baseline, measure, pairs, progress), progress)
+    finally:
+        kept.close_all()
 
 
 def rank(recommendations: list[Recommendation]) -> list[Recommendation]:
