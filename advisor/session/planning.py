@@ -242,7 +242,7 @@ def loader_said(loader: dict, most_workers: int) -> str:
 
 def textbook_params(facts: SessionFacts) -> list[dict]:
     """The loader model's plan, then each chosen recipe at its textbook setting, on top of the
-    baseline: the first trials after it, those that fix the most severe bottleneck first; then a
+    baseline: the first trials after it, those that reach the largest share of the step first; then a
     recipe that unmasks a bottleneck together with each recipe for it (vectorised code with each
     read-side fix)."""
     singles = textbook_singles(facts)
@@ -259,8 +259,8 @@ def textbook_params(facts: SessionFacts) -> list[dict]:
 
 
 def textbook_singles(facts: SessionFacts) -> dict[str, dict]:
-    """Each chosen recipe's textbook setting alone on the baseline, by recipe, the most severe
-    bottleneck's first."""
+    """Each chosen recipe's textbook setting alone on the baseline, by recipe, those that can
+    reach the largest share of the step first (`_expected_reach`)."""
     ordered = sorted(facts.chosen, key=lambda name: _expected_reach(by_name(name), facts.context))
     return {name: textbook_plan(facts, name) for name in ordered}
 
