@@ -87,9 +87,10 @@ def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per
     the SLO again in full, halving while a full replay breaks it; then bisects (geometrically)
     in full replays until the two are within `PRECISION`. The rate it reports kept the SLO in a
     full replay. At most `MAX_POINTS` replays in all, and none begun once `out_of_time` says so
-    (the rate that last kept the SLO in full is then the figure, less precise). While doubling, a rate that breaks the SLO is
-    replayed once more before it bounds the search: one stall in one replay (a p95 over a few
-    hundred requests rests on its slowest few) would otherwise halve the figure.
+    (the rate that last kept the SLO in full is then the figure, less precise). While doubling,
+    a rate that breaks the SLO is replayed once more before it bounds the search: one stall in
+    one replay (a p95 over a few hundred requests rests on its slowest few) would otherwise
+    halve the figure.
     `measure_at(rate, full)`: `full`, over every timed request (`requests_at`)."""
     points: list[Point] = []
     confirmed = [0.0]  # the rates that kept the SLO in a full replay

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import resource
 import signal
 import statistics
 import threading
@@ -118,6 +119,11 @@ def epoch_of(runs: list[Measurement]) -> dict:
     shares = [r.epoch["charged_s"] / (r.samples / r.samples_per_s) for r in timed]
     return {"end_s": sum(r.epoch["end_s"] for r in timed) / len(timed),
             "steps_per_epoch": timed[-1].epoch["steps_per_epoch"], "charged_share": sum(shares) / len(shares)}
+
+
+def page_faults_mb(faults: float) -> float:
+    """The memory `faults` pages stand for, in MB (pages of this machine's size)."""
+    return faults * resource.getpagesize() / 2**20
 
 
 def page_faults_of(runs: list[Measurement]) -> float:

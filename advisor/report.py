@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import json
-import resource
 from pathlib import Path
 from typing import Optional
 
 from advisor.capacity import capacity_sentence
 from advisor.findings import Diagnosis, Finding
-from advisor.measure import BUSY_SHARE
+from advisor.measure import BUSY_SHARE, page_faults_mb
 from advisor.outputs import write_whole
 from advisor.verdict import levels_of, was_busy
 from advisor.verify import ANSWERED
@@ -109,11 +108,6 @@ def latency_text(latency: dict) -> str:
     at = f" at {latency['capacity_per_s']:,.0f}/s" if latency.get("capacity_per_s") else ""
     return (f"p50 {latency['p50_ms']:.1f} ms, p95 {latency['p95_ms']:.1f} ms, p99 {latency['p99_ms']:.1f} ms{at}; "
             f"cold start {latency['cold_start_ms']:.0f} ms")
-
-
-def page_faults_mb(faults: float) -> float:
-    """The memory `faults` pages stand for, in MB (pages of this machine's size)."""
-    return faults * resource.getpagesize() / 2**20
 
 
 def page_fault_lines(rec: dict, base: dict) -> list[str]:

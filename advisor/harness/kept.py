@@ -36,7 +36,6 @@ class KeptInterpreter:
         self.process = context.Process(target=_serve, args=(their_end,), daemon=False)
         self.process.start()
         their_end.close()
-        self.runs = 0
 
     @property
     def pid(self) -> int:
@@ -48,7 +47,6 @@ class KeptInterpreter:
 
     def start(self, spec_path: str, result_path: str, log_path: str, config: bytes) -> None:
         self.connection.send((spec_path, result_path, log_path, config))
-        self.runs += 1
 
     def wait(self, timeout_s: float) -> bool:
         """Whether the run ended within `timeout_s` (its result written, or the interpreter gone)."""

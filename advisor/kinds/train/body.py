@@ -6,8 +6,8 @@ from advisor.advice import larger_batch, larger_batch_line
 from advisor.evidence import Evidence, rate_unit
 from advisor.findings import Diagnosis
 from advisor.kinds.train.rules import gpu_line
-from advisor.measure import epoch_of
-from advisor.report import cores, diagnosis_lines, epoch_text, gpu_summary, page_faults_mb
+from advisor.measure import epoch_of, page_faults_mb
+from advisor.report import cores, diagnosis_lines, epoch_text, gpu_summary
 
 
 def training_body(evidence: Evidence, diagnoses: list[Diagnosis]) -> list[str]:

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import resource
 from typing import Optional
 
 from advisor.evidence import Evidence
 from advisor.findings import Diagnosis, Finding, Rule, Thresholds, band, diagnose_memory, small_operators
+from advisor.measure import page_faults_mb
 
 
 def diagnose_input(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
@@ -145,7 +145,7 @@ def diagnose_compute(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
                    else f"the GPU computes {share:.0%} of the step")
         findings.insert(1, busy_finding(derived))
         fixes = ("amp", "tf32", "compile", "channels_last", "cudnn_benchmark", "fused_optimizer")
-    faulted_mb = full.page_faults_per_step * resource.getpagesize() / 2**20
+    faulted_mb = page_faults_mb(full.page_faults_per_step)
     named = ("allocator",) if faulted_mb >= t.page_faults_mb and "gpu_busy_share" not in evidence.derived else ()
     if named:  # the pages each step hands back and maps again: what the allocator's thresholds keep
         findings.append(Finding("memory mapped again each step (minor page faults)", faulted_mb, t.page_faults_mb, "MB"))
