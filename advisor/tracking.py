@@ -292,6 +292,7 @@ class Tracker:
     """Writes one session into MLflow with an explicit client (no global active run)."""
 
     def __init__(self, config: AdvisorConfig):
+        seed_new_sqlite_store(tracking_uri(config))
         self.client = MlflowClient(tracking_uri=tracking_uri(config))
         name = experiment_name(config)
         experiment = self.client.get_experiment_by_name(name)
@@ -393,6 +394,66 @@ def check_sqlite_file(path: Path) -> None:
                         "tracking.uri elsewhere")
 
 
+def local_sqlite_path(uri: str) -> Optional[Path]:
+    """The file a local sqlite store URI opens; None for any other store."""
+    parsed = urllib.parse.urlparse(uri)
+    if parsed.scheme.split("+")[0] != "sqlite" or not parsed.path or parsed.path == "/:memory:":
+        return None
+    return Path(parsed.path[1:]).absolute()  # what sqlite opens: sqlite:///relative, sqlite:////absolute
+
+
+def seed_new_sqlite_store(uri: str) -> None:
+    """A new local sqlite store starts as a copy of an empty one with MLflow's schema, built once
+    per MLflow version in advisor's cache (`schema_template`): MLflow would build each new store
+    by running its whole chain of migrations, about 2 s of CPU a store. MLflow adds the default
+    experiment, whose artifact location is the store's own, as it opens the copy. Where anything
+    is amiss (no cache folder, no hard links), nothing is done and MLflow builds the store itself."""
+    import uuid
+
+    path = local_sqlite_path(uri)
+    if path is None or path.exists():
+        return
+    copy = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    try:
+        schema = schema_template().read_bytes()
+        with os.fdopen(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb") as handle:  # the umask's mode, as sqlite's
+            handle.write(schema)
+        os.link(copy, path)  # whole, and only where no other session created the store meanwhile
+    except Exception:  # noqa: BLE001  (a seed is an optimization: MLflow's own way is the fallback)
+        pass
+    finally:
+        copy.unlink(missing_ok=True)
+
+
+def schema_template() -> Path:
+    """An empty sqlite store at MLflow's latest schema, in advisor's cache ($XDG_CACHE_HOME or
+    ~/.cache, then advisor/), built once per MLflow version; written whole (a rename)."""
+    import tempfile
+
+    import mlflow
+
+    folder = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "advisor"
+    template = folder / f"mlflow-{mlflow.__version__}-schema.db"
+    if template.exists():
+        return template
+    import sqlalchemy
+    from mlflow.store.db.utils import _initialize_tables
+
+    folder.mkdir(parents=True, exist_ok=True)
+    handle, building = tempfile.mkstemp(dir=folder, prefix=".schema-", suffix=".db")
+    os.close(handle)
+    try:
+        engine = sqlalchemy.create_engine(f"sqlite:///{building}")
+        try:
+            _initialize_tables(engine)
+        finally:
+            engine.dispose()
+        os.replace(building, template)
+    finally:
+        Path(building).unlink(missing_ok=True)
+    return template
+
+
 def unwritable_store(config: AdvisorConfig) -> str:
     """Why a local sqlite store cannot take this session's runs (a read-only file, folder or
     file system), in words; "" where it can, or the store is not a local file. A write is tried
@@ -400,10 +461,9 @@ def unwritable_store(config: AdvisorConfig) -> str:
     import sqlite3
     import tempfile
 
-    parsed = urllib.parse.urlparse(tracking_uri(config))
-    if parsed.scheme.split("+")[0] != "sqlite" or not parsed.path or parsed.path == "/:memory:":
+    path = local_sqlite_path(tracking_uri(config))
+    if path is None:
         return ""
-    path = Path(parsed.path[1:]).absolute()  # what sqlite opens: sqlite:///relative, sqlite:////absolute
     try:
         if not path.exists():
             tempfile.TemporaryFile(dir=path.parent).close()  # sqlite must create the file there

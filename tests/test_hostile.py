@@ -405,6 +405,39 @@ def test_a_store_that_is_not_a_database_is_named_before_anything_runs(tmp_path):
             check(config)
 
 
+def test_a_new_store_is_seeded_whole_from_the_schema_template_and_an_existing_one_is_left_alone(tmp_path, monkeypatch):
+    """A new sqlite store is a copy of advisor's cached empty schema (built once per MLflow
+    version): MLflow opens it as its own, adding its default experiment as it opens it, the
+    file takes the umask's mode as sqlite's would, no temporary copy is left, and a store that
+    exists already is never replaced. A cache that cannot be written leaves MLflow to build it."""
+    import os
+    import stat
+
+    from advisor.tracking import Tracker, seed_new_sqlite_store
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    folder = tmp_path / "job"
+    folder.mkdir()
+    config = load_config(write_config(folder, TINY))
+    tracker = Tracker(config)
+    template = next((tmp_path / "cache" / "advisor").glob("mlflow-*-schema.db"))
+    default = tracker.client.get_experiment("0")
+    assert default.name == "Default" and str(tmp_path / "cache") not in default.artifact_location, default.artifact_location
+    assert tracker.client.get_experiment(tracker.experiment_id).name == "tiny"
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE((folder / "mlflow.db").stat().st_mode) == 0o666 & ~mask
+    assert sorted(p.name for p in folder.iterdir() if p.name.startswith(".")) == []
+    before = (folder / "mlflow.db").read_bytes()
+    seed_new_sqlite_store(f"sqlite:///{folder / 'mlflow.db'}")
+    assert (folder / "mlflow.db").read_bytes() == before and before != template.read_bytes()
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(folder / "mlflow.db"))  # a file: no cache folder there
+    other = tmp_path / "other"
+    other.mkdir()
+    assert Tracker(load_config(write_config(other, TINY))).client.get_experiment_by_name("tiny")
+
+
 def test_a_read_only_store_is_one_line_and_the_session_logs_nothing_to_it(tmp_path):
     """A read-only mlflow.db once flooded stderr with 113 lines of SQL and tracebacks: the store
     is tried once (a write rolled back), said in one line, and left as it was."""
