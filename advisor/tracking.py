@@ -292,8 +292,9 @@ class Tracker:
     """Writes one session into MLflow with an explicit client (no global active run)."""
 
     def __init__(self, config: AdvisorConfig):
-        seed_new_sqlite_store(tracking_uri(config))
-        self.client = MlflowClient(tracking_uri=tracking_uri(config))
+        uri = tracking_uri(config)
+        seed_new_sqlite_store(uri)
+        self.client = MlflowClient(tracking_uri=uri)
         name = experiment_name(config)
         experiment = self.client.get_experiment_by_name(name)
         self.experiment_id = experiment.experiment_id if experiment else self.client.create_experiment(

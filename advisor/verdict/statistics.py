@@ -24,7 +24,8 @@ def paired_interval(ratios: Sequence[float], confidence: float = PLAIN_LEVEL) ->
     center = statistics.fmean(logs) if logs else 0.0
     if n < 2:
         return math.exp(center), 0.0, math.inf
-    spread = math.sqrt(math.fsum((x - center) ** 2 for x in logs) / (n - 1))  # statistics.stdev's exact fractions: 10x the time
+    # in floats: statistics.stdev sums exact fractions, 7x the time of the verdict simulations
+    spread = math.sqrt(math.fsum((x - center) ** 2 for x in logs) / (n - 1))
     half = t_quantile(0.5 + confidence / 2, n - 1) * spread / math.sqrt(n)
     return math.exp(center), math.exp(center - half), math.exp(center + half)
 
