@@ -21,11 +21,14 @@ _warming = None  # the thread starting the fork server (`warm_up`)
 
 
 def context() -> BaseContext:
+    import atexit
+
     global _context
     if _context is None:
         own_temp_dir()
         _context = multiprocessing.get_context("forkserver")
         _context.set_forkserver_preload(PRELOAD)
+        atexit.register(stop)
     return _context
 
 
@@ -65,8 +68,10 @@ def warm_up(preload: tuple[str, ...] = ()) -> None:
 
 
 def stop() -> None:
-    """Kills the fork server, if this process started one: on an early exit (bad input) it would
-    otherwise live on until it had finished importing torch, seconds later, before noticing."""
+    """Kills the fork server, if this process started one; at every exit (atexit). Left to notice
+    the exit itself, it would live on until it had finished importing torch (an early exit: bad
+    input), then tear down torch's modules one by one: a second or more after advisor had ended,
+    holding advisor's output open to whoever reads it (a pipe, a test)."""
     import signal
     from multiprocessing import forkserver
 
