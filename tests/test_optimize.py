@@ -167,7 +167,7 @@ def test_ui_serves_the_tracking_store(optimized, tmp_path):
                     f"http://127.0.0.1:{port}/ajax-api/2.0/mlflow/experiments/get-by-name?experiment_name=tiny")
                 body = urllib.request.urlopen(request, timeout=5).read().decode()
             except OSError:
-                time.sleep(1)
+                time.sleep(0.2)
         assert '"name": "tiny"' in body.replace('":"', '": "')
     finally:
         import os

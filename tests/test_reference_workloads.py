@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 import yaml
-from conftest import config_path, merged, run_cli
+from conftest import ROOT, config_path, merged, run_cli
+from test_config import template_copy
 from test_diagnose import PLANTED
 
 pytestmark = pytest.mark.integration
@@ -31,19 +32,26 @@ OPTIMIZED = ("out_of_memory",)
 # the baseline and the textbook plan, verified until the verdict is clear (search.precision's rounds: test_verify)
 REDUCED = {"trials": 2, "verify_top": 1, "pairs": 5, "time_budget_s": 240, "precision": 0}
 SEARCH = {"out_of_memory": {"recipes": ["grad_accumulation"], "trials": 4}}  # every micro-batch count: 1, 2, 4, 8
-MEASURE = {"out_of_memory": {"warmup_steps": 1, "steps": 3, "fresh_rounds": False}}  # the question is fit and numerics, not speed
+# the question is fit and numerics, not speed: a first step holds a whole step's activations
+MEASURE = {"out_of_memory": {"warmup_steps": 0, "steps": 2, "fresh_rounds": False}}
 # one batch a pass: its memory is the batch's, and caching samples for the evidence takes half the time
 WORKLOAD = {"out_of_memory": {"dataset_args": {"n": 16384}}}
 
 
 def reduced_copy(name: str, folder: Path) -> Path:
-    """The reference config with absolute code paths and a reduced search budget."""
-    config = yaml.safe_load(config_path(name).read_text())
-    for key in ("model", "dataset", "loss"):
-        ref = config["workload"].get(key)
-        if ref and ".py:" in ref:
-            file, attr = ref.rsplit(":", 1)
-            config["workload"][key] = f"{(config_path(name).parent / file).resolve()}:{attr}"
+    """The reference config with a reduced search budget: a template (configs/) copied next to its
+    code, as a user copies it (test_config diagnoses the other templates so), a planted one with
+    absolute code paths."""
+    source = config_path(name)
+    if source.parent == ROOT / "configs":
+        source, config = template_copy(source, folder)
+    else:
+        config = yaml.safe_load(source.read_text())
+        for key in ("model", "dataset", "loss"):
+            ref = config["workload"].get(key)
+            if ref and ".py:" in ref:
+                file, attr = ref.rsplit(":", 1)
+                config["workload"][key] = f"{(source.parent / file).resolve()}:{attr}"
     config["workload"] = merged(config["workload"], WORKLOAD.get(name, {}))
     config["search"] = {**config.get("search", {}), **REDUCED, **SEARCH.get(name, {})}
     measure = config.setdefault("measure", {})

@@ -294,7 +294,7 @@ def test_a_scripts_dataloader_is_set_from_outside_verified_and_anchored_at_its_l
     (tmp_path / "metrics.json").write_text(json.dumps({"the user's": "own"}))
     config = write_config(tmp_path, {
         "name": "cnn", "workload": {"kind": "script", "script": "cnn_train.py", "args": ["--epochs", "100", "--images", "256"]},
-        "measure": {"warmup_steps": 3, "steps": 10},
+        "measure": {"warmup_steps": 2, "steps": 6},
         "search": {"recipes": ["dataloader"], "trials": 2, "verify_top": 1, "precision": 0}},  # the baseline and the textbook plan
         name="advisor.yaml")
     before = folder_digest(tmp_path)
