@@ -32,8 +32,10 @@ OPTIMIZED = ("out_of_memory",)
 # the baseline and the textbook plan, verified until the verdict is clear (search.precision's rounds: test_verify)
 REDUCED = {"trials": 2, "verify_top": 1, "pairs": 5, "time_budget_s": 240, "precision": 0}
 SEARCH = {"out_of_memory": {"recipes": ["grad_accumulation"], "trials": 4}}  # every micro-batch count: 1, 2, 4, 8
-# the question is fit and numerics, not speed: a first step holds a whole step's activations
-MEASURE = {"out_of_memory": {"warmup_steps": 0, "steps": 2, "fresh_rounds": False}}
+# the memory jobs' question is their peak and (optimized) numerics, not speed: a first step holds a
+# whole step's activations
+MEASURE = {"out_of_memory": {"warmup_steps": 0, "steps": 2, "fresh_rounds": False},
+           "memory_budget": {"warmup_steps": 1, "steps": 3}}
 # one batch a pass: its memory is the batch's, and caching samples for the evidence takes half the time
 WORKLOAD = {"out_of_memory": {"dataset_args": {"n": 16384}}}
 
