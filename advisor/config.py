@@ -137,7 +137,9 @@ class ConstraintsConfig:
 
 @dataclass(frozen=True)
 class TrackingConfig:
-    uri: Optional[str] = None  # MLflow's tracking URI; None: sqlite:///mlflow.db next to the config
+    # MLflow's tracking URI (a relative sqlite path: from the working folder, as sqlite opens it);
+    # None: sqlite:///mlflow.db next to the config
+    uri: Optional[str] = None
     experiment: Optional[str] = None  # the MLflow experiment; None: the config's name
 
     def __post_init__(self):

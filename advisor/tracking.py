@@ -64,8 +64,8 @@ def artifact_location(config: AdvisorConfig) -> Optional[str]:
     scheme = urllib.parse.urlparse(uri).scheme.split("+")[0]
     if scheme in ("http", "https", "databricks", "file"):  # the server's root; a file store's own folder
         return None
-    folder = Path(urllib.parse.urlparse(uri).path).parent if scheme == "sqlite" else config.root
-    return (folder / "mlruns").resolve().as_uri()
+    store = local_sqlite_path(uri)
+    return ((store.parent if store is not None else config.root) / "mlruns").resolve().as_uri()
 
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
@@ -101,10 +101,12 @@ def check_tracking(config: AdvisorConfig) -> None:
         except Exception as exc:  # refused, unknown host, timeout, an HTTP error
             raise UserError(f"tracking.uri: no MLflow tracking server answers at {uri} ({type(exc).__name__}: "
                             f"{shown(str(exc))[:200]}); start it (mlflow server), or {hint.split(', or ')[1]}") from None
-    elif scheme == "sqlite" and not Path(parsed.path).parent.is_dir():
-        raise UserError(f"tracking.uri: the folder of {uri} does not exist; create it, or {hint.split(', or ')[1]}")
-    elif scheme == "sqlite":
-        check_sqlite_file(Path(parsed.path))
+    elif scheme == "sqlite" and local_sqlite_path(uri) is not None:  # the file sqlite opens (relative: to the working folder)
+        path = local_sqlite_path(uri)
+        if not path.parent.is_dir():
+            raise UserError(f"tracking.uri: the folder of {uri} does not exist ({path.parent}); create it, or "
+                            f"{hint.split(', or ')[1]}")
+        check_sqlite_file(path)
     elif scheme == "file" and not (Path(parsed.path).is_dir() or Path(parsed.path).parent.is_dir()):
         raise UserError(f"tracking.uri: neither {parsed.path} nor its folder exists; create it, or "
                         f"{hint.split(', or ')[1]}")
@@ -483,12 +485,11 @@ def unwritable_store(config: AdvisorConfig) -> str:
 
 def check_store_exists(config: AdvisorConfig) -> None:
     """Reading a local sqlite store that is not there would create an empty one: say so instead."""
-    uri = tracking_uri(config)
-    parsed = urllib.parse.urlparse(uri)
-    if parsed.scheme.split("+")[0] == "sqlite":
-        if not Path(parsed.path).exists():
-            raise UserError(f"no MLflow store at {parsed.path} yet; run advisor optimize first")
-        check_sqlite_file(Path(parsed.path))
+    path = local_sqlite_path(tracking_uri(config))
+    if path is not None:
+        if not path.exists():
+            raise UserError(f"no MLflow store at {path} yet; run advisor optimize first")
+        check_sqlite_file(path)
 
 
 def latest_session(config: AdvisorConfig, run_id: Optional[str] = None) -> tuple[dict, list[dict]]:

@@ -263,6 +263,7 @@ def test_a_tracking_store_that_cannot_work_is_named_before_anything_is_measured(
 @pytest.mark.parametrize("uri, where", [
     (None, "job/mlruns"),  # the sqlite default beside the config
     ("sqlite:///{tmp}/store/mlflow.db", "store/mlruns"),  # beside the store's file
+    ("sqlite:///store/mlflow.db", "store/mlruns"),  # a relative one: the file sqlite opens, from the working folder
     ("http://127.0.0.1:5000", None),  # the server's own artifact root
 ])
 def test_artifacts_live_with_the_store_never_in_the_working_folder(tmp_path, monkeypatch, uri, where):
@@ -276,6 +277,27 @@ def test_artifacts_live_with_the_store_never_in_the_working_folder(tmp_path, mon
     monkeypatch.chdir(tmp_path)
     expected = None if where is None else (tmp_path / where).resolve().as_uri()
     assert artifact_location(config) == expected
+
+
+def test_a_relative_sqlite_store_is_the_file_sqlite_opens_from_the_working_folder(tmp_path, monkeypatch):
+    """sqlite:///store/mlflow.db is store/mlflow.db under the working folder, as sqlite opens it:
+    the checks once read it as /store/mlflow.db, refusing a folder that was there or checking a
+    file at the root of the machine."""
+    from advisor.tracking import check_store_exists, check_tracking
+
+    (tmp_path / "job").mkdir()
+    (tmp_path / "store").mkdir()
+    config = load_config(write_config(tmp_path / "job", merged(TINY, {"tracking": {"uri": "sqlite:///store/mlflow.db"}})))
+    monkeypatch.chdir(tmp_path)
+    check_tracking(config)
+    with pytest.raises(UserError, match=f"no MLflow store at {tmp_path}/store/mlflow.db yet"):
+        check_store_exists(config)
+    (tmp_path / "store" / "mlflow.db").write_text("not a database")
+    with pytest.raises(UserError, match=f"{tmp_path}/store/mlflow.db is not a SQLite database"):
+        check_tracking(config)
+    monkeypatch.chdir(tmp_path / "job")
+    with pytest.raises(UserError, match=r"the folder of sqlite:///store/mlflow.db does not exist \(.*/job/store\)"):
+        check_tracking(config)
 
 
 @pytest.mark.integration
