@@ -33,6 +33,10 @@ os.environ.setdefault("MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT", "true")
 # A tracking server that went away must cost seconds, not MLflow's default minutes of retries.
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "2")
 os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "20")
+# MLflow's usage telemetry writes an installation id under ~/.config/mlflow and sends events from
+# a thread of its own: advisor changes nothing outside its folders and keeps its measurements'
+# machine quiet. A user's own setting is kept.
+os.environ.setdefault("MLFLOW_DISABLE_TELEMETRY", "true")
 logging.getLogger("mlflow").setLevel(logging.WARNING)
 logging.getLogger("alembic").setLevel(logging.WARNING)
 

@@ -279,6 +279,23 @@ def test_artifacts_live_with_the_store_never_in_the_working_folder(tmp_path, mon
     assert artifact_location(config) == expected
 
 
+def test_mlflows_usage_telemetry_is_off_unless_the_user_turned_it_on(tmp_path):
+    """MLflow's telemetry writes an installation id under ~/.config/mlflow and sends events from a
+    thread: off where advisor talks to MLflow, outside CI and pytest too (where MLflow turns it off
+    itself); a user's own MLFLOW_DISABLE_TELEMETRY is kept."""
+    import os
+    import subprocess
+    import sys
+
+    quiet = {"PYTEST_CURRENT_TEST", "CI", "GITHUB_ACTIONS", "MLFLOW_DISABLE_TELEMETRY", "DO_NOT_TRACK"}
+    env = {k: v for k, v in os.environ.items() if k not in quiet and not k.startswith("RUNBOT")} | {"HOME": str(tmp_path)}
+    ask = "import advisor.tracking, mlflow.telemetry.utils as t; print(t.is_telemetry_disabled())"
+    plain = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, env=env, timeout=120)
+    chosen = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, timeout=120,
+                            env={**env, "MLFLOW_DISABLE_TELEMETRY": "false"})
+    assert (plain.stdout.strip(), chosen.stdout.strip()) == ("True", "False"), plain.stderr[-2000:] + chosen.stderr[-2000:]
+
+
 def test_a_relative_sqlite_store_is_the_file_sqlite_opens_from_the_working_folder(tmp_path, monkeypatch):
     """sqlite:///store/mlflow.db is store/mlflow.db under the working folder, as sqlite opens it:
     the checks once read it as /store/mlflow.db, refusing a folder that was there or checking a
