@@ -1,5 +1,6 @@
-"""Every reference workload: `advisor diagnose --json` names the planted bottleneck first with
-its evidence. For the job whose baseline needs twice its memory budget, `advisor optimize` on
+"""Every reference workload: advisor's diagnosis (`advisor diagnose --json`'s output, measured
+from the test's own process: its fork server serves them all) names the planted bottleneck first
+with its evidence. For the job whose baseline needs twice its memory budget, `advisor optimize` on
 that diagnosis, with a reduced budget, must verify a fix that fits, with the baseline's results.
 
 The whole loop on every reference, at full budget and against the alternatives, is what the
@@ -15,6 +16,8 @@ import yaml
 from conftest import ROOT, config_path, merged, run_cli
 from test_config import template_copy
 from test_diagnose import PLANTED
+
+from advisor.api import diagnose
 
 pytestmark = pytest.mark.integration
 
@@ -69,9 +72,7 @@ def reduced_copy(name: str, folder: Path) -> Path:
                          ids=[f"{name}-{'diagnose+optimize' if name in OPTIMIZED else 'diagnose'}" for name in REFERENCES])
 def test_reference_diagnose_then_optimize(tmp_path, name, bottleneck):
     config = reduced_copy(name, tmp_path)
-    diagnosed = run_cli("diagnose", str(config), "--json")
-    assert diagnosed.returncode == 0, diagnosed.stderr[-3000:]
-    diagnosis = json.loads(diagnosed.stdout)
+    diagnosis = diagnose(config).to_dict()  # `advisor diagnose --json`'s output, measured from this process
     assert diagnosis["bottleneck"] == bottleneck, json.dumps(diagnosis["diagnoses"], indent=1)
     first = diagnosis["diagnoses"][0]
     assert first["severity"] == "high"
@@ -82,7 +83,7 @@ def test_reference_diagnose_then_optimize(tmp_path, name, bottleneck):
     if name not in OPTIMIZED:
         return  # optimized by the benchmark suite (see the module docstring)
     saved = tmp_path / "diagnosis.json"
-    saved.write_text(diagnosed.stdout)
+    saved.write_text(json.dumps(diagnosis))
     result = run_cli("optimize", str(config), "--evidence", str(saved), timeout=900)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "using the given diagnosis" in result.stderr and "[1/4] timing" not in result.stderr
