@@ -112,7 +112,7 @@ def wait_for_url(url: str, seconds: float) -> None:
             urllib.request.urlopen(url, timeout=5).read()
             return
         except OSError:
-            time.sleep(1)
+            time.sleep(0.2)
     raise AssertionError(f"{url} did not answer within {seconds:.0f} s")
 
 
