@@ -87,6 +87,28 @@ def one_line(process) -> str:
 
 
 @pytest.mark.integration
+def test_nothing_of_advisor_outlives_its_exit(tmp_path):
+    """The fork server is killed as advisor exits: left to notice, it tore torch down for a second
+    or more after advisor had ended, holding advisor's output open to whoever read it."""
+    import os
+    import subprocess
+    import sys
+    import uuid
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    path = write_config(folder, TINY)
+    mark = uuid.uuid4().hex
+    env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "ADVISOR_TEST_MARK": mark}
+    with open(tmp_path / "output.txt", "w") as output:  # a file: the wait ends at advisor's exit, not at its output's close
+        process = subprocess.Popen([sys.executable, "-m", "advisor.cli", "diagnose", str(path), "-q"], cwd=folder,
+                                   stdout=output, stderr=subprocess.STDOUT, env=env)
+        status = process.wait(timeout=180)
+    assert status == 0, (tmp_path / "output.txt").read_text()[-3000:]
+    assert marked_processes(mark) == [], "every process advisor started was gone when it exited"
+
+
+@pytest.mark.integration
 def test_a_baseline_whose_loss_is_nan_is_named_and_nothing_is_compared(tmp_path):
     folder = tmp_path / "job"
     folder.mkdir()

@@ -77,13 +77,18 @@ def stop() -> None:
 
     if _warming is not None:
         _warming.join(timeout=10)  # its pid is known once it is started: a moment, not its imports
-    pid = getattr(getattr(forkserver, "_forkserver", None), "_forkserver_pid", None)
-    if pid:
-        try:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)  # our child: gone once reaped
-        except (ProcessLookupError, ChildProcessError):
-            pass
+    server = getattr(forkserver, "_forkserver", None)
+    pid = getattr(server, "_forkserver_pid", None)
+    if not pid:
+        return
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+    try:  # reaped and forgotten (a later run starts a new one), so a second stop kills no reused pid
+        server._stop()
+    except (AttributeError, OSError):
+        server._forkserver_pid = None
 
 
 def start(spec_path: str, result_path: str, log_path: str, config: bytes,
