@@ -10,6 +10,7 @@ config, so `advisor report` and `advisor ui` find it from any working directory.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -124,6 +125,18 @@ def check_tracking(config: AdvisorConfig) -> None:
                             f"or {hint}") from None
 
 
+def write_guard(uri: str):
+    """What a write to MLflow runs under: Ctrl-C (SIGTERM, SIGHUP) held until it is done, for a
+    database store. Cut inside its transaction, a write left the store locked to the session's own
+    next one (its end, KILLED), which waited out the database's 20 s timeout and failed. A
+    tracking server's request holds no lock, and a server that stops answering must not hold Ctrl-C."""
+    if urllib.parse.urlparse(uri).scheme.split("+")[0] in ("http", "https", "databricks"):
+        return contextlib.nullcontext()
+    from advisor.harness.lifetime import interrupts_held
+
+    return interrupts_held()
+
+
 class SessionLog:
     """One optimize session in MLflow, written as the work happens: the session run opens with the
     first trial, dated from the session's start (a session refused while diagnosing writes
@@ -163,9 +176,10 @@ class SessionLog:
             self.skipped.append(what)
             return None
         try:
-            if self.tracker is None:
-                self._open(self.tags)
-            return action(*args)
+            with write_guard(tracking_uri(self.config)):
+                if self.tracker is None:
+                    self._open(self.tags)
+                return action(*args)
         except Exception as exc:  # any tracking failure: the session goes on, the results folder keeps it all
             self.error = f"{type(exc).__name__}: {shown(str(exc).splitlines()[0])[:200] if str(exc) else ''}"  # hidden, then cut
             self.skipped.append(what)

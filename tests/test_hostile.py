@@ -301,6 +301,36 @@ def test_artifacts_live_with_the_store_never_in_the_working_folder(tmp_path, mon
     assert artifact_location(config) == expected
 
 
+def test_ctrl_c_during_a_write_to_the_store_lands_once_the_write_is_done(tmp_path, monkeypatch):
+    """A Ctrl-C cut a write to the sqlite store inside its transaction: the session's end (KILLED)
+    then waited 20 s on the lock and failed (1 interrupted session in 6 in a test's loop). Held
+    until the write is done, it raises right after; the write, and the end, land."""
+    import os
+    import signal
+
+    from mlflow import MlflowClient
+
+    from advisor.tracking import SessionLog, tracking_uri
+
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    config = load_config(write_config(tmp_path, TINY))
+    log = SessionLog(config)
+    written = []
+
+    def cut_by_ctrl_c():
+        os.kill(os.getpid(), signal.SIGINT)  # the handler runs at the next bytecode, unless held
+        log.tracker.log(log.session, metrics={"done": 1.0})
+        written.append("the write")
+
+    with pytest.raises(KeyboardInterrupt):
+        log._call("a write", cut_by_ctrl_c)
+    assert written == ["the write"]
+    session = log.session
+    log.close("KILLED")
+    run = MlflowClient(tracking_uri(config)).get_run(session)
+    assert run.info.status == "KILLED" and run.data.metrics["done"] == 1.0 and log.skipped == []
+
+
 def test_mlflows_usage_telemetry_is_off_unless_the_user_turned_it_on(tmp_path):
     """MLflow's telemetry writes an installation id under ~/.config/mlflow and sends events from a
     thread: off where advisor talks to MLflow, outside CI and pytest too (where MLflow turns it off
