@@ -97,6 +97,7 @@ def check_tracking(config: AdvisorConfig) -> None:
     uri = tracking_uri(config)
     parsed = urllib.parse.urlparse(uri)
     scheme = parsed.scheme.split("+")[0]
+    store = local_sqlite_path(uri)  # the file sqlite opens (a relative path: from the working folder)
     hint = "use http://host:port for a tracking server, or leave tracking.uri unset for a sqlite store next to the config"
     if scheme not in TRACKING_SCHEMES:
         raise UserError(f"tracking.uri: {uri!r} is not a tracking URI; {hint}")
@@ -106,12 +107,11 @@ def check_tracking(config: AdvisorConfig) -> None:
         except Exception as exc:  # refused, unknown host, timeout, an HTTP error
             raise UserError(f"tracking.uri: no MLflow tracking server answers at {uri} ({type(exc).__name__}: "
                             f"{shown(str(exc))[:200]}); start it (mlflow server), or {hint.split(', or ')[1]}") from None
-    elif scheme == "sqlite" and local_sqlite_path(uri) is not None:  # the file sqlite opens (relative: to the working folder)
-        path = local_sqlite_path(uri)
-        if not path.parent.is_dir():
-            raise UserError(f"tracking.uri: the folder of {uri} does not exist ({path.parent}); create it, or "
-                            f"{hint.split(', or ')[1]}")
-        check_sqlite_file(path)
+    elif store is not None and not store.parent.is_dir():
+        raise UserError(f"tracking.uri: the folder of {uri} does not exist ({store.parent}); create it, or "
+                        f"{hint.split(', or ')[1]}")
+    elif store is not None:
+        check_sqlite_file(store)
     elif scheme == "file" and not (Path(parsed.path).is_dir() or Path(parsed.path).parent.is_dir()):
         raise UserError(f"tracking.uri: neither {parsed.path} nor its folder exists; create it, or "
                         f"{hint.split(', or ')[1]}")

@@ -21,10 +21,10 @@ _warming = None  # the thread starting the fork server (`warm_up`)
 
 
 def context() -> BaseContext:
-    import atexit
-
     global _context
     if _context is None:
+        import atexit
+
         own_temp_dir()
         _context = multiprocessing.get_context("forkserver")
         _context.set_forkserver_preload(PRELOAD)
