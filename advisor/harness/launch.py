@@ -5,10 +5,12 @@ imported torch and advisor's harness (multiprocessing's forkserver), so a run do
 
 from __future__ import annotations
 
+import atexit
 import json
 import multiprocessing
 import os
 import sys
+import time
 from multiprocessing import resource_tracker
 from multiprocessing.context import BaseContext
 from typing import Optional
@@ -23,12 +25,9 @@ _warming = None  # the thread starting the fork server (`warm_up`)
 def context() -> BaseContext:
     global _context
     if _context is None:
-        import atexit
-
         own_temp_dir()
         _context = multiprocessing.get_context("forkserver")
         _context.set_forkserver_preload(PRELOAD)
-        atexit.register(stop)
     return _context
 
 
@@ -68,10 +67,15 @@ def warm_up(preload: tuple[str, ...] = ()) -> None:
 
 
 def stop() -> None:
-    """Kills the fork server, if this process started one; at every exit (atexit). Left to notice
-    the exit itself, it would live on until it had finished importing torch (an early exit: bad
-    input), then tear down torch's modules one by one: a second or more after advisor had ended,
-    holding advisor's output open to whoever reads it (a pipe, a test)."""
+    """Ends what multiprocessing started for this process, at every exit (atexit): the fork server
+    and the resource tracker. Left to notice the exit themselves, they live on after advisor has
+    ended (the fork server until it has imported torch, then tearing its modules down for a second
+    or more), both holding advisor's output open to whoever reads it (a pipe, a test)."""
+    stop_fork_server()
+    stop_resource_tracker()
+
+
+def stop_fork_server() -> None:
     import signal
     from multiprocessing import forkserver
 
@@ -89,6 +93,29 @@ def stop() -> None:
         server._stop()
     except (AttributeError, OSError):
         server._forkserver_pid = None
+
+
+def stop_resource_tracker(wait_s: float = 2.0) -> None:
+    """Closes this process's end of the tracker's pipe, on which it ends (after unlinking what
+    its clients left), and waits up to `wait_s` for it: longer only if a child still holds the
+    pipe, which its own end will close. Not killed: it may still be unlinking shared memory."""
+    tracker = resource_tracker._resource_tracker
+    fd, pid = getattr(tracker, "_fd", None), getattr(tracker, "_pid", None)
+    if fd is None or pid is None:
+        return  # none started, or a parent's
+    tracker._fd = tracker._pid = None
+    os.close(fd)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        try:
+            if os.waitpid(pid, os.WNOHANG)[0]:
+                return
+        except ChildProcessError:
+            return
+        time.sleep(0.01)
+
+
+atexit.register(stop)
 
 
 def start(spec_path: str, result_path: str, log_path: str, config: bytes,
