@@ -39,12 +39,11 @@ def find_or_install_chromium() -> str:
 
 
 def render(chromium: str, url: str, screenshot: Path) -> str:
-    """The page's DOM after its scripts ran, and a screenshot of it."""
+    """The page's DOM after its scripts ran, and a screenshot of it, from one start of Chromium."""
     profile = screenshot.parent / "chromium-profile"
     flags = [*CHROMIUM_FLAGS, f"--user-data-dir={profile}", "--virtual-time-budget=20000"]
-    subprocess.run([chromium, *flags, f"--screenshot={screenshot}", url],
-                   capture_output=True, timeout=180, check=False)
-    dom = subprocess.run([chromium, *flags, "--dump-dom", url], capture_output=True, text=True, timeout=180)
+    dom = subprocess.run([chromium, *flags, f"--screenshot={screenshot}", "--dump-dom", url],
+                         capture_output=True, text=True, timeout=180)
     return dom.stdout
 
 
