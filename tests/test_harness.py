@@ -117,6 +117,16 @@ def test_hang_is_killed_at_the_time_limit(tiny_config):
     assert time.perf_counter() - started < 30
 
 
+def test_a_run_ends_with_its_result_though_the_job_left_a_thread_running(tiny_config):
+    """A job that leaves a non-daemon thread behind: the run ends once its result is written,
+    where the interpreter's own end would wait on the thread until the run was killed as hung."""
+    path = tiny_config(workload={"model": "broken:model_with_a_lingering_thread"})
+    config = load_config(path)
+    for fresh in (False, True):
+        run = run_measurement(config, baseline_plan(config), "full", 3, 30, fresh=fresh)
+        assert run.ok, run.reason
+
+
 def test_plan_changes_reach_the_child(tiny_config):
     config = load_config(tiny_config())
     plan = with_changes(baseline_plan(config), batch_size=4)

@@ -136,8 +136,12 @@ def _child(spec_path: str, result_path: str, log_path: str, config: bytes) -> No
         observer = json.load(handle).get("observer")
     # a new interpreter is the observer's own child; a fork is the template process's
     code = run_child_spec(spec_path, result_path, log_path, config, "fresh" if os.getppid() == observer else "forked")
-    if code is not None:  # pid 1 of a sandboxed run: its end ends the script's threads and processes, not a wait on them
-        os._exit(code)
+    # The result is written: the run ends here. An interpreter's own end tears torch's modules down
+    # (0.9 s a run) and waits on what the job left running, which the parent kills with the tree;
+    # a sandboxed run's pid 1 ends the script's threads and processes so.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code or 0)
 
 
 def prepare_child() -> None:
