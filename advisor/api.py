@@ -266,9 +266,17 @@ def start_children(config: AdvisorConfig) -> None:
                             "with advisor's in-interpreter hooks alone, which do not contain C code, child processes "
                             "or writes outside its folder")
 
-    kind = kind_of(config.kind)
-    if not kind.fresh_children:
-        launch.warm_up(kind.preload)
+    if runs_forked(config):
+        launch.warm_up(kind_of(config.kind).preload)
+
+
+def runs_forked(config: AdvisorConfig) -> bool:
+    """Whether the config's runs fork from the fork server. A pipeline's start new interpreters
+    and a data-parallel job's ranks start under torchrun: a server importing torch beside them
+    would only take a core from their start."""
+    from advisor.kinds import kind_of
+
+    return not kind_of(config.kind).fresh_children and getattr(config.workload, "distributed", None) is None
 
 
 def _quiet(line: str) -> None:

@@ -9,7 +9,7 @@ import pytest
 import yaml
 from conftest import ROOT, TINY, config_path, merged, run_cli, side_by_side, write_config
 
-from advisor.errors import ConfigError
+from advisor.errors import ConfigError, UserError
 from advisor.kinds import load_config
 
 PARENT_SIDE = [
@@ -77,7 +77,21 @@ def bad_config_runs(request, tmp_path_factory) -> dict:
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("changes, words", PARENT_SIDE[:3] + CHILD_SIDE)
+@pytest.mark.parametrize("changes, words", CHILD_SIDE)
+def test_a_job_the_child_refuses_is_named_in_one_line(tmp_path, changes, words):
+    """`advisor.diagnose` in this process (its children forked from one warm template: each case
+    through the CLI paid torch's imports anew); the CLI's way to one line and exit 2 is the
+    table's below and test_hostile's, where the child refuses a job too."""
+    import advisor
+
+    path = write_config(tmp_path, config_text(changes))
+    with pytest.raises(UserError) as refused:
+        advisor.diagnose(str(path))
+    assert words in str(refused.value) and "\n" not in str(refused.value), str(refused.value)
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("changes, words", PARENT_SIDE[:3] + CHILD_SIDE[:2])
 def test_cli_exits_2_with_one_line(bad_config_runs, request, changes, words):
     result = bad_config_runs[request.node.callspec.id]
     assert result.returncode == 2, result.stderr

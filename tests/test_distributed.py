@@ -259,3 +259,21 @@ def test_bucket_sizes_tried_alone_are_reported_even_as_noise():
     (line,) = bucket_lines(payload)
     assert "5 MB 0.99x, 25 MB 1.00x, 100 MB 1.03x" in line and "within trial noise" in line
     assert bucket_lines({**payload, "trials": payload["trials"][:1]}) == []
+
+
+def test_a_data_parallel_command_starts_no_fork_server(tmp_path, monkeypatch):
+    """Its ranks start under torchrun: a fork server importing torch beside them took a core for
+    3 s of their start. A single-process job's command still starts one."""
+    import argparse
+
+    from advisor.cli.commands import run_diagnose
+    from advisor.cli.entry import warm_up_for
+    from advisor.harness import launch
+
+    started = []
+    monkeypatch.setattr(launch, "warm_up", lambda preload=(): started.append(preload))
+    warm_up_for(argparse.Namespace(command=run_diagnose, config=str(config_with(tmp_path))))
+    assert started == []
+    single = dict(RANKS, workload={k: v for k, v in RANKS["workload"].items() if k != "distributed"})
+    warm_up_for(argparse.Namespace(command=run_diagnose, config=str(write_config(tmp_path, single, "single.yaml"))))
+    assert len(started) == 1

@@ -99,17 +99,18 @@ def stop_on_signals() -> None:
 
 def warm_up_for(args: argparse.Namespace) -> None:
     """Training runs start from a fork server that preloads torch: start it now, beside the
-    command's own start-up. Pipelines start fresh interpreters, and must not share the CPU with it."""
+    command's own start-up (`advisor.api.runs_forked`)."""
     if args.command not in (run_diagnose, run_optimize, run_worker, run_retune):
         return
+    from advisor.api import runs_forked
     from advisor.errors import UserError
     from advisor.harness import launch
     from advisor.kinds import kind_of
 
     try:
-        kind = kind_of(config_of(args).kind)
-        if not kind.fresh_children:
-            launch.warm_up(kind.preload)
+        config = config_of(args)
+        if runs_forked(config):
+            launch.warm_up(kind_of(config.kind).preload)
     except UserError:
         pass  # the command reports it
 
