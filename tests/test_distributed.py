@@ -277,3 +277,15 @@ def test_a_data_parallel_command_starts_no_fork_server(tmp_path, monkeypatch):
     single = dict(RANKS, workload={k: v for k, v in RANKS["workload"].items() if k != "distributed"})
     warm_up_for(argparse.Namespace(command=run_diagnose, config=str(write_config(tmp_path, single, "single.yaml"))))
     assert len(started) == 1
+
+
+@pytest.mark.integration
+def test_the_torchrun_advisor_starts_gives_torchruns_exit_status():
+    """advisor's torchrun ends the moment torchrun returns, with torchrun's own exit status."""
+    def status(*args: str) -> int:
+        return subprocess.run([sys.executable, "-m", "advisor.harness.torchrun", *args], cwd=ROOT,
+                              capture_output=True, timeout=120).returncode
+
+    assert status("--help") == 0
+    assert status("--no-such-option") == 2
+    assert status("--nproc-per-node=1", "--master-port=0", "-m", "no_such_module_here") != 0

@@ -1,7 +1,7 @@
 """What each rank of a data-parallel measurement runs, started by torchrun on its node
 (`advisor.harness.ranks` starts the nodes):
 
-    python -m torch.distributed.run ... -m advisor.harness.rank SPEC
+    python -m advisor.harness.torchrun ... -m advisor.harness.rank SPEC   (torchrun, ended at once)
 
 SPEC is the run's spec as URL-safe base64 JSON, so that nothing but the command line has to
 reach another machine. Each rank runs the training loop (`train.run`) with the model wrapped in

@@ -1,5 +1,5 @@
 """The parent side of a data-parallel measurement: each node's ranks started by torchrun
-(`torch.distributed.run`) behind the node's `launch` prefix, watched, and read back.
+(`advisor.harness.torchrun`: torchrun, ended as it returns) behind the node's `launch` prefix, watched, and read back.
 
 Nothing but a command line reaches a node: the spec travels in it (`rank.encode`), and the
 result comes back on node 0's stdout. Every node's launch process asks to die with advisor
@@ -107,7 +107,7 @@ def check_port_free(host: str, port: int) -> None:
 def node_command(distributed, node: int, host: str, port: int, spec: str) -> list[str]:
     """The node's launch prefix (with `{node}` filled in), then torchrun running the rank entry."""
     prefix = shlex.split(distributed.launch.replace("{node}", str(node))) if distributed.launch else []
-    torchrun = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={distributed.nodes}",
+    torchrun = [sys.executable, "-m", "advisor.harness.torchrun", f"--nnodes={distributed.nodes}",
                 f"--nproc-per-node={distributed.ranks_per_node}", f"--node-rank={node}", f"--master-addr={host}",
                 f"--master-port={port}", "--max-restarts=0", "--monitor-interval=0.1"]
     return prefix + torchrun + ["-m", "advisor.harness.rank", spec]
