@@ -102,11 +102,9 @@ def optimize(config: ConfigLike, progress: Optional[Progress] = None, results: U
         UserError: bad input (the config, an address, a results folder that holds files), one line.
     """
     started = time.time() if started is None else started  # the first verified fix's time counts MLflow's start-up too
-    from advisor import search, tracking
+    from advisor.addresses import check_storage, check_tracking
     from advisor.evidence import check_losses
     from advisor.fingerprint import check_evidence
-    from advisor.session import Hooks
-    from advisor.session import optimize as run_session
 
     check_main_guard()
     config = as_config(config, root)
@@ -115,8 +113,12 @@ def optimize(config: ConfigLike, progress: Optional[Progress] = None, results: U
     if evidence is not None:
         check_evidence(config, evidence)
         check_losses(evidence.full)
-    search.check_storage(config)  # bad addresses are one line, before anything is measured or written
-    tracking.check_tracking(config)
+    check_storage(config)  # bad addresses are one line, before anything is measured, written or imported
+    check_tracking(config)
+    from advisor import search, tracking
+    from advisor.session import Hooks
+    from advisor.session import optimize as run_session
+
     if fresh:
         from advisor.session.claim import check_none_running
 

@@ -20,6 +20,16 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, Optional
 
+from advisor.addresses import (  # noqa: F401  (tracking's own names too)
+    TRACKING_SCHEMES,
+    check_sqlite_file,
+    check_store_exists,
+    check_tracking,
+    health_request,
+    local_sqlite_path,
+    tracking_uri,
+    unwritable_store,
+)
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.outputs import write_whole
@@ -52,11 +62,6 @@ RUN_NAME_TAG = "mlflow.runName"
 MAX_PARAM_CHARS = 6000
 
 
-def tracking_uri(config: AdvisorConfig) -> str:
-    """The config's URI, else MLflow's own environment variable, else sqlite next to the config."""
-    return config.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(config.root / 'mlflow.db').resolve()}"
-
-
 def experiment_name(config: AdvisorConfig) -> str:
     return config.tracking.experiment or config.name
 
@@ -75,54 +80,6 @@ def artifact_location(config: AdvisorConfig) -> Optional[str]:
 
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 OWNER_TAG = "advisor.owner"  # machine:pid of the process that writes a session run
-TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "file", "databricks")
-
-
-def health_request(uri: str) -> urllib.request.Request:
-    """A tracking server's /health, its login (user:password@ in the URI) sent as basic auth:
-    urllib takes a URL's login for a part of the host name."""
-    import base64
-
-    parsed = urllib.parse.urlparse(uri)
-    bare = parsed._replace(netloc=parsed.hostname + (f":{parsed.port}" if parsed.port else ""))
-    request = urllib.request.Request(f"{bare.geturl().rstrip('/')}/health")
-    if parsed.username is not None:
-        login = f"{urllib.parse.unquote(parsed.username)}:{urllib.parse.unquote(parsed.password or '')}"
-        request.add_header("Authorization", "Basic " + base64.b64encode(login.encode()).decode())
-    return request
-
-
-def check_tracking(config: AdvisorConfig) -> None:
-    """One line, before anything is measured or written, when the tracking URI cannot work."""
-    uri = tracking_uri(config)
-    parsed = urllib.parse.urlparse(uri)
-    scheme = parsed.scheme.split("+")[0]
-    store = local_sqlite_path(uri)  # the file sqlite opens (a relative path: from the working folder)
-    hint = "use http://host:port for a tracking server, or leave tracking.uri unset for a sqlite store next to the config"
-    if scheme not in TRACKING_SCHEMES:
-        raise UserError(f"tracking.uri: {uri!r} is not a tracking URI; {hint}")
-    if scheme in ("http", "https"):
-        try:
-            urllib.request.urlopen(health_request(uri), timeout=10).read()
-        except Exception as exc:  # refused, unknown host, timeout, an HTTP error
-            raise UserError(f"tracking.uri: no MLflow tracking server answers at {uri} ({type(exc).__name__}: "
-                            f"{shown(str(exc))[:200]}); start it (mlflow server), or {hint.split(', or ')[1]}") from None
-    elif store is not None and not store.parent.is_dir():
-        raise UserError(f"tracking.uri: the folder of {uri} does not exist ({store.parent}); create it, or "
-                        f"{hint.split(', or ')[1]}")
-    elif store is not None:
-        check_sqlite_file(store)
-    elif scheme == "file" and not (Path(parsed.path).is_dir() or Path(parsed.path).parent.is_dir()):
-        raise UserError(f"tracking.uri: neither {parsed.path} nor its folder exists; create it, or "
-                        f"{hint.split(', or ')[1]}")
-    elif scheme in ("postgresql", "mysql", "mssql"):
-        from sqlalchemy.engine import make_url
-
-        try:
-            make_url(uri).get_dialect().import_dbapi()
-        except Exception as exc:
-            raise UserError(f"tracking.uri: cannot use {uri!r} ({type(exc).__name__}: {exc}); install its driver, "
-                            f"or {hint}") from None
 
 
 def write_guard(uri: str):
@@ -401,28 +358,6 @@ def review_path(experiment_id: str) -> str:
     return f"#/experiments/{experiment_id}/runs?{query}"
 
 
-def check_sqlite_file(path: Path) -> None:
-    """`path` can be a sqlite store: absent or empty (sqlite makes it), or a database."""
-    try:
-        with open(path, "rb") as handle:
-            head = handle.read(16)
-    except FileNotFoundError:
-        return
-    except OSError:
-        head = None
-    if head not in (b"", b"SQLite format 3\x00"):
-        raise UserError(f"tracking.uri: {path} is not a SQLite database (or cannot be read); move it away, or point "
-                        "tracking.uri elsewhere")
-
-
-def local_sqlite_path(uri: str) -> Optional[Path]:
-    """The file a local sqlite store URI opens; None for any other store."""
-    parsed = urllib.parse.urlparse(uri)
-    if parsed.scheme.split("+")[0] != "sqlite" or not parsed.path or parsed.path == "/:memory:":
-        return None
-    return Path(parsed.path[1:]).absolute()  # what sqlite opens: sqlite:///relative, sqlite:////absolute
-
-
 def seed_new_sqlite_store(uri: str) -> None:
     """A new local sqlite store starts as a copy of an empty one with MLflow's schema, built once
     per MLflow version in advisor's cache (`schema_template`): MLflow would build each new store
@@ -473,41 +408,6 @@ def schema_template() -> Path:
     finally:
         Path(building).unlink(missing_ok=True)
     return template
-
-
-def unwritable_store(config: AdvisorConfig) -> str:
-    """Why a local sqlite store cannot take this session's runs (a read-only file, folder or
-    file system), in words; "" where it can, or the store is not a local file. A write is tried
-    and rolled back: permissions alone say nothing to root, nor of a read-only mount."""
-    import sqlite3
-    import tempfile
-
-    path = local_sqlite_path(tracking_uri(config))
-    if path is None:
-        return ""
-    try:
-        if not path.exists():
-            tempfile.TemporaryFile(dir=path.parent).close()  # sqlite must create the file there
-            return ""
-        connection = sqlite3.connect(f"file:{path}?mode=rw", uri=True, timeout=30)
-        try:
-            connection.execute("BEGIN IMMEDIATE")
-            connection.execute("CREATE TABLE advisor_write_probe (x)")  # the folder takes the journal file
-            connection.execute("ROLLBACK")
-        finally:
-            connection.close()
-    except (OSError, sqlite3.Error) as exc:
-        return f"{path} cannot be written ({shown(str(exc))[:120]})"
-    return ""
-
-
-def check_store_exists(config: AdvisorConfig) -> None:
-    """Reading a local sqlite store that is not there would create an empty one: say so instead."""
-    path = local_sqlite_path(tracking_uri(config))
-    if path is not None:
-        if not path.exists():
-            raise UserError(f"no MLflow store at {path} yet; run advisor optimize first")
-        check_sqlite_file(path)
 
 
 def latest_session(config: AdvisorConfig, run_id: Optional[str] = None) -> tuple[dict, list[dict]]:

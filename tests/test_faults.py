@@ -357,3 +357,19 @@ def test_a_burst_of_other_work_during_verification_delays_it_and_the_fix_still_v
     again = interleave(done.session.baseline, {"fix": best.plan}, measure, 2)
     speedup, _, _ = paired_interval(again.ratios("fix"))
     assert speedup >= 0.8 * best.interval[0], f"claimed {best.speedup:.2f}x ({best.interval}), plain runs {speedup:.2f}x"
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("changes, words", [({"tracking": {"uri": "garbage://x"}}, "is not a tracking URI"),
+                                            ({"search": {"storage": "bogus://x"}}, "search.storage: cannot use")])
+def test_a_bad_address_is_refused_before_mlflow_or_optuna_is_imported(tmp_path, changes, words):
+    """One line in a moment: the addresses are checked before MLflow's and Optuna's imports (2-3 s)."""
+    from conftest import TINY, merged, write_config
+
+    path = write_config(tmp_path, merged(TINY, changes))
+    code = ("import sys, advisor\nfrom advisor.errors import UserError\n"
+            f"try:\n    advisor.optimize({str(path)!r})\nexcept UserError as exc:\n    print(exc)\n"
+            "print(sorted(m for m in ('mlflow', 'optuna') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    lines = done.stdout.splitlines()
+    assert lines and words in lines[0] and lines[-1] == "[]", done.stdout + done.stderr[-2000:]

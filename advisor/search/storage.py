@@ -14,6 +14,7 @@ import optuna
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
+from advisor.addresses import POSTGRES_DRIVERS, check_storage, with_driver  # noqa: F401  (storage's own names too)
 from advisor.config import AdvisorConfig
 from advisor.harness.lifetime import owner
 from advisor.plan import unique
@@ -23,56 +24,10 @@ from advisor.search.heartbeat import fail_stale_trials, quiet_heartbeat, requeue
 from advisor.search.records import SPACE_ATTR
 from advisor.search.space import space_to_json, trial_budget
 
-POSTGRES_DRIVERS = (("psycopg", "postgresql+psycopg"), ("psycopg2", "postgresql+psycopg2"), ("pg8000", "postgresql+pg8000"))
-
 
 def storage_url(config: AdvisorConfig) -> str:
     """Where the study lives: the configured URL, or a journal file next to the config."""
     return config.search.storage or str(config.root / f"{config.name}.optuna-journal")
-
-
-def check_storage(config: AdvisorConfig) -> None:
-    """One line, before anything is measured or written, when the study's storage cannot work."""
-    from advisor.errors import UserError
-
-    url = config.search.storage
-    if not url:
-        return
-    url = with_driver(url)
-    hint = ("use postgresql://user:password@host/db (its driver installed), sqlite:///path/to/study.db, a journal "
-            "file path, or leave search.storage unset for a journal file next to the config")
-    if "://" not in url:
-        if not Path(url).parent.is_dir():
-            raise UserError(f"search.storage: the folder of the journal file {url} does not exist; create it, or {hint}")
-        return
-    from sqlalchemy import create_engine
-    from sqlalchemy.engine import make_url
-
-    try:
-        make_url(url).get_dialect().import_dbapi()
-    except Exception as exc:
-        raise UserError(f"search.storage: cannot use {url!r} ({type(exc).__name__}: {exc}); {hint}") from None
-    engine = create_engine(url, connect_args={"connect_timeout": 10} if url.startswith("postgresql") else {})
-    try:
-        engine.connect().close()
-    except Exception as exc:  # the driver's own error, first line: refused, unknown host, bad password
-        first = str(getattr(exc, "orig", None) or exc).strip().splitlines()[0]
-        raise UserError(f"search.storage: cannot connect to {url!r} ({first}); start the database or fix the URL") from None
-    finally:
-        engine.dispose()
-
-
-def with_driver(url: str) -> str:
-    """A plain postgresql:// URL with the PostgreSQL driver that is installed (SQLAlchemy's
-    default may not be); any other URL as it is."""
-    if not url.startswith("postgresql://"):
-        return url
-    import importlib.util
-
-    for module, scheme in POSTGRES_DRIVERS:
-        if importlib.util.find_spec(module) is not None:
-            return scheme + url[len("postgresql"):]
-    return url  # check_storage names the missing driver
 
 
 def open_storage(url: str) -> optuna.storages.BaseStorage:
