@@ -254,9 +254,7 @@ def check_results_folder(path: Union[str, Path, None], config: Optional[AdvisorC
 def start_children(config: AdvisorConfig) -> None:
     """Training children fork from a server that preloads torch: start it now, in the background.
     A script runs in a copy of the machine: where that cannot be had, say so before measuring."""
-    from advisor.harness import launch
     from advisor.harness.runner import sandboxed
-    from advisor.kinds import kind_of
 
     if sandboxed(config):
         from advisor.harness.sandbox import unavailable
@@ -268,17 +266,19 @@ def start_children(config: AdvisorConfig) -> None:
                             "with advisor's in-interpreter hooks alone, which do not contain C code, child processes "
                             "or writes outside its folder")
 
-    if runs_forked(config):
-        launch.warm_up(kind_of(config.kind).preload)
+    warm_up_fork_server(config)
 
 
-def runs_forked(config: AdvisorConfig) -> bool:
-    """Whether the config's runs fork from the fork server. A pipeline's start new interpreters
-    and a data-parallel job's ranks start under torchrun: a server importing torch beside them
-    would only take a core from their start."""
+def warm_up_fork_server(config: AdvisorConfig) -> None:
+    """Starts the fork server in the background where the config's runs fork from it. A
+    pipeline's runs start new interpreters and a data-parallel job's ranks start under torchrun:
+    a server importing torch beside them would only take a core from their start."""
+    from advisor.harness import launch
     from advisor.kinds import kind_of
 
-    return not kind_of(config.kind).fresh_children and getattr(config.workload, "distributed", None) is None
+    kind = kind_of(config.kind)
+    if not kind.fresh_children and getattr(config.workload, "distributed", None) is None:
+        launch.warm_up(kind.preload)
 
 
 def _quiet(line: str) -> None:

@@ -99,18 +99,14 @@ def stop_on_signals() -> None:
 
 def warm_up_for(args: argparse.Namespace) -> None:
     """Training runs start from a fork server that preloads torch: start it now, beside the
-    command's own start-up (`advisor.api.runs_forked`)."""
+    command's own start-up (`advisor.api.warm_up_fork_server`)."""
     if args.command not in (run_diagnose, run_optimize, run_worker, run_retune):
         return
-    from advisor.api import runs_forked
+    from advisor.api import warm_up_fork_server
     from advisor.errors import UserError
-    from advisor.harness import launch
-    from advisor.kinds import kind_of
 
     try:
-        config = config_of(args)
-        if runs_forked(config):
-            launch.warm_up(kind_of(config.kind).preload)
+        warm_up_fork_server(config_of(args))
     except UserError:
         pass  # the command reports it
 

@@ -131,17 +131,16 @@ def start(spec_path: str, result_path: str, log_path: str, config: bytes,
 
 
 def _child(spec_path: str, result_path: str, log_path: str, config: bytes) -> None:
+    from advisor.harness.lifetime import exit_now
+
     prepare_child()
     with open(spec_path) as handle:
         observer = json.load(handle).get("observer")
     # a new interpreter is the observer's own child; a fork is the template process's
     code = run_child_spec(spec_path, result_path, log_path, config, "fresh" if os.getppid() == observer else "forked")
-    # The result is written: the run ends here. An interpreter's own end tears torch's modules down
-    # (0.9 s a run) and waits on what the job left running, which the parent kills with the tree;
-    # a sandboxed run's pid 1 ends the script's threads and processes so.
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code or 0)
+    # The result is written: the run ends here (what the job left running, the parent kills with
+    # the tree; a sandboxed run's pid 1 ends the script's threads and processes so).
+    exit_now(code or 0)
 
 
 def prepare_child() -> None:

@@ -15,6 +15,7 @@ import glob
 import os
 import shutil
 import signal
+import sys
 import tempfile
 
 PR_SET_PDEATHSIG = 1
@@ -32,6 +33,16 @@ def die_with_parent(*_: object) -> None:
         return
     if os.getppid() != parent:  # the parent died before the request took effect
         os._exit(1)
+
+
+def exit_now(code: int) -> None:
+    """Ends a process whose work is done (its result out, its output flushed) without the
+    interpreter's teardown: tearing torch's modules down took 0.5-0.9 s, waited on threads a job
+    left running, and aborted ranks whose gloo threads were still being destroyed ("terminate
+    called without an active exception", 1 run in 3 between two namespaces)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
 
 
 def pid_namespace() -> str:

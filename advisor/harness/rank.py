@@ -178,15 +178,6 @@ def main(encoded: str) -> int:
     return 0
 
 
-def exit_now(code: int) -> None:
-    """Ends the rank without the interpreter's teardown, where gloo's threads, still being
-    destroyed, aborted a rank after its result was out ("terminate called without an active
-    exception", 1 run in 3 between two namespaces)."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
-
-
 def run_spec(spec: dict, rank: int, world_size: int) -> dict:
     import torch.distributed as dist
 
@@ -253,4 +244,6 @@ def report_failure(exc: BaseException, spec: dict, rank: int) -> None:
 
 
 if __name__ == "__main__":
+    from advisor.harness.lifetime import exit_now
+
     exit_now(main(sys.argv[1]))

@@ -2,9 +2,6 @@
 arguments. A plain torchrun then tears its imported modules down (torch's among them), about
 0.5 s a run after its ranks have ended, while advisor waits on it."""
 
-import os
-import sys
-
 
 def run() -> int:
     """torchrun's main on this process's arguments; its exit status."""
@@ -18,7 +15,6 @@ def run() -> int:
 
 
 if __name__ == "__main__":
-    code = run()
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(code)
+    from advisor.harness.lifetime import exit_now
+
+    exit_now(run())
