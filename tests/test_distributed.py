@@ -127,7 +127,10 @@ def test_a_compute_heavy_data_parallel_job_is_not_called_network_bound():
 
 
 @pytest.mark.integration
-def test_two_ranks_train_one_model_and_a_compression_hook_keeps_it_one(tmp_path):
+def test_two_ranks_train_one_model_and_a_compression_hook_keeps_it_one(tmp_path, monkeypatch):
+    temp = tmp_path / "tmp"  # torchrun made a log folder there each run and left it
+    temp.mkdir()
+    monkeypatch.setenv("TMPDIR", str(temp))
     baseline = measure(config_with(tmp_path))
     assert baseline.ok, baseline.reason
     communication = baseline.communication
@@ -141,6 +144,7 @@ def test_two_ranks_train_one_model_and_a_compression_hook_keeps_it_one(tmp_path)
     local = measure(config_with(tmp_path), mode="local")
     assert local.ok and local.communication["bandwidth_mbit_s"] > 0
     assert_no_rank_left()
+    assert list(temp.glob("torchelastic_*")) == []  # (torch's compile cache, torchinductor_*, is meant to stay)
 
 
 @pytest.mark.integration

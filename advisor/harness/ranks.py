@@ -11,6 +11,7 @@ leaves this machine (ssh, srun) ends its remote side when its connection closes.
 from __future__ import annotations
 
 import errno
+import os
 import shlex
 import socket
 import subprocess
@@ -109,8 +110,8 @@ def node_command(distributed, node: int, host: str, port: int, spec: str) -> lis
     prefix = shlex.split(distributed.launch.replace("{node}", str(node))) if distributed.launch else []
     torchrun = [sys.executable, "-m", "advisor.harness.torchrun", f"--nnodes={distributed.nodes}",
                 f"--nproc-per-node={distributed.ranks_per_node}", f"--node-rank={node}", f"--master-addr={host}",
-                f"--master-port={port}", "--max-restarts=0", "--monitor-interval=0.1"]
-    return prefix + torchrun + ["-m", "advisor.harness.rank", spec]
+                f"--master-port={port}", "--max-restarts=0", "--monitor-interval=0.1", f"--log-dir={os.devnull}"]
+    return prefix + torchrun + ["-m", "advisor.harness.rank", spec]  # --log-dir: no folder of torchrun's is left behind
 
 
 def start_node(distributed, node: int, host: str, port: int, spec: str, folder: Path) -> subprocess.Popen:
