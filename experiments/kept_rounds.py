@@ -1,11 +1,11 @@
-"""Verification rounds in kept interpreters against rounds in a new interpreter each run: what
-they cost and whether they say the same.
+"""Verification rounds three ways: what they cost and whether they say the same.
 
-    python -m experiments.kept_rounds [CONFIG] [--plan JSON] [--rounds 9] [--blocks 2]
+    python -m experiments.kept_rounds [CONFIG] [--plan JSON] [--rounds 9] [--blocks 2] [--ways fresh,ahead,kept]
 
 For a training config (default configs/quickstart.yaml, its loader fix), runs `--blocks` blocks
-of `--rounds` interleaved rounds (the baseline, then the plan) each way, the ways alternating
-block by block: "fresh", every run a new interpreter (`measure.keep_interpreters: false`), and
+of `--rounds` interleaved rounds (the baseline, then the plan) each way, the ways rotating
+block by block: "fresh", every run a new interpreter started for it; "ahead", every run a new
+interpreter started before it, a batch at once (`launch.ready_interpreter`, the default); and
 "kept", the rounds past the first `kept.DRAWS` run again in the first ones' interpreters. Prints
 each round's rates, then per way: the seconds a round took, the baseline's mean rate, and the
 ratios' geometric mean with its spread; the kept rounds past the first `DRAWS` are shown
@@ -32,7 +32,7 @@ def geomean(values: list[float]) -> float:
 def one_block(config, baseline: dict, plan: dict, rounds: int, way: str) -> list[dict]:
     from advisor.harness import kept, run_measurement
 
-    fresh = "kept" if way == "kept" else True
+    fresh = {"fresh": True, "ahead": "ahead", "kept": "kept"}[way]
     found = []
     try:
         for index in range(rounds):
@@ -67,19 +67,21 @@ def main() -> None:
     parser.add_argument("--plan", help="the plan's changes as JSON (default: the quickstart's loader fix)")
     parser.add_argument("--rounds", type=int, default=9)
     parser.add_argument("--blocks", type=int, default=2)
+    parser.add_argument("--ways", default="fresh,ahead,kept", help="comma-separated: fresh, ahead, kept")
     args = parser.parse_args()
     config = load_config(Path(args.config))
     baseline = baseline_plan(config)
     plan = {**baseline, **(json.loads(args.plan) if args.plan else DEFAULT_PLAN)}
+    ways = args.ways.split(",")
     rows = []
     for block in range(args.blocks):
-        for way in (("fresh", "kept") if block % 2 == 0 else ("kept", "fresh")):
+        shift = block % len(ways)
+        for way in ways[shift:] + ways[:shift]:
             rows += one_block(config, baseline, plan, args.rounds, way)
-    fresh = [r for r in rows if r["way"] == "fresh"]
-    kept_rows = [r for r in rows if r["way"] == "kept"]
-    print(summary(fresh, "fresh"))
-    print(summary(kept_rows, "kept"))
-    print(summary([r for r in kept_rows if r["round"] >= kept.DRAWS], f"kept, rounds past {kept.DRAWS}"))
+    for way in ways:
+        print(summary([r for r in rows if r["way"] == way], way))
+    if "kept" in ways:
+        print(summary([r for r in rows if r["way"] == "kept" and r["round"] >= kept.DRAWS], f"kept, rounds past {kept.DRAWS}"))
 
 
 if __name__ == "__main__":

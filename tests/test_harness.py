@@ -330,3 +330,34 @@ def test_kept_interpreters_serve_a_plans_later_rounds_and_go_with_a_hang_or_the_
     finally:
         kept.close_all()
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in serving)
+
+
+def test_new_interpreters_started_ahead_each_serve_one_run_and_none_outlives_the_rounds(tiny_config):
+    """A round's new interpreters start a batch at once, one a core, their imports done before
+    any run begins; each serves one run (the first in its process) and ends with it; one that
+    died while it waited is passed over; `close_all` ends those still waiting."""
+    import psutil
+
+    from advisor.harness import kept, launch
+
+    config = load_config(tiny_config())
+    plan = baseline_plan(config)
+    batch = min(launch.READY_MOST, len(os.sched_getaffinity(0)))
+    try:
+        first = run_measurement(config, plan, "full", 3, 60, fresh="ahead")
+        assert first.ok and first.interpreter == "fresh", first.reason
+        waiting = [interpreter.process.pid for interpreter in launch._ready]
+        assert len(waiting) == batch - 1 and all(psutil.pid_exists(pid) for pid in waiting)
+        assert all("torch" in " ".join(m.path for m in psutil.Process(pid).memory_maps()) for pid in waiting)
+        if waiting:
+            os.kill(waiting[-1], signal.SIGKILL)  # the next to be taken
+            launch._ready[-1].process.join(10)
+        second = run_measurement(config, plan, "full", 3, 60, fresh="ahead")
+        assert second.ok and second.interpreter == "fresh" and second.losses == first.losses, second.reason
+        left = [interpreter.process.pid for interpreter in launch._ready]
+        assert not set(left) & set(waiting[-1:]), "a dead interpreter is never handed a run"
+    finally:
+        kept.close_all()
+    assert launch._ready == []
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+                   for pid in waiting + left)

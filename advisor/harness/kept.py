@@ -89,12 +89,15 @@ def retire(key: tuple, interpreter: KeptInterpreter) -> None:
 
 
 def close_all() -> None:
-    """Ends every kept interpreter (the rounds are done)."""
+    """Ends every kept interpreter, and those started ahead still unused (the rounds are done)."""
+    from advisor.harness.launch import end_ready
+
     for interpreters, _ in _kept.values():
         for interpreter in interpreters:
             if interpreter is not None:
                 interpreter.end()
     _kept.clear()
+    end_ready()
 
 
 def left_behind(pid: int) -> bool:

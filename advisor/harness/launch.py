@@ -19,6 +19,7 @@ UNIX_PATH_MAX = 100  # a Unix socket's path, less a margin (the kernel's limit i
 PRELOAD = ["advisor.harness.train", "torch._dynamo"]  # torch and the recipes; torch.optim imports dynamo on first use (~1 s)
 
 _context: Optional[BaseContext] = None
+_preload = list(PRELOAD)  # what the fork server imports: a new interpreter started ahead imports the same
 _warming = None  # the thread starting the fork server (`warm_up`)
 
 
@@ -27,7 +28,7 @@ def context() -> BaseContext:
     if _context is None:
         own_temp_dir()
         _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(PRELOAD)
+        _context.set_forkserver_preload(_preload)
     return _context
 
 
@@ -59,9 +60,10 @@ def warm_up(preload: tuple[str, ...] = ()) -> None:
     import threading
     from multiprocessing import forkserver
 
-    global _warming
+    global _warming, _preload
     if _context is None:
-        context().set_forkserver_preload(PRELOAD + list(preload))
+        _preload = PRELOAD + list(preload)
+        context()
     _warming = threading.Thread(target=forkserver.ensure_running, daemon=True)
     _warming.start()
 
@@ -71,6 +73,7 @@ def stop() -> None:
     and the resource tracker. Left to notice the exit themselves, they live on after advisor has
     ended (the fork server until it has imported torch, then tearing its modules down for a second
     or more), both holding advisor's output open to whoever reads it (a pipe, a test)."""
+    end_ready()
     stop_fork_server()
     stop_resource_tracker()
 
@@ -119,21 +122,118 @@ atexit.register(stop)
 
 
 def start(spec_path: str, result_path: str, log_path: str, config: bytes,
-          fresh: bool = False) -> multiprocessing.Process:
+          fresh: bool = False, ahead: bool = False) -> multiprocessing.Process:
     """Starts a child that runs the spec; it leads its own process group (so a kill takes its
     DataLoader workers too) and writes its output to `log_path`. `fresh` starts a new interpreter
-    instead (pipelines: memory budgets are judged on RSS, which torch's preloaded pages would fill).
+    instead (pipelines: memory budgets are judged on RSS, which torch's preloaded pages would fill);
+    with `ahead`, one started ahead of its run (`ready_interpreter`).
     `config`: the config pickled by value, handed over with the child's start, not through a file."""
+    args = (spec_path, result_path, log_path, config)
+    taken = handed_ahead(args) if fresh and ahead else None
+    if taken is not None:
+        return taken
     chosen = multiprocessing.get_context("spawn") if fresh else context()
-    process = chosen.Process(target=_child, args=(spec_path, result_path, log_path, config), daemon=False)
+    process = chosen.Process(target=_child, args=args, daemon=False)
     process.start()
     return process
 
 
-def _child(spec_path: str, result_path: str, log_path: str, config: bytes) -> None:
-    from advisor.harness.lifetime import exit_now
+READY_MOST = 4  # the most new interpreters started at once: their imports take a core each
+READY_WAIT_S = 120.0  # how long a batch's imports may take before its laggards are ended
+_ready: list["ReadyInterpreter"] = []  # started ahead, their imports done, each waiting for its one run
+
+
+class ReadyInterpreter:
+    """A new interpreter that imports what the fork server would (torch, the compiler stack
+    `torch.optim` loads on first use, a kind's own), says so, and then runs one spec, as a new
+    interpreter started for it would: the first run in its process, its own draw of memory
+    layout and hash seed."""
+
+    def __init__(self) -> None:
+        chosen = multiprocessing.get_context("spawn")
+        self.connection, their_end = chosen.Pipe()
+        self.process = chosen.Process(target=_ready_child, args=(their_end, list(_preload)), daemon=False)
+        self.process.start()
+        their_end.close()
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        try:
+            return self.connection.poll(timeout_s) and self.connection.recv() == READY
+        except (EOFError, OSError):
+            return False
+
+    def end(self) -> None:
+        from advisor.measure import kill_tree
+
+        kill_tree(self.process.pid)
+        self.process.join()
+        self.connection.close()
+
+
+READY = "ready"
+
+
+def ready_interpreter() -> Optional[ReadyInterpreter]:
+    """A new interpreter with its imports done, waiting for its run; None where none could start.
+    Where none waits, a batch starts at once, one a core (their imports run side by side, where
+    a run's own start would import alone: 3 s a run here, while advisor waits), and all of it
+    has imported before any runs: a run's window never shares the machine with an import."""
+    while _ready:
+        interpreter = _ready.pop()
+        if interpreter.process.exitcode is None:
+            return interpreter
+        interpreter.end()
+    batch = [ReadyInterpreter() for _ in range(min(READY_MOST, len(os.sched_getaffinity(0))))]
+    for interpreter in batch:
+        if interpreter.wait_ready(READY_WAIT_S):
+            _ready.append(interpreter)
+        else:
+            interpreter.end()
+    return _ready.pop() if _ready else None
+
+
+def handed_ahead(args: tuple) -> Optional[multiprocessing.Process]:
+    """The run handed to an interpreter started ahead; None where none could take it."""
+    while (ready := ready_interpreter()) is not None:
+        try:
+            ready.connection.send(args)
+        except OSError:  # it died while it waited
+            ready.end()
+            continue
+        ready.connection.close()
+        return ready.process
+    return None
+
+
+def end_ready() -> None:
+    """Ends the interpreters still waiting for a run (the rounds that wanted them are done)."""
+    while _ready:
+        _ready.pop().end()
+
+
+def _ready_child(connection, modules: list[str]) -> None:
+    import importlib
 
     prepare_child()
+    for name in modules:
+        importlib.import_module(name)
+    connection.send(READY)
+    try:
+        args = connection.recv()
+    except (EOFError, OSError):  # ended unused
+        os._exit(0)
+    connection.close()
+    _run_then_exit(*args)
+
+
+def _child(spec_path: str, result_path: str, log_path: str, config: bytes) -> None:
+    prepare_child()
+    _run_then_exit(spec_path, result_path, log_path, config)
+
+
+def _run_then_exit(spec_path: str, result_path: str, log_path: str, config: bytes) -> None:
+    from advisor.harness.lifetime import exit_now
+
     with open(spec_path) as handle:
         observer = json.load(handle).get("observer")
     # a new interpreter is the observer's own child; a fork is the template process's

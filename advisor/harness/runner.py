@@ -33,10 +33,10 @@ def run_measurement(
     fresh: Union[bool, str] = False,
     watch: Optional[Callable[[dict], str]] = None,
 ) -> Measurement:
-    """Runs one measurement of `config` in a child forked from the template process, or (`fresh`) a new
-    interpreter, or ("kept") the plan's whose turn it is (`advisor.harness.kept`). `memory_limit_mb`, the user's
-    budget, is a hard limit: the child's tree is killed when it passes it (without one, at 90% of the machine's
-    memory), and the child's data segment may not grow by more (`RLIMIT_DATA`).
+    """Runs one measurement of `config` in a child forked from the template process, or (`fresh`) a new interpreter
+    (("ahead") one started before it: `launch.ready_interpreter`), or ("kept") the plan's whose turn it is
+    (`advisor.harness.kept`). `memory_limit_mb`, the user's budget, is a hard limit: the child's tree is killed when
+    it passes it (without one, at 90% of the machine's memory), and its data segment may not grow by more (`RLIMIT_DATA`).
     `watch` hears the timed window's progress as it goes ({"steps", "of", "samples", "seconds"});
     when it gives a reason, the run is stopped there and reported as pruned, with that reason.
 
@@ -59,8 +59,8 @@ def run_measurement(
             "scratch": folder, "observer": os.getpid(), "sandbox": sandboxed(config),
             "progress": str(progress_path) if watch else None}))
         started = time.perf_counter()
-        key = kept_key(plan, mode) if fresh == "kept" and keepable(config, group, watch) else None
-        child = _started(key, fresh, (str(spec_path), str(result_path), str(log_path)), config_bytes)
+        key, child = _started(plan, mode, fresh, keepable(config, group, watch), (str(spec_path), str(result_path), str(log_path)),
+                              config_bytes)
         timed_out = True
         try:  # in a cgroup the kernel enforces the budget; the sampler only guards the machine
             with ResourceSampler(child.pid, None if group else limit_mb, budget=group is None and memory_limit_mb is not None) as sampler:
@@ -152,19 +152,22 @@ def _wait(child, timeout_s: float, watch: Optional[Callable[[dict], str]] = None
     return True, ""
 
 
-def _started(key: Optional[tuple], fresh: Union[bool, str], paths: tuple[str, str, str], config: bytes):
-    """The run started: in the kept interpreter whose turn it is (`key`), or in a new child."""
-    if key is None:
-        return launch.start(*paths, fresh=bool(fresh), config=config)
-    interpreter = kept.interpreter_for(key)
-    interpreter.start(*paths, config)
-    return interpreter
+def _started(plan: dict, mode: str, fresh: Union[bool, str], held: bool, paths: tuple[str, str, str], config: bytes):
+    """The run started, and the key of the kept interpreters it went to: the one whose turn it is, where `fresh`
+    says "kept" and the run may be `held` (`keepable`); else (key None) a new child, one started ahead where
+    `fresh` says "ahead"."""
+    if held and fresh == "kept":
+        key = kept_key(plan, mode)
+        interpreter = kept.interpreter_for(key)
+        interpreter.start(*paths, config)
+        return key, interpreter
+    return None, launch.start(*paths, fresh=bool(fresh), config=config, ahead=held and fresh == "ahead")
 
 
 def keepable(config: "AdvisorConfig", group: Optional[Path], watch: Optional[Callable]) -> bool:
-    """Whether a run may go to a kept interpreter: not a script's (its modules and globals would
-    stay imported from the run before, and a sandboxed run is pid 1 of its own), nor one held to
-    a cgroup or watched as it goes."""
+    """Whether a run may go to a kept interpreter, or one started ahead: not a script's (its modules
+    and globals would stay imported from the run before, and a sandboxed run is pid 1 of its own),
+    nor one held to a cgroup (every page it touches, imports too, is charged there) or watched as it goes."""
     return not config.workload.SANDBOXED and group is None and watch is None
 
 

@@ -38,11 +38,12 @@ def round_measures(config: AdvisorConfig) -> tuple[Callable[[dict], Measurement]
 
 
 def round_interpreters(config: AdvisorConfig) -> Union[bool, str]:
-    """How a round's runs start (`run_measurement`'s `fresh`): forked, a new interpreter each, or
+    """How a round's runs start (`run_measurement`'s `fresh`): forked, a new interpreter each (started
+    ahead, a batch at once, its imports done before any run: `launch.ready_interpreter`), or
     (`measure.keep_interpreters`) new ones for the first rounds, taken in turn after (`advisor.harness.kept`)."""
     if not config.measure.fresh_rounds:
         return False
-    return "kept" if config.measure.keep_interpreters else True
+    return "kept" if config.measure.keep_interpreters else "ahead"
 
 
 @dataclass(frozen=True)
