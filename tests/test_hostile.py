@@ -590,17 +590,15 @@ HOSTILE = [  # (kind, changes, command, exit status, words its one line holds)
     ("train", {"search": {"recipes": ["nope"]}}, "optimize", 2, "search.recipes: unknown recipe 'nope'"),
     ("train", {"search": {"recipes": 5}}, "optimize", 2, "search.recipes"),
     ("train", {"workload": {"device": "cuda"}}, "diagnose", 2, "workload.device: 'cuda' was asked for but no CUDA device"),
-    # training: the code, found in the child
+    # training: the code, found in the child (more: CHILD_REFUSED, their messages checked in one process)
     ("train", {"workload": {"model": "broken:not_a_model"}}, "diagnose", 2, "return a torch.nn.Module"),
-    ("train", {"workload": {"dataset_args": {"n": 0}}}, "diagnose", 2, "less than one batch"),
-    ("train", {"workload": {"loss": "broken:vector_loss"}}, "diagnose", 2, "must return a scalar"),
     ("train", {"workload": {"loss": "broken:nan_after"}}, "diagnose", 2, "the baseline itself produces a nan loss"),
     ("train", {"workload": {"model": "broken:crashing_model"}}, "diagnose", 4, "the baseline itself failed (crashed:"),
     # Lightning
     ("lightning", {"workload": {"module": None}}, "diagnose", 2, "workload.module: missing"),
     ("lightning", {"workload": {"modul": "shapes:lit_module"}}, "diagnose", 2, "did you mean 'module'"),
     ("lightning", {"workload": {"module": "shapes:lit_without_step"}}, "diagnose", 2, "has no training_step"),
-    # (the other jobs the child refuses: LIGHTNING_REFUSED, their messages checked in one process)
+    # (the other jobs the child refuses: CHILD_REFUSED, their messages checked in one process)
     # services
     ("infer", {"load": {"mode": "open"}}, "diagnose", 2, "load.rate_per_s: missing"),
     ("infer", {"load": {"mode": "open", "rate_per_s": 0}}, "diagnose", 2, "load.rate_per_s: expected a number > 0"),
@@ -609,12 +607,10 @@ HOSTILE = [  # (kind, changes, command, exit status, words its one line holds)
     ("infer", {"search": {"objective": "throughput"}}, "diagnose", 2, "search.objective: throughput needs constraints.p95_ms"),
     ("infer", {"load": {"mode": "open", "rate_per_s": 0.5}, "measure": {"requests": 65, "timeout_s": 15}}, "diagnose", 2,
      "load.rate_per_s: 65 timed requests"),
-    ("infer", {"workload": {"model": "broken:not_a_model"}}, "diagnose", 2, "return a torch.nn.Module"),
-    ("infer", {"workload": {"requests": "shapes:no_requests"}}, "diagnose", 2, "workload.requests"),
+    ("infer", {"workload": {"requests": "shapes:no_requests"}}, "diagnose", 2, "workload.requests"),  # (and CHILD_REFUSED)
     ("infer", {"workload": {"handler": "shapes:handler_raises"}}, "diagnose", 2, "workload.handler: it raised on request 0"),
     ("infer", {"workload": {"model": "shapes:served_then_crashes"}}, "diagnose", 4,
      "the baseline itself failed (crashed: RuntimeError: shape mismatch planted at this step"),
-    ("infer", {"workload": {"requests": "shapes:string_requests"}}, "diagnose", 2, "workload.requests"),
     # pipelines
     ("pipeline", {"workload": {"source": {"path": "missing.csv"}}}, "diagnose", 2, "workload.source.path: no file matches"),
     ("pipeline", {"workload": {"source": {"path": "sales.txt"}}}, "diagnose", 2, "no file matches"),
@@ -686,30 +682,35 @@ def test_hostile_input(hostile_runs, request, case):
     assert left_behind(run.mark, 5.0) == []
 
 
-# Lightning jobs the child refuses, beside the table's one that goes end to end: the message is
-# the kind's, the way to one line and exit 2 the table's (each end-to-end case imports Lightning
-# anew: 5 s of a core).
-LIGHTNING_REFUSED = [
-    ({"module": "shapes:lit_not_a_module"}, "return a LightningModule"),
-    ({"module": "shapes:lit_manual"}, "uses manual optimization"),
-    ({"module": "shapes:lit_no_optimizer"}, "returned no optimizer"),
-    ({"datamodule": "shapes:not_a_datamodule"}, "return a LightningDataModule"),
-    ({"datamodule": "shapes:lit_data_without_loader"}, "has no train_dataloader"),
-    ({"datamodule": "shapes:lit_data_list"}, "return a DataLoader"),
-    ({"module_args": {"width": 3}}, "workload.module_args"),
+# Jobs the child refuses, beside the table's end-to-end ones of each kind: the message is the
+# kind's, the way to one line and exit 2 the table's (each end-to-end case imports torch anew in
+# its fork server and its child, 3 s of a core, and Lightning's jobs import Lightning, 5 s more).
+CHILD_REFUSED = [
+    ("train", {"dataset_args": {"n": 0}}, "less than one batch"),
+    ("train", {"loss": "broken:vector_loss"}, "must return a scalar"),
+    ("infer", {"model": "broken:not_a_model"}, "return a torch.nn.Module"),
+    ("infer", {"requests": "shapes:string_requests"}, "workload.requests"),
+    ("lightning", {"module": "shapes:lit_not_a_module"}, "return a LightningModule"),
+    ("lightning", {"module": "shapes:lit_manual"}, "uses manual optimization"),
+    ("lightning", {"module": "shapes:lit_no_optimizer"}, "returned no optimizer"),
+    ("lightning", {"datamodule": "shapes:not_a_datamodule"}, "return a LightningDataModule"),
+    ("lightning", {"datamodule": "shapes:lit_data_without_loader"}, "has no train_dataloader"),
+    ("lightning", {"datamodule": "shapes:lit_data_list"}, "return a DataLoader"),
+    ("lightning", {"module_args": {"width": 3}}, "workload.module_args"),
 ]
 
 
 @pytest.mark.integration
-@pytest.mark.parametrize("changes, words", LIGHTNING_REFUSED, ids=[words for _, words in LIGHTNING_REFUSED])
-def test_a_lightning_job_the_child_refuses_is_named_in_one_line(tmp_path, changes, words):
+@pytest.mark.parametrize("kind, changes, words", CHILD_REFUSED, ids=[f"{kind}-{words}" for kind, _, words in CHILD_REFUSED])
+def test_a_job_the_child_refuses_is_named_in_one_line(tmp_path, kind, changes, words):
     """The child's own entry (`run_spec`), run here: it refuses the job with one line naming it."""
     import cloudpickle
 
     from advisor.harness.child import run_spec
 
-    pytest.importorskip("lightning")
-    config = load_config(write_config(tmp_path, merged(LIGHTNING, {"workload": changes})))
+    if kind == "lightning":
+        pytest.importorskip("lightning")
+    config = load_config(write_config(tmp_path, merged(BASES[kind], {"workload": changes})))
     with pytest.raises(UserError) as refused:
         run_spec({"plan": kind_of(config.kind).baseline_plan(config), "mode": "full", "steps": 2}, cloudpickle.dumps(config))
     assert words in str(refused.value) and "\n" not in str(refused.value), str(refused.value)
