@@ -292,4 +292,4 @@ def test_the_torchrun_advisor_starts_gives_torchruns_exit_status():
 
     assert status("--help") == 0
     assert status("--no-such-option") == 2
-    assert status("--nproc-per-node=1", "--master-port=0", "-m", "no_such_module_here") != 0
+    assert status("--nproc-per-node=1", "--master-port=0", f"--log-dir={os.devnull}", "-m", "no_such_module_here") != 0
