@@ -366,10 +366,13 @@ def seed_new_sqlite_store(uri: str) -> None:
     is amiss (no cache folder, no hard links), nothing is done and MLflow builds the store itself."""
     import uuid
 
+    from advisor.harness.lifetime import owned_prefix, remove_orphans
+
     path = local_sqlite_path(uri)
     if path is None or path.exists():
         return
-    copy = path.with_name(f".{path.name}.{uuid.uuid4().hex}")
+    remove_orphans(path.parent, f".{path.name}.")  # a copy a killed session left beside the store
+    copy = path.with_name(f"{owned_prefix(f'.{path.name}.')}{uuid.uuid4().hex}")
     try:
         schema = schema_template().read_bytes()
         with os.fdopen(os.open(copy, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666), "wb") as handle:  # the umask's mode, as sqlite's
@@ -395,8 +398,11 @@ def schema_template() -> Path:
     import sqlalchemy
     from mlflow.store.db.utils import _initialize_tables
 
+    from advisor.harness.lifetime import owned_prefix, remove_orphans
+
     folder.mkdir(parents=True, exist_ok=True)
-    handle, building = tempfile.mkstemp(dir=folder, prefix=".schema-", suffix=".db")
+    remove_orphans(folder, ".schema-")  # a build a killed session left
+    handle, building = tempfile.mkstemp(dir=folder, prefix=owned_prefix(".schema-"), suffix=".db")
     os.close(handle)
     try:
         engine = sqlalchemy.create_engine(f"sqlite:///{building}")

@@ -533,6 +533,34 @@ def test_a_new_store_is_seeded_whole_from_the_schema_template_and_an_existing_on
     assert Tracker(load_config(write_config(other, TINY))).client.get_experiment_by_name("tiny")
 
 
+def test_a_store_copy_or_schema_build_a_killed_session_left_is_removed_by_the_next(tmp_path, monkeypatch):
+    """Killed while it seeded a store or built the schema template, a session left its temporary
+    file (a hidden copy beside the user's store, a build in the cache); the next one removes
+    those whose process is gone, never a live one's, nor a file of the user's."""
+    import os
+    import subprocess
+    import sys
+
+    from advisor.harness.lifetime import pid_namespace
+    from advisor.tracking import schema_template, seed_new_sqlite_store
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    dead, alive = f"{gone.pid}.{pid_namespace()}-", f"{os.getpid()}.{pid_namespace()}-"
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cache, job = tmp_path / "cache" / "advisor", tmp_path / "job"
+    cache.mkdir(parents=True)
+    job.mkdir()
+    left = [cache / f".schema-{dead}x1.db", job / f".mlflow.db.{dead}1f"]
+    kept = [cache / f".schema-{alive}x2.db", job / f".mlflow.db.{alive}2f", job / ".mlflow.db.notes-1"]
+    for path in left + kept:
+        path.write_bytes(b"partial")
+    schema_template()
+    seed_new_sqlite_store(f"sqlite:///{job / 'mlflow.db'}")
+    assert (job / "mlflow.db").exists()
+    assert [path.exists() for path in left + kept] == [False] * len(left) + [True] * len(kept)
+
+
 def test_a_read_only_store_is_one_line_and_the_session_logs_nothing_to_it(tmp_path):
     """A read-only mlflow.db once flooded stderr with 113 lines of SQL and tracebacks: the store
     is tried once (a write rolled back), said in one line, and left as it was."""

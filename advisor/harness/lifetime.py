@@ -17,6 +17,7 @@ import shutil
 import signal
 import sys
 import tempfile
+from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
 RUN_FOLDER_PREFIX = "advisor-run-"
@@ -54,21 +55,36 @@ def pid_namespace() -> str:
         return ""
 
 
+def owned_prefix(prefix: str) -> str:
+    """`prefix`, then this process's pid and pid namespace: the start of a name for a file or
+    folder this process removes when done, which `remove_orphans` removes if it is killed first."""
+    return f"{prefix}{os.getpid()}.{pid_namespace()}-"
+
+
 def run_folder_prefix() -> str:
-    return f"{RUN_FOLDER_PREFIX}{os.getpid()}.{pid_namespace()}-"
+    return owned_prefix(RUN_FOLDER_PREFIX)
+
+
+def remove_orphans(folder: str | os.PathLike, prefix: str) -> int:
+    """Removes what processes that were killed left in `folder` under names `owned_prefix(prefix)`
+    began; returns how many. Only those of this pid namespace are judged: a container sharing the
+    folder has pids of its own, which mean other processes here."""
+    removed = 0
+    for path in glob.glob(os.path.join(glob.escape(os.fspath(folder)), f"{glob.escape(prefix)}*-*")):
+        pid, _, namespace = os.path.basename(path)[len(prefix):].split("-", 1)[0].partition(".")
+        if not (pid.isdigit() and namespace == pid_namespace() and not pid_alive(int(pid))):
+            continue
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            Path(path).unlink(missing_ok=True)
+        removed += 1
+    return removed
 
 
 def remove_orphaned_run_folders() -> int:
-    """Removes run folders left by advisor processes that were killed; returns how many. Only
-    those of this pid namespace are judged: a container sharing this temp folder has pids of
-    its own, which mean other processes here."""
-    removed = 0
-    for path in glob.glob(os.path.join(tempfile.gettempdir(), f"{RUN_FOLDER_PREFIX}*-*")):
-        pid, _, namespace = os.path.basename(path)[len(RUN_FOLDER_PREFIX):].split("-", 1)[0].partition(".")
-        if pid.isdigit() and namespace == pid_namespace() and not pid_alive(int(pid)):
-            shutil.rmtree(path, ignore_errors=True)
-            removed += 1
-    return removed
+    """Removes run folders left by advisor processes that were killed; returns how many."""
+    return remove_orphans(tempfile.gettempdir(), RUN_FOLDER_PREFIX)
 
 
 def machine() -> str:
