@@ -184,10 +184,10 @@ def ready_interpreter() -> Optional[ReadyInterpreter]:
             return interpreter
         interpreter.end()
     batch = [ReadyInterpreter() for _ in range(min(READY_MOST, len(os.sched_getaffinity(0))))]
+    _ready.extend(batch)  # held from their start: an interrupt while they import still ends them (`end_ready`)
     for interpreter in batch:
-        if interpreter.wait_ready(READY_WAIT_S):
-            _ready.append(interpreter)
-        else:
+        if not interpreter.wait_ready(READY_WAIT_S):
+            _ready.remove(interpreter)
             interpreter.end()
     return _ready.pop() if _ready else None
 
