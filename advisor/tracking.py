@@ -20,16 +20,7 @@ import urllib.request
 from pathlib import Path
 from typing import Callable, Optional
 
-from advisor.addresses import (  # noqa: F401  (tracking's own names too)
-    TRACKING_SCHEMES,
-    check_sqlite_file,
-    check_store_exists,
-    check_tracking,
-    health_request,
-    local_sqlite_path,
-    tracking_uri,
-    unwritable_store,
-)
+from advisor.addresses import check_store_exists, local_sqlite_path, tracking_uri, unwritable_store
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.outputs import write_whole

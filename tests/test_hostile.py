@@ -275,7 +275,7 @@ def test_two_sessions_of_one_config_make_one_study_and_the_second_says_how_to_jo
     ("sqlite:////nonexistent/mlflow.db", "tracking.uri: the folder of sqlite:////nonexistent/mlflow.db does not exist"),
 ])
 def test_a_tracking_store_that_cannot_work_is_named_before_anything_is_measured(tmp_path, uri, words):
-    from advisor.tracking import check_tracking
+    from advisor.addresses import check_tracking
 
     config = load_config(write_config(tmp_path, merged(TINY, {"tracking": {"uri": uri}})))
     with pytest.raises(UserError, match=words):
@@ -356,7 +356,7 @@ def test_a_relative_sqlite_store_is_the_file_sqlite_opens_from_the_working_folde
     """sqlite:///store/mlflow.db is store/mlflow.db under the working folder, as sqlite opens it:
     the checks once read it as /store/mlflow.db, refusing a folder that was there or checking a
     file at the root of the machine."""
-    from advisor.tracking import check_store_exists, check_tracking
+    from advisor.addresses import check_store_exists, check_tracking
 
     (tmp_path / "job").mkdir()
     (tmp_path / "store").mkdir()
@@ -491,7 +491,7 @@ def test_a_worker_refused_at_once_leaves_no_fork_server_behind(tmp_path):
     assert left_behind(mark, 2.0) == [], "multiprocessing's resource tracker leaves when advisor does"
 
 def test_a_store_that_is_not_a_database_is_named_before_anything_runs(tmp_path):
-    from advisor.tracking import check_store_exists, check_tracking
+    from advisor.addresses import check_store_exists, check_tracking
 
     config = load_config(write_config(tmp_path, TINY))
     (tmp_path / "mlflow.db").write_text("these are my notes, not a database")

@@ -14,6 +14,7 @@ facade names what the session uses.
 
 import optuna
 
+from advisor.addresses import POSTGRES_DRIVERS, check_storage
 from advisor.search.heartbeat import (
     HEARTBEAT_S,
     NAMELESS_AFTER_S,
@@ -80,9 +81,7 @@ from advisor.search.space import (
     values_of,
 )
 from advisor.search.storage import (
-    POSTGRES_DRIVERS,
     check_journal,
-    check_storage,
     create_study,
     find_study,
     make_sampler,

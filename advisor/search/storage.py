@@ -14,7 +14,7 @@ import optuna
 from optuna.storages import JournalStorage
 from optuna.storages.journal import JournalFileBackend
 
-from advisor.addresses import POSTGRES_DRIVERS, check_storage, with_driver  # noqa: F401  (storage's own names too)
+from advisor.addresses import with_driver
 from advisor.config import AdvisorConfig
 from advisor.harness.lifetime import owner
 from advisor.plan import unique
