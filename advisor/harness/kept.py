@@ -20,30 +20,19 @@ from __future__ import annotations
 import multiprocessing
 import os
 import sys
-from typing import Optional
+
+from advisor.harness.launch import PipedInterpreter, end_ready
 
 DRAWS = 3  # interpreters a plan's rounds take in turn: the first look's rounds are all fresh
 _kept: dict[tuple, list] = {}  # (plan key, mode) -> [its interpreters, the rounds served so far]
 
 
-class KeptInterpreter:
+class KeptInterpreter(PipedInterpreter):
     """A fresh interpreter that runs measurement specs one after another, as `launch._child`
     runs one: its output to the run's log, its result to the run's file."""
 
     def __init__(self) -> None:
-        context = multiprocessing.get_context("spawn")
-        self.connection, their_end = context.Pipe()
-        self.process = context.Process(target=_serve, args=(their_end,), daemon=False)
-        self.process.start()
-        their_end.close()
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    @property
-    def exitcode(self) -> Optional[int]:
-        return self.process.exitcode
+        super().__init__(_serve)
 
     def start(self, spec_path: str, result_path: str, log_path: str, config: bytes) -> None:
         self.connection.send((spec_path, result_path, log_path, config))
@@ -57,13 +46,6 @@ class KeptInterpreter:
         except (EOFError, OSError):
             pass
         return self.process.exitcode is not None or not self.process.is_alive()
-
-    def end(self) -> None:
-        from advisor.measure import kill_tree
-
-        kill_tree(self.process.pid)
-        self.process.join()
-        self.connection.close()
 
 
 def interpreter_for(key: tuple) -> KeptInterpreter:
@@ -90,8 +72,6 @@ def retire(key: tuple, interpreter: KeptInterpreter) -> None:
 
 def close_all() -> None:
     """Ends every kept interpreter, and those started ahead still unused (the rounds are done)."""
-    from advisor.harness.launch import end_ready
-
     for interpreters, _ in _kept.values():
         for interpreter in interpreters:
             if interpreter is not None:

@@ -13,7 +13,7 @@ import sys
 import time
 from multiprocessing import resource_tracker
 from multiprocessing.context import BaseContext
-from typing import Optional
+from typing import Callable, Optional
 
 UNIX_PATH_MAX = 100  # a Unix socket's path, less a margin (the kernel's limit is 108 bytes with its terminator)
 PRELOAD = ["advisor.harness.train", "torch._dynamo"]  # torch and the recipes; torch.optim imports dynamo on first use (~1 s)
@@ -143,24 +143,24 @@ READY_WAIT_S = 120.0  # how long a batch's imports may take before its laggards 
 _ready: list["ReadyInterpreter"] = []  # started ahead, their imports done, each waiting for its one run
 
 
-class ReadyInterpreter:
-    """A new interpreter that imports what the fork server would (torch, the compiler stack
-    `torch.optim` loads on first use, a kind's own), says so, and then runs one spec, as a new
-    interpreter started for it would: the first run in its process, its own draw of memory
-    layout and hash seed."""
+class PipedInterpreter:
+    """A new interpreter that runs `target(its end of a pipe, *args)`: its runs reach it through
+    the pipe. It ends with `end`, at the latest with advisor (PR_SET_PDEATHSIG)."""
 
-    def __init__(self) -> None:
+    def __init__(self, target: Callable, *args: object) -> None:
         chosen = multiprocessing.get_context("spawn")
         self.connection, their_end = chosen.Pipe()
-        self.process = chosen.Process(target=_ready_child, args=(their_end, list(_preload)), daemon=False)
+        self.process = chosen.Process(target=target, args=(their_end, *args), daemon=False)
         self.process.start()
         their_end.close()
 
-    def wait_ready(self, timeout_s: float) -> bool:
-        try:
-            return self.connection.poll(timeout_s) and self.connection.recv() == READY
-        except (EOFError, OSError):
-            return False
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+    @property
+    def exitcode(self) -> Optional[int]:
+        return self.process.exitcode
 
     def end(self) -> None:
         from advisor.measure import kill_tree
@@ -168,6 +168,22 @@ class ReadyInterpreter:
         kill_tree(self.process.pid)
         self.process.join()
         self.connection.close()
+
+
+class ReadyInterpreter(PipedInterpreter):
+    """A new interpreter that imports what the fork server would (torch, the compiler stack
+    `torch.optim` loads on first use, a kind's own), says so, and then runs one spec, as a new
+    interpreter started for it would: the first run in its process, its own draw of memory
+    layout and hash seed."""
+
+    def __init__(self) -> None:
+        super().__init__(_ready_child, list(_preload))
+
+    def wait_ready(self, timeout_s: float) -> bool:
+        try:
+            return self.connection.poll(timeout_s) and self.connection.recv() == READY
+        except (EOFError, OSError):
+            return False
 
 
 READY = "ready"
@@ -180,7 +196,7 @@ def ready_interpreter() -> Optional[ReadyInterpreter]:
     has imported before any runs: a run's window never shares the machine with an import."""
     while _ready:
         interpreter = _ready.pop()
-        if interpreter.process.exitcode is None:
+        if interpreter.exitcode is None:
             return interpreter
         interpreter.end()
     batch = [ReadyInterpreter() for _ in range(min(READY_MOST, len(os.sched_getaffinity(0))))]
