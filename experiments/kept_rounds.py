@@ -51,6 +51,8 @@ def one_block(config, baseline: dict, plan: dict, rounds: int, way: str) -> list
 
 
 def summary(rows: list[dict], label: str) -> str:
+    if not rows:
+        return f"{label:>22}: no rounds"
     ratios = [row["ratio"] for row in rows if row["ratio"]]
     spread = statistics.stdev(math.log(r) for r in ratios) if len(ratios) > 1 else float("nan")
     return (f"{label:>22}: {len(rows):2d} rounds, {statistics.fmean(r['seconds'] for r in rows):5.1f} s a round, "
