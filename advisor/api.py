@@ -24,6 +24,7 @@ from advisor.errors import UserError
 from advisor.evidence import Evidence
 from advisor.findings import Diagnosis
 from advisor.kinds import load_config, parse_config
+from advisor.workload import write_no_bytecode
 
 ConfigLike = Union[str, Path, dict, AdvisorConfig]
 Progress = Callable[[str], None]
@@ -85,6 +86,7 @@ def diagnose(config: ConfigLike, progress: Optional[Progress] = None, root=None)
     from advisor.diagnosis import diagnose as rank_diagnoses
 
     check_main_guard()
+    write_no_bytecode()
     config = as_config(config, root)
     start_children(config)
     evidence = collect_evidence(config, progress or _quiet)
@@ -107,6 +109,7 @@ def optimize(config: ConfigLike, progress: Optional[Progress] = None, results: U
     from advisor.fingerprint import check_evidence
 
     check_main_guard()
+    write_no_bytecode()
     config = as_config(config, root)
     progress = progress or _quiet
     check_results_folder(results, config)

@@ -9,6 +9,7 @@ that code, as a Makefile does.
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 import traceback
 from pathlib import Path
@@ -16,6 +17,14 @@ from typing import Any, Callable
 
 from advisor.config import CALLABLE_PATTERN
 from advisor.errors import UserError
+
+
+def write_no_bytecode() -> None:
+    """Importing the user's modules writes no `__pycache__` beside them, here or in any process
+    started from here (children inherit the variable): a session leaves the user's folders as it
+    found them. Bytecode that exists (an installed package's) is still read."""
+    sys.dont_write_bytecode = True
+    os.environ["PYTHONDONTWRITEBYTECODE"] = "1"
 
 
 def resolve_callable(ref: Any, root: Path, key_path: str) -> Callable:

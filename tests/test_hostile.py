@@ -44,15 +44,16 @@ def test_evidence_is_taken_only_for_the_workload_it_was_measured_for(tmp_path):
         check_evidence(changed, own)
 
 
-def run_in(folder, *args, timeout: float = 180):
-    """The advisor command in the user's folder, its temp files beside it (not in it)."""
+def run_in(folder, *args, timeout: float = 180, unset: tuple = ()):
+    """The advisor command in the user's folder, its temp files beside it (not in it); `unset`:
+    variables of this environment the command runs without."""
     import os
     import subprocess
     import sys
 
     tmp = folder.parent / "tmp"
     tmp.mkdir(exist_ok=True)
-    env = {**{k: v for k, v in os.environ.items() if k != "MLFLOW_TRACKING_URI"}, "TMPDIR": str(tmp)}
+    env = {**{k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", *unset)}, "TMPDIR": str(tmp)}
     return subprocess.run([sys.executable, "-m", "advisor.cli", *args], cwd=folder, capture_output=True, text=True,
                           timeout=timeout, env=env)
 
@@ -376,14 +377,17 @@ def test_a_relative_sqlite_store_is_the_file_sqlite_opens_from_the_working_folde
 @pytest.mark.integration
 def test_a_session_run_from_another_folder_writes_nothing_there(tmp_path):
     """`cd elsewhere && advisor optimize /job/config.yaml`: MLflow's artifacts go beside its store
-    (the sqlite file beside the config), not into the working folder as MLflow's own default would."""
+    (the sqlite file beside the config), not into the working folder as MLflow's own default would;
+    and importing the job's modules, in advisor or its children, writes no `__pycache__` beside
+    them, though the user's Python would (run here without PYTHONDONTWRITEBYTECODE)."""
     folder, elsewhere = tmp_path / "job", tmp_path / "elsewhere"
     folder.mkdir()
     elsewhere.mkdir()
     path = write_config(folder, merged(TINY, {"search": {"recipes": ["threads"], "trials": 2}}))
-    process = run_in(elsewhere, "optimize", str(path), "-q", timeout=600)
+    process = run_in(elsewhere, "optimize", str(path), "-q", timeout=600, unset=("PYTHONDONTWRITEBYTECODE",))
     assert process.returncode == 0, process.stderr[-3000:]
     assert list(elsewhere.iterdir()) == [], "nothing in the working folder"
+    assert not list(folder.rglob("*.pyc")), "no bytecode beside the job's modules"
     assert (folder / "mlflow.db").exists() and any((folder / "mlruns").rglob("recommendations.json"))
 
 

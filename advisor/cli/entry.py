@@ -19,6 +19,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.name in ("recipes", "schema"):  # about advisor itself: no config, nothing measured
         return args.command(args)
+    from advisor.workload import write_no_bytecode
+
+    write_no_bytecode()  # before any of the user's modules is imported
     try:
         args.config, args.shown = config_argument(args, script_command)
     except UserError as exc:
