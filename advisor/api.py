@@ -256,8 +256,13 @@ def check_results_folder(path: Union[str, Path, None], config: Optional[AdvisorC
 
 def start_children(config: AdvisorConfig) -> None:
     """Training children fork from a server that preloads torch: start it now, in the background.
-    A script runs in a copy of the machine: where that cannot be had, say so before measuring."""
+    A script runs in a copy of the machine: where that cannot be had, say so before measuring.
+    What killed sessions left in the temp folder goes first (the `advisor` command's start sweeps
+    too; a notebook's session has only this one)."""
+    from advisor.harness.lifetime import remove_orphaned_run_folders
     from advisor.harness.runner import sandboxed
+
+    remove_orphaned_run_folders()
 
     if sandboxed(config):
         from advisor.harness.sandbox import unavailable

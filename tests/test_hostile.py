@@ -565,6 +565,30 @@ def test_a_store_copy_or_schema_build_a_killed_session_left_is_removed_by_the_ne
     assert [path.exists() for path in left + kept] == [False] * len(left) + [True] * len(kept)
 
 
+
+def test_a_python_api_session_removes_the_run_folders_killed_sessions_left(tmp_path, monkeypatch):
+    """A run folder of a killed session (its process gone) goes at the next session's start through
+    the Python API too, as at the `advisor` command's; a live process's folder stays."""
+    import os
+    import subprocess
+    import sys
+    import tempfile
+
+    from advisor import api
+    from advisor.harness.lifetime import RUN_FOLDER_PREFIX, pid_namespace
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    monkeypatch.setattr(api, "warm_up_fork_server", lambda config: None)  # the question is the sweep
+    left = tmp_path / f"{RUN_FOLDER_PREFIX}{gone.pid}.{pid_namespace()}-x1"
+    kept = tmp_path / f"{RUN_FOLDER_PREFIX}{os.getpid()}.{pid_namespace()}-x2"
+    for folder in (left, kept):
+        folder.mkdir()
+        (folder / "spec.json").write_text("{}")
+    api.start_children(api.as_config(merged(TINY, {}), root=FIXTURES))
+    assert not left.exists() and kept.exists()
+
 def test_a_read_only_store_is_one_line_and_the_session_logs_nothing_to_it(tmp_path):
     """A read-only mlflow.db once flooded stderr with 113 lines of SQL and tracebacks: the store
     is tried once (a write rolled back), said in one line, and left as it was."""
