@@ -18,6 +18,14 @@ TRACKING_SCHEMES = ("http", "https", "sqlite", "postgresql", "mysql", "mssql", "
 POSTGRES_DRIVERS = (("psycopg", "postgresql+psycopg"), ("psycopg2", "postgresql+psycopg2"), ("pg8000", "postgresql+pg8000"))
 
 
+SERVED_SCHEMES = ("http", "https", "databricks")  # a tracking server: its own artifact root, requests hold no lock
+
+
+def store_scheme(uri: str) -> str:
+    """A store URI's kind, its driver left out: 'postgresql' for postgresql+psycopg://..."""
+    return urllib.parse.urlparse(uri).scheme.split("+")[0]
+
+
 def tracking_uri(config: AdvisorConfig) -> str:
     """The config's URI, else MLflow's own environment variable, else sqlite next to the config."""
     return config.tracking.uri or os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{(config.root / 'mlflow.db').resolve()}"
@@ -40,8 +48,7 @@ def health_request(uri: str) -> urllib.request.Request:
 def check_tracking(config: AdvisorConfig) -> None:
     """One line, before anything is measured or written, when the tracking URI cannot work."""
     uri = tracking_uri(config)
-    parsed = urllib.parse.urlparse(uri)
-    scheme = parsed.scheme.split("+")[0]
+    parsed, scheme = urllib.parse.urlparse(uri), store_scheme(uri)
     store = local_sqlite_path(uri)  # the file sqlite opens (a relative path: from the working folder)
     hint = "use http://host:port for a tracking server, or leave tracking.uri unset for a sqlite store next to the config"
     if scheme not in TRACKING_SCHEMES:
@@ -87,7 +94,7 @@ def check_sqlite_file(path: Path) -> None:
 def local_sqlite_path(uri: str) -> Optional[Path]:
     """The file a local sqlite store URI opens; None for any other store."""
     parsed = urllib.parse.urlparse(uri)
-    if parsed.scheme.split("+")[0] != "sqlite" or not parsed.path or parsed.path == "/:memory:":
+    if store_scheme(uri) != "sqlite" or not parsed.path or parsed.path == "/:memory:":
         return None
     return Path(parsed.path[1:]).absolute()  # what sqlite opens: sqlite:///relative, sqlite:////absolute
 

@@ -16,11 +16,10 @@ import logging
 import os
 import time
 import urllib.parse
-import urllib.request
 from pathlib import Path
 from typing import Callable, Optional
 
-from advisor.addresses import check_store_exists, local_sqlite_path, tracking_uri, unwritable_store
+from advisor.addresses import SERVED_SCHEMES, check_store_exists, local_sqlite_path, store_scheme, tracking_uri, unwritable_store
 from advisor.config import AdvisorConfig
 from advisor.errors import UserError
 from advisor.outputs import write_whole
@@ -62,8 +61,7 @@ def artifact_location(config: AdvisorConfig) -> Optional[str]:
     sqlite store's file; beside the config for any other database. Never the working folder,
     which is MLflow's own default (`./mlruns`)."""
     uri = tracking_uri(config)
-    scheme = urllib.parse.urlparse(uri).scheme.split("+")[0]
-    if scheme in ("http", "https", "databricks", "file"):  # the server's root; a file store's own folder
+    if store_scheme(uri) in (*SERVED_SCHEMES, "file"):  # the server's root; a file store's own folder
         return None
     store = local_sqlite_path(uri)
     return ((store.parent if store is not None else config.root) / "mlruns").resolve().as_uri()
@@ -78,7 +76,7 @@ def write_guard(uri: str):
     database store. Cut inside its transaction, a write left the store locked to the session's own
     next one (its end, KILLED), which waited out the database's 20 s timeout and failed. A
     tracking server's request holds no lock, and a server that stops answering must not hold Ctrl-C."""
-    if urllib.parse.urlparse(uri).scheme.split("+")[0] in ("http", "https", "databricks"):
+    if store_scheme(uri) in SERVED_SCHEMES:
         return contextlib.nullcontext()
     from advisor.harness.lifetime import interrupts_held
 
