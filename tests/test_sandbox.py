@@ -296,3 +296,40 @@ def test_a_user_without_root_gets_the_copy_or_one_line_before_anything_runs(tmp_
     assert done.returncode == 0, done.stderr[-3000:]
     environment = json.loads(done.stdout)["evidence"]["runs"]["full"]["environment"]
     assert environment["sandboxed"] and any("outside/ckpt.pt" in write for write in environment["writes"])
+
+
+def test_a_scripts_rounds_start_ahead_in_their_copys_namespaces_and_keep_every_write_in_the_copy(tmp_path, monkeypatch):
+    """A script's verification rounds take new interpreters started ahead, a batch at once, as a
+    module's do: each enters the namespaces of a copy of the machine while it has one thread
+    (unshare needs it), waits as their pid 1 with torch imported, and builds the copy when its run
+    comes. Its run is `fresh`, every write still lands in the copy, the helper the script started
+    ends with the run, and none of the interpreters outlives the rounds."""
+    from advisor.harness import kept, launch, run_measurement
+    from advisor.kinds import kind_of, load_config
+
+    linked, outside, home, run = layout(tmp_path, 400, DETACHED.replace(
+        "import torch\n", "import torch\ntorch.save({'w': 1}, sys.argv[1] + '/ckpt.pt')\n", 1))
+    (linked / "advisor.yaml").write_text(json.dumps({
+        "name": "ahead", "workload": {"kind": "script", "script": "train.py", "args": run["command"][-3:]},
+        "measure": {"warmup_steps": 2, "steps": 6}}))
+    monkeypatch.chdir(linked)
+    config = load_config(linked / "advisor.yaml")
+    plan = kind_of(config).baseline_plan(config)
+    before, ours = digest(outside), os.readlink("/proc/self/ns/mnt")
+    try:
+        first = run_measurement(config, plan, "full", 6, 120, fresh="ahead")
+        waiting = [interpreter.process.pid for interpreter in launch._ready]
+        assert len(waiting) == min(launch.READY_MOST, len(os.sched_getaffinity(0))) - 1
+        for pid in waiting:
+            pid_one, = psutil.Process(pid).children()
+            assert os.readlink(f"/proc/{pid}/ns/mnt") != ours and psutil.Process(pid).num_threads() == 1
+            assert "torch" in " ".join(m.path for m in pid_one.memory_maps())
+        second = run_measurement(config, plan, "full", 6, 120, fresh="ahead")
+    finally:
+        kept.close_all()
+    for measured in (first, second):
+        assert measured.ok and measured.interpreter == "fresh", measured.reason
+        assert any(write.startswith(f"{outside}/ckpt.pt") for write in measured.environment["writes"])
+    assert digest(outside) == before and not marked(run["mark"])
+    assert launch._ready == [] and not [pid for pid in waiting if psutil.pid_exists(pid)
+                                        and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]

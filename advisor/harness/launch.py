@@ -122,14 +122,15 @@ atexit.register(stop)
 
 
 def start(spec_path: str, result_path: str, log_path: str, config: bytes,
-          fresh: bool = False, ahead: bool = False) -> multiprocessing.Process:
+          fresh: bool = False, ahead: bool = False, sandboxed: bool = False) -> multiprocessing.Process:
     """Starts a child that runs the spec; it leads its own process group (so a kill takes its
     DataLoader workers too) and writes its output to `log_path`. `fresh` starts a new interpreter
     instead (pipelines: memory budgets are judged on RSS, which torch's preloaded pages would fill);
-    with `ahead`, one started ahead of its run (`ready_interpreter`).
+    with `ahead`, one started ahead of its run (`ready_interpreter`; `sandboxed`: a script's,
+    already in the namespaces of its copy of the machine).
     `config`: the config pickled by value, handed over with the child's start, not through a file."""
     args = (spec_path, result_path, log_path, config)
-    taken = handed_ahead(args) if fresh and ahead else None
+    taken = handed_ahead(args, sandboxed) if fresh and ahead else None
     if taken is not None:
         return taken
     chosen = multiprocessing.get_context("spawn") if fresh else context()
@@ -174,10 +175,13 @@ class ReadyInterpreter(PipedInterpreter):
     """A new interpreter that imports what the fork server would (torch, the compiler stack
     `torch.optim` loads on first use, a kind's own), says so, and then runs one spec, as a new
     interpreter started for it would: the first run in its process, its own draw of memory
-    layout and hash seed."""
+    layout and hash seed. `sandboxed`: for a script's run, it enters the namespaces of a copy of
+    the machine first (while it has one thread) and waits as their pid 1; the copy itself is
+    built when the run's folder is known."""
 
-    def __init__(self) -> None:
-        super().__init__(_ready_child, list(_preload))
+    def __init__(self, sandboxed: bool = False) -> None:
+        super().__init__(_ready_child, list(_preload), sandboxed)
+        self.sandboxed = sandboxed
 
     def wait_ready(self, timeout_s: float) -> bool:
         try:
@@ -189,28 +193,35 @@ class ReadyInterpreter(PipedInterpreter):
 READY = "ready"
 
 
-def ready_interpreter() -> Optional[ReadyInterpreter]:
+def ready_interpreter(sandboxed: bool = False) -> Optional[ReadyInterpreter]:
     """A new interpreter with its imports done, waiting for its run; None where none could start.
     Where none waits, a batch starts at once, one a core (their imports run side by side, where
     a run's own start would import alone: 3 s a run here, while advisor waits), and all of it
     has imported before any runs: a run's window never shares the machine with an import."""
-    while _ready:
-        interpreter = _ready.pop()
+    while (interpreter := _waiting(sandboxed)) is not None:
         if interpreter.exitcode is None:
             return interpreter
         interpreter.end()
-    batch = [ReadyInterpreter() for _ in range(min(READY_MOST, len(os.sched_getaffinity(0))))]
+    batch = [ReadyInterpreter(sandboxed) for _ in range(min(READY_MOST, len(os.sched_getaffinity(0))))]
     _ready.extend(batch)  # held from their start: an interrupt while they import still ends them (`end_ready`)
     for interpreter in batch:
         if not interpreter.wait_ready(READY_WAIT_S):
             _ready.remove(interpreter)
             interpreter.end()
-    return _ready.pop() if _ready else None
+    return _waiting(sandboxed)
 
 
-def handed_ahead(args: tuple) -> Optional[multiprocessing.Process]:
+def _waiting(sandboxed: bool) -> Optional[ReadyInterpreter]:
+    """The interpreter started ahead that is taken next (the last started) for such a run, out of the list."""
+    for index in range(len(_ready) - 1, -1, -1):
+        if _ready[index].sandboxed == sandboxed:
+            return _ready.pop(index)
+    return None
+
+
+def handed_ahead(args: tuple, sandboxed: bool = False) -> Optional[multiprocessing.Process]:
     """The run handed to an interpreter started ahead; None where none could take it."""
-    while (ready := ready_interpreter()) is not None:
+    while (ready := ready_interpreter(sandboxed)) is not None:
         try:
             ready.connection.send(args)
         except OSError:  # it died while it waited
@@ -227,10 +238,18 @@ def end_ready() -> None:
         _ready.pop().end()
 
 
-def _ready_child(connection, modules: list[str]) -> None:
+def _ready_child(connection, modules: list[str], sandboxed: bool) -> None:
     import importlib
 
     prepare_child()
+    if sandboxed:
+        from advisor.harness.sandbox import become_pid_one, enter_namespaces
+
+        try:
+            enter_namespaces()
+        except OSError:
+            os._exit(1)  # never ready: the run starts an interpreter of its own, which says why
+        become_pid_one()
     for name in modules:
         importlib.import_module(name)
     connection.send(READY)
@@ -239,7 +258,7 @@ def _ready_child(connection, modules: list[str]) -> None:
     except (EOFError, OSError):  # ended unused
         os._exit(0)
     connection.close()
-    _run_then_exit(*args)
+    _run_then_exit(*args, entered=sandboxed)
 
 
 def _child(spec_path: str, result_path: str, log_path: str, config: bytes) -> None:
@@ -247,13 +266,15 @@ def _child(spec_path: str, result_path: str, log_path: str, config: bytes) -> No
     _run_then_exit(spec_path, result_path, log_path, config)
 
 
-def _run_then_exit(spec_path: str, result_path: str, log_path: str, config: bytes) -> None:
+def _run_then_exit(spec_path: str, result_path: str, log_path: str, config: bytes, entered: bool = False) -> None:
+    """`entered`: this process is pid 1 of its copy's namespaces already (started ahead for a script)."""
     from advisor.harness.lifetime import exit_now
 
     with open(spec_path) as handle:
         observer = json.load(handle).get("observer")
-    # a new interpreter is the observer's own child; a fork is the template process's
-    code = run_child_spec(spec_path, result_path, log_path, config, "fresh" if os.getppid() == observer else "forked")
+    # a new interpreter is the observer's own child (or, `entered`, its child's); a fork is the template process's
+    fresh = entered or os.getppid() == observer
+    code = run_child_spec(spec_path, result_path, log_path, config, "fresh" if fresh else "forked", entered)
     # The result is written: the run ends here (what the job left running, the parent kills with
     # the tree; a sandboxed run's pid 1 ends the script's threads and processes so).
     exit_now(code or 0)
@@ -273,9 +294,11 @@ def prepare_child() -> None:
     resource_tracker._resource_tracker = resource_tracker.ResourceTracker()
 
 
-def run_child_spec(spec_path: str, result_path: str, log_path: str, config: bytes, interpreter: str) -> Optional[int]:
+def run_child_spec(spec_path: str, result_path: str, log_path: str, config: bytes, interpreter: str,
+                   entered: bool = False) -> Optional[int]:
     """Runs one spec in this process, its output to `log_path`; returns the exit status a
-    sandboxed run must end its process with, None otherwise."""
+    sandboxed run must end its process with, None otherwise. `entered`: already pid 1 of the
+    namespaces of a copy of the machine, which is built here."""
     log = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     os.dup2(log, 1)
     os.dup2(log, 2)
@@ -294,9 +317,9 @@ def run_child_spec(spec_path: str, result_path: str, log_path: str, config: byte
         join(spec["cgroup"])
     sandboxed = bool(spec.get("sandbox"))
     if sandboxed:  # from here on, a copy of the machine (`advisor.harness.sandbox`)
-        from advisor.harness.sandbox import enter
+        from advisor.harness.sandbox import enter, move_into_copy
 
-        enter(spec["scratch"])
+        (move_into_copy if entered else enter)(spec["scratch"])
     limit_data_segment(spec["memory_limit_mb"])
     code = main(spec_path, result_path, interpreter, config)
     if sandboxed:

@@ -59,8 +59,8 @@ def run_measurement(
             "scratch": folder, "observer": os.getpid(), "sandbox": sandboxed(config),
             "progress": str(progress_path) if watch else None}))
         started = time.perf_counter()
-        key, child = _started(plan, mode, fresh, keepable(config, group, watch), (str(spec_path), str(result_path), str(log_path)),
-                              config_bytes)
+        key, child = _started(plan, mode, fresh, (str(spec_path), str(result_path), str(log_path)), config_bytes,
+                              alone=group is None and watch is None, script=config.workload.SANDBOXED, sandbox=sandboxed(config))
         timed_out = True
         try:  # in a cgroup the kernel enforces the budget; the sampler only guards the machine
             with ResourceSampler(child.pid, None if group else limit_mb, budget=group is None and memory_limit_mb is not None) as sampler:
@@ -152,23 +152,19 @@ def _wait(child, timeout_s: float, watch: Optional[Callable[[dict], str]] = None
     return True, ""
 
 
-def _started(plan: dict, mode: str, fresh: Union[bool, str], held: bool, paths: tuple[str, str, str], config: bytes):
+def _started(plan: dict, mode: str, fresh: Union[bool, str], paths: tuple[str, str, str], config: bytes,
+             alone: bool, script: bool, sandbox: bool):
     """The run started, and the key of the kept interpreters it went to: the one whose turn it is, where `fresh`
-    says "kept" and the run may be `held` (`keepable`); else (key None) a new child, one started ahead where
-    `fresh` says "ahead"."""
-    if held and fresh == "kept":
+    says "kept"; else (key None) a new child, one started ahead where `fresh` says "ahead". Only a run `alone`
+    goes to either: not one held to a cgroup (every page it touches, imports too, is charged there) or watched
+    as it goes; and a `script`'s never to a kept one (its modules and globals would stay imported from the run
+    before). A `sandbox`ed script's interpreter started ahead entered its copy's namespaces before its imports."""
+    if alone and not script and fresh == "kept":
         key = kept_key(plan, mode)
         interpreter = kept.interpreter_for(key)
         interpreter.start(*paths, config)
         return key, interpreter
-    return None, launch.start(*paths, fresh=bool(fresh), config=config, ahead=held and fresh == "ahead")
-
-
-def keepable(config: "AdvisorConfig", group: Optional[Path], watch: Optional[Callable]) -> bool:
-    """Whether a run may go to a kept interpreter, or one started ahead: not a script's (its modules
-    and globals would stay imported from the run before, and a sandboxed run is pid 1 of its own),
-    nor one held to a cgroup (every page it touches, imports too, is charged there) or watched as it goes."""
-    return not config.workload.SANDBOXED and group is None and watch is None
+    return None, launch.start(*paths, fresh=bool(fresh), config=config, ahead=alone and fresh == "ahead", sandboxed=sandbox)
 
 
 def kept_key(plan: dict, mode: str) -> tuple[str, str]:

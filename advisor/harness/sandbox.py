@@ -140,14 +140,28 @@ def enter(scratch: str) -> None:
     process that forked it waits for it and exits with its status, never returning. The
     copy's layers live in `scratch/sandbox`; `scratch` itself stays the real folder (the run's
     result, log and progress files are written there)."""
+    enter_namespaces()
+    become_pid_one()
+    move_into_copy(scratch)
+
+
+def become_pid_one() -> None:
+    """Forks pid 1 of the namespaces just entered and returns in it; this process stays outside,
+    waits for it and exits with its status, never returning. An interpreter started ahead of a
+    script's run does this before its imports: unshare(2) of a mount namespace needs a process of
+    one thread, and importing torch starts others."""
     from advisor.harness.lifetime import die_with_parent
 
-    enter_namespaces()
     pid = os.fork()
     if pid != 0:  # stays outside the copy, waits for the run
         _, status = os.waitpid(pid, 0)
         os._exit(os.waitstatus_to_exitcode(status) if os.WIFEXITED(status) else 1)
     die_with_parent()  # pid 1: its end ends every process of the namespace
+
+
+def move_into_copy(scratch: str) -> None:
+    """Builds the run's copy of the machine (its layers in `scratch`) and makes it this process's
+    root, in the same folder as before."""
     here = os.getcwd()
     root = build_root(Path(scratch))
     os.chroot(root)
