@@ -42,6 +42,12 @@ class Diagnosed:
     def bottleneck(self) -> Optional[str]:
         return self.diagnoses[0].bottleneck if self.diagnoses else None
 
+    @property
+    def baseline_failed(self) -> str:
+        """Why the job failed as it is (crashed, hung, a nan loss: `advisor diagnose`'s exit status
+        4, and then no bottleneck); empty where it ran."""
+        return "" if self.evidence.full.ok else self.evidence.full.reason
+
     def to_dict(self) -> dict:
         return {"workload": self.config.name, "bottleneck": self.bottleneck,
                 "diagnoses": [d.to_dict() for d in self.diagnoses], "evidence": self.evidence.to_dict()}
@@ -209,6 +215,9 @@ def check_main_guard() -> None:
 
     main = sys.modules.get("__main__")
     path = getattr(main, "__file__", None)
+    if path == "<stdin>" and getattr(main, "__spec__", None) is None:  # `python - < script.py`
+        raise UserError("the script was read from standard input, which measurement children cannot import again "
+                        "(as multiprocessing's cannot: each would crash); save it to a file and run python FILE.py")
     if getattr(main, "__spec__", None) is not None or not path or not str(path).endswith(".py") or not Path(path).is_file():
         return  # python -m, python -c, a notebook, the advisor command: a script run by its path is imported again
     frame = sys._getframe(1)

@@ -471,6 +471,10 @@ def test_a_script_that_calls_advisor_without_the_main_guard_is_told_how_to_fix_i
     last = unguarded.stderr.strip().splitlines()[-1]
     assert "unguarded.py:2: advisor is called at the top level of the script" in last
     assert 'put the call under `if __name__ == "__main__":`' in last
+    piped = subprocess.run([sys.executable, "-"], input=(tmp_path / "guarded.py").read_text(), cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)  # each child crashed, unreadable, before
+    assert piped.returncode == 1 and "measured" not in piped.stdout and "crashed" not in piped.stderr
+    assert "read from standard input" in piped.stderr.strip().splitlines()[-1] and "FILE.py" in piped.stderr
     guarded = subprocess.run([sys.executable, "guarded.py"], cwd=tmp_path, capture_output=True, text=True, timeout=300)
     assert guarded.returncode == 0 and "measured" in guarded.stdout, guarded.stderr[-2000:]
 

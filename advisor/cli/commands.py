@@ -66,8 +66,8 @@ def run_diagnose(args: argparse.Namespace) -> int:
         print(json.dumps(done.to_dict(), indent=2))
     else:
         print(render_diagnosis(done.config.name, done.evidence, done.diagnoses))
-    if not done.evidence.full.ok:
-        return baseline_failed(done.evidence.full.reason, "diagnose")
+    if done.baseline_failed:
+        return baseline_failed(done.baseline_failed, "diagnose")
     return 0
 
 
