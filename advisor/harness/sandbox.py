@@ -148,8 +148,8 @@ def enter(scratch: str) -> None:
 def become_pid_one() -> None:
     """Forks pid 1 of the namespaces just entered and returns in it; this process stays outside,
     waits for it and exits with its status, never returning. An interpreter started ahead of a
-    script's run does this before its imports: unshare(2) of a mount namespace needs a process of
-    one thread, and importing torch starts others."""
+    script's run does this before its imports: unshare(2) refuses a user namespace (which a user
+    without root enters) to a process of several threads, and importing torch starts threads."""
     from advisor.harness.lifetime import die_with_parent
 
     pid = os.fork()
