@@ -197,9 +197,22 @@ def loader_lines(payload: dict) -> list[str]:
     return lines + (said("loader model, the verified #1", model["verified_top"]) if "verified_top" in model else [])
 
 
-def table_header(level: str) -> str:
-    """The ranking's header, its interval column named at the level the intervals were drawn at."""
-    return f"{'rank':<5}{'fix':<34}{'speedup':>8}  {level + ' interval':<14}{'verified':<10}{'numerics':<10}{'peak MB':>8}"
+def table_header(level: str, width: int = 0) -> str:
+    """The ranking's header, its interval column named at the level the intervals were drawn at
+    (`width`: the column's, `interval_width`; at least its name's and two spaces)."""
+    name = f"{level} interval"
+    return f"{'rank':<5}{'fix':<34}{'speedup':>8}  {name:<{max(width, len(name) + 2)}}{'verified':<10}{'numerics':<10}{'peak MB':>8}"
+
+
+def interval_width(level: str, recs: list[dict]) -> int:
+    """The interval column's width: its name's or its widest interval's ("95-98% interval",
+    "12.40-15.60x"), and two spaces."""
+    return max(len(f"{level} interval"), *(len(interval_text(rec)) for rec in recs)) + 2
+
+
+def interval_text(rec: dict) -> str:
+    low, high = rec["interval"]
+    return "-" if rec["speedup"] <= 0 else f"{low:.2f}-{high:.2f}x"
 
 
 def render_recommendations(payload: dict, verbose: bool = False) -> str:
@@ -208,9 +221,10 @@ def render_recommendations(payload: dict, verbose: bool = False) -> str:
     recs = payload["recommendations"]
     lines = baseline_lines(payload) + [""] + verdict_line(payload)
     if recs:
-        lines.append(table_header(levels_of(recs)))
+        width = interval_width(levels_of(recs), recs)
+        lines.append(table_header(levels_of(recs), width))
         for rec in recs:
-            lines += row_lines(rec) + detail_lines(rec, payload) + contribution_lines(rec, payload)
+            lines += row_lines(rec, width) + detail_lines(rec, payload) + contribution_lines(rec, payload)
             lines += [one_off_line(cost) for cost in rec.get("one_off", {}).values()]
     lines += unvectorised_lines(payload) + rejection_lines(payload["rejected"], verbose)
     if recs and recs[0]["verified"]:
@@ -261,17 +275,17 @@ def verdict_line(payload: dict) -> list[str]:
     return [f"nothing clears the bar: no fix was verified at >= {payload['min_speedup']:.2f}x with unchanged results"]
 
 
-def row_lines(rec: dict) -> list[str]:
-    """A recommendation's row of the table, and the settings it changes."""
-    low, high = rec["interval"]
+def row_lines(rec: dict, width: int = 14) -> list[str]:
+    """A recommendation's row of the table (`width`: the interval column's), and the settings it changes."""
     numerics = rec["numerics"]
     numerics_text = "n/a" if not numerics else ("ok" if numerics["passed"] else "FAILED")
     status = "yes" if rec["verified"] else "flaky" if rec.get("failed_runs") else "no"
     if rec["speedup"] <= 0:  # no round measured it (a busy machine set every one aside): nothing to show
-        speedup, interval, peak = f"{'-':>8}", f"{'-':<14}", f"{'-':>8}"
+        speedup, peak = f"{'-':>8}", f"{'-':>8}"
         status = "busy" if rec.get("status") == "busy" else status
     else:
-        speedup, interval, peak = f"{rec['speedup']:>7.2f}x", f"{low:.2f}-{high:.2f}x{'':<4}", f"{rec['peak_memory_mb']:>8,.0f}"
+        speedup, peak = f"{rec['speedup']:>7.2f}x", f"{rec['peak_memory_mb']:>8,.0f}"
+    interval = f"{interval_text(rec):<{width}}"
     return [f"{rec['rank']:<5}{'+'.join(rec['recipes'])[:33]:<34}{speedup}  {interval}{status:<10}{numerics_text:<10}{peak}",
             f"     {', '.join(f'{k}={v}' for k, v in rec['changes'].items())}"]
 

@@ -573,6 +573,22 @@ def test_a_candidate_no_round_measured_shows_dashes_not_zeros():
     assert "1.20x" in measured and "1.10-1.30x" in measured and measured.split()[-1] == "300"
 
 
+
+def test_the_interval_column_holds_a_level_range_and_a_tenfold_speedup():
+    """"95-98% interval" ran into "verified" in the header, and a 12.40-15.60x interval would push
+    its row's columns right: the column is as wide as its widest entry, and two spaces."""
+    from advisor.report import interval_width, row_lines, table_header
+
+    first = {"rank": 1, "recipes": ["dataloader"], "changes": {}, "speedup": 14.2, "interval": (12.4, 15.6),
+             "verified": True, "numerics": {"passed": True}, "peak_memory_mb": 300.0}
+    recs = [first, {**first, "rank": 2, "speedup": 1.3, "interval": (1.2, 1.4)}]
+    for level in ("95%", "95-98%"):
+        width = interval_width(level, recs)
+        header, rows = table_header(level, width), [row_lines(rec, width)[0] for rec in recs]
+        column = header.index("verified")
+        assert header[column - 2:column] == "  " and all(row[column:].startswith("yes ") for row in rows), [header, *rows]
+    assert table_header("95%") == table_header("95%", interval_width("95%", recs[1:])), "the README's sample stays as printed"
+
 def test_no_renderer_spells_a_level_of_its_own():
     """The level lives in the verdict (`advisor.verdict`); nothing else writes "95%" into what it prints."""
     import ast
