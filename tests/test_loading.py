@@ -197,6 +197,36 @@ def test_an_epochs_end_is_charged_where_the_workers_start_again_and_not_where_th
     assert afresh.epoch["charged_s"] == pytest.approx(afresh.epoch["end_s"] / 2)
 
 
+class Fetcher(Dataset):
+    """Each sample says which process fetched it."""
+
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, index):
+        import os
+
+        return index, os.getpid()
+
+
+def test_an_epoch_made_short_starts_each_persistent_worker_once_and_the_next_epoch_is_whole():
+    """An epoch's end with persistent workers is timed on a second epoch: the first, of one batch
+    a worker, only starts them (it was a whole epoch, run through the step: a third of a run's time
+    where the workers queue many batches)."""
+    from advisor.harness.train import Shortened
+
+    sampler = Shortened(torch.utils.data.SequentialSampler(range(64)))
+    loader = DataLoader(Fetcher(), batch_size=8, sampler=sampler, num_workers=2, persistent_workers=True,
+                        multiprocessing_context="fork")
+    sampler.limit = 2 * 8
+    first = [batch for batch in loader]
+    sampler.limit = None
+    second = [batch for batch in loader]
+    assert [len(indices) for indices, _ in first] == [8, 8] and len({int(pids[0]) for _, pids in first}) == 2
+    assert [int(i) for indices, _ in second for i in indices] == list(range(64))
+    assert {int(p) for _, pids in second for p in pids} == {int(pids[0]) for _, pids in first}, "the same workers"
+
+
 def test_the_epochs_end_is_shown_where_it_was_charged_and_logged_with_each_run():
     """A run with workers says what an epoch's end cost and the share of its time charged: in the
     diagnosis, on the baseline's and each fix's lines of the table, and as MLflow metrics."""

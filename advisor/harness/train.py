@@ -13,6 +13,7 @@ Modes (the differential runs, after DS-Analyzer):
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import random
@@ -139,17 +140,34 @@ def epoch_charge(job: "TrainJob", loader: DataLoader, batches: Iterator, step: C
 def epoch_end_s(job: "TrainJob", plan: dict, step: Callable, device: torch.device, steady_s: float, steps: int) -> float:
     """Seconds an epoch's start and end cost over `steady_s` a step: an epoch of `steps` batches
     (as many as the workers can have queued twice over, the refill) run whole, its workers
-    started and, at its last batch, stopped; with persistent workers the second such epoch, their
-    reset. At least 0."""
-    sampler = RandomSampler(job.dataset, num_samples=steps * int(plan["batch_size"]),
-                            generator=torch.Generator().manual_seed(2))
+    started and, at its last batch, stopped; with persistent workers their reset, timed on a
+    second epoch after a first of one batch a worker (what starts each of them). At least 0."""
+    sampler = Shortened(RandomSampler(job.dataset, num_samples=steps * int(plan["batch_size"]),
+                                      generator=torch.Generator().manual_seed(2)))
     short = make_loader(job, plan, sampler)
-    for _ in range(2 if short.persistent_workers else 1):
-        started = time.perf_counter()
-        for batch in short:
-            float(step(to_device(batch, device, plan)))
-        spent = time.perf_counter() - started
-    return max(0.0, spent - steps * steady_s)
+    if short.persistent_workers:
+        sampler.limit = short.num_workers * int(plan["batch_size"])
+        for _ in short:
+            pass
+        sampler.limit = None
+    started = time.perf_counter()
+    for batch in short:
+        float(step(to_device(batch, device, plan)))
+    return max(0.0, time.perf_counter() - started - steps * steady_s)
+
+
+class Shortened(torch.utils.data.Sampler):
+    """A sampler's indices, the first `limit` of them while `limit` is set: a loader's epoch made
+    shorter without a new loader (whose persistent workers would be new too)."""
+
+    def __init__(self, sampler: torch.utils.data.Sampler):
+        self.sampler, self.limit = sampler, None
+
+    def __iter__(self) -> Iterator[int]:
+        return itertools.islice(iter(self.sampler), self.limit)
+
+    def __len__(self) -> int:
+        return len(self.sampler) if self.limit is None else min(self.limit, len(self.sampler))
 
 
 def nudge_by_one_ulp(parameters: Iterable[torch.Tensor], seed: int) -> None:
