@@ -1,0 +1,78 @@
+"""How soon the quickstart gives its first verified fix, and how long its whole session takes.
+
+    python -m experiments.first_fix [--runs 5] [--whole] [--config configs/quickstart.yaml]
+
+Each run copies the config and the Python files beside it into an empty folder, as a user would,
+and runs `advisor optimize` there with the defaults. It reads the session's own line "first
+verified fix N s after the start" (counted from advisor's start), and the wall time of the
+command from its launch (interpreter start and imports included). Without `--whole` a run is
+interrupted (Ctrl-C, which advisor handles as a user's) once the first fix is said; with it, the
+session runs to its end. Prints each run, then the minimum, median and maximum.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+FIRST_FIX = re.compile(r"first verified fix (\d+) s after the start: (.*)")
+
+
+def one_run(config: Path, whole: bool) -> tuple[Optional[float], Optional[float], str]:
+    """(the session's first-fix seconds, the command's wall seconds to its end or None when
+    interrupted, the fix it named); the first is None where no fix was verified."""
+    with tempfile.TemporaryDirectory(prefix="first-fix-") as folder:
+        for source in [config, *config.parent.glob("*.py")]:
+            shutil.copy(source, folder)
+        started = time.perf_counter()
+        process = subprocess.Popen([sys.executable, "-m", "advisor.cli", "optimize", config.name], cwd=folder,
+                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+        first, named = None, ""
+        for line in process.stdout:
+            found = FIRST_FIX.search(line)
+            if found and first is None:
+                first, named = float(found.group(1)), found.group(2)[:70]
+                if not whole:
+                    os.killpg(process.pid, signal.SIGINT)
+        process.wait()
+        return first, (time.perf_counter() - started) if whole else None, named
+
+
+def spread(values: list[float]) -> str:
+    if not values:
+        return "none"
+    return f"min {min(values):.0f} s, median {statistics.median(values):.0f} s, max {max(values):.0f} s"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--whole", action="store_true", help="run each session to its end")
+    parser.add_argument("--config", type=Path, default=ROOT / "configs" / "quickstart.yaml")
+    args = parser.parse_args()
+    firsts, wholes = [], []
+    for index in range(args.runs):
+        first, whole, named = one_run(args.config.resolve(), args.whole)
+        print(f"run {index + 1}: first verified fix {'none' if first is None else f'{first:.0f} s'}"
+              + (f", whole session {whole:.0f} s" if whole is not None else "") + (f" ({named})" if named else ""), flush=True)
+        firsts += [first] if first is not None else []
+        wholes += [whole] if whole is not None else []
+        time.sleep(2)  # the interrupted session's processes are gone before the next one times anything
+    print(f"first verified fix over {args.runs} runs: {spread(firsts)} ({args.runs - len(firsts)} without one)")
+    if args.whole:
+        print(f"whole session: {spread(wholes)}")
+
+
+if __name__ == "__main__":
+    main()
