@@ -84,8 +84,9 @@ def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per
     """The highest rate found to keep the SLO (0.0: none down to the start / 2**HALVINGS), and
     every point replayed, by rate. Doubles from `start_per_s` until a rate breaks the SLO (or
     halves, when the start already does), in short replays; replays the highest rate that kept
-    the SLO again in full, halving while a full replay breaks it; then bisects (geometrically)
-    in full replays until the two are within `PRECISION`. The rate it reports kept the SLO in a
+    the SLO again in full, halving while a full replay breaks it; then narrows the bracket in
+    full replays until the two are within `PRECISION`, each step at the rate the two ends' p95
+    point to (`toward_the_slo`), or after a step that kept the SLO at the geometric middle. The rate it reports kept the SLO in a
     full replay. At most `MAX_POINTS` replays in all, and none begun once `out_of_time` says so
     (the rate that last kept the SLO in full is then the figure, less precise). While doubling,
     a rate that breaks the SLO is replayed once more before it bounds the search: one stall in
@@ -94,12 +95,15 @@ def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per
     `measure_at(rate, full)`: `full`, over every timed request (`requests_at`)."""
     points: list[Point] = []
     confirmed = [0.0]  # the rates that kept the SLO in a full replay
+    p95_at: dict[float, Optional[float]] = {}  # each rate's p95 (None: saturated), a full replay's over a short one's
 
     def keeps(rate: float, full: bool = False) -> bool:
         if out_of_time():
             return False
         points.append(measure_at(rate, full))
         kept = points[-1].within(slo_ms)
+        if full or rate not in p95_at:
+            p95_at[rate] = points[-1].p95_ms
         if kept and full:
             confirmed.append(rate)
         return kept
@@ -119,13 +123,28 @@ def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per
     while low > 0 and low not in confirmed and len(points) < MAX_POINTS and not out_of_time():  # the open bracket's, in full
         if not keeps(low, full=True):
             high, low = low, (low / 2 if low / 2 >= start_per_s / 2 ** HALVINGS else 0.0)
+    read_off = True
     while low > 0 and high / low > PRECISION and len(points) < MAX_POINTS and not out_of_time():
-        middle = math.sqrt(low * high)
-        if keeps(middle, full=True):
-            low = middle
-        else:
-            high = middle
+        middle = toward_the_slo(low, high, p95_at.get(low), p95_at.get(high), slo_ms) if read_off else math.sqrt(low * high)
+        kept = keeps(middle, full=True)
+        low, high = (middle, high) if kept else (low, middle)
+        read_off = not kept  # after a step that kept the SLO, a plain bisection: the bracket halves (in log) every two steps
     return max(confirmed), sorted(points, key=lambda p: p.offered_per_s)
+
+
+def toward_the_slo(low: float, high: float, low_p95: Optional[float], high_p95: Optional[float], slo_ms: float) -> float:
+    """The next rate to replay between `low` (kept the SLO) and `high` (broke it): where the SLO
+    falls, read off the two ends' p95 (only to choose the rate: the figure rests on full
+    replays), whose reciprocal falls about linearly with the arrival rate as a queue fills (one
+    server: 1 / sojourn time = service rate - arrival rate); the geometric middle where a p95 is
+    unknown (a saturated replay shows none). Kept inside the bracket's inner 80% (in log), so
+    that a step always narrows it. A pure function."""
+    middle = math.sqrt(low * high)
+    if not low_p95 or not high_p95 or high_p95 <= low_p95:
+        return middle
+    share = (1 / low_p95 - 1 / slo_ms) / (1 / low_p95 - 1 / high_p95)
+    rate = low + share * (high - low)
+    return min(max(rate, low * (high / low) ** 0.1), low * (high / low) ** 0.9)
 
 
 def saturates_at(points: list[Point]) -> Optional[float]:
