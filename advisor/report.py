@@ -272,7 +272,25 @@ def verdict_line(payload: dict) -> list[str]:
         return []
     if any(was_busy(rec) for rec in recs):
         return ["nothing verified: the machine was busy while the fixes were verified; run it again on a quiet machine"]
-    return [f"nothing clears the bar: no fix was verified at >= {payload['min_speedup']:.2f}x with unchanged results"]
+    return [f"nothing clears the bar: no fix was verified at >= {payload['min_speedup']:.2f}x with unchanged results",
+            *ruled_out_lines(recs, payload["min_speedup"])]
+
+
+def ruled_out_lines(recs: list[dict], bar: float) -> list[str]:
+    """What the verifications that fell short did settle: every one of their intervals under the
+    bar is an answer (none of these fixes is worth it, and how fast the best could be at most);
+    an interval astride it is not, and says so. A pure function."""
+    short = [rec for rec in recs if rec.get("status") == "short" and rec["speedup"] > 0]
+    if not short:
+        return []
+    astride = [rec for rec in short if rec["interval"][1] >= bar]
+    if not astride:
+        best = max(short, key=lambda rec: rec["interval"][1])
+        return [f"ruled out at {levels_of(short)}: none of the {len(short)} fix(es) verified is {bar:.2f}x or more; "
+                f"the fastest, {'+'.join(best['recipes'])}, is at most {best['interval'][1]:.2f}x"]
+    return [f"not settled: {'+'.join(rec['recipes'])} {rec['speedup']:.2f}x ({rec['interval'][0]:.2f}-"
+            f"{rec['interval'][1]:.2f}x, {rec.get('rounds', 0)} rounds) may or may not reach {bar:.2f}x; more rounds "
+            "(search.max_pairs) or a quieter machine would tell" for rec in astride]
 
 
 def row_lines(rec: dict, width: int = 14) -> list[str]:

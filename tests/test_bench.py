@@ -302,3 +302,28 @@ def test_the_plain_loop_makes_no_tensor_of_its_own_when_nothing_is_accumulated()
     split = ops_of(lambda *batch: backward_pass(*batch, split_always=True))
     assert plain == hand, (plain[0], hand[0])
     assert len(split[0]) > len(plain[0]) and split[1] == pytest.approx(plain[1]), split[0]
+
+
+def test_the_peers_pick_is_its_own_rule_and_its_knobs_become_plan_keys_on_a_workload_of_the_configs_builders():
+    """experiments/peer.py: the peer picks the fewest workers within 2% of its fastest trial; its
+    knobs become the plan keys the plain loop applies; its workload file builds the config's job."""
+    from experiments.peer import as_plan, peer_pick, peer_workload
+
+    knobs = {"num_workers": 0, "prefetch_factor": None, "persistent_workers": False, "num_threads": None, "amp": False,
+             "compile": False}
+    trials = [{"knobs": {**knobs, "num_workers": 4, "persistent_workers": True}, "result": {"throughput": 1000.0}},
+              {"knobs": {**knobs, "num_workers": 2, "persistent_workers": True}, "result": {"throughput": 985.0}},
+              {"knobs": {**knobs, "num_workers": 1}, "result": {"throughput": 900.0}},
+              {"knobs": {**knobs, "num_workers": 8}, "result": {"error": "crashed"}}]
+    pick = peer_pick({"baseline": {"throughput": 250.0}, "trials": trials})
+    assert pick["num_workers"] == 2 and pick["claimed"] == pytest.approx(3.94)
+    assert as_plan(pick) == {"dataloader.num_workers": 2, "dataloader.persistent_workers": True,
+                             "dataloader.prefetch_factor": None}
+    assert as_plan({**knobs, "num_threads": 1, "amp": True, "compile": True}) == {
+        "dataloader.num_workers": 0, "threads.intra_op": 1, "amp.dtype": "bfloat16", "compile.mode": "default"}
+    text = peer_workload({"name": "q", "workload": {"model": "cnn.py:build_model", "model_args": {"width": 32},
+                                                    "dataset": "cnn.py:build_dataset", "dataset_args": {"n": 64},
+                                                    "optimizer": {"name": "SGD", "lr": 0.05}, "batch_size": 16}})
+    compile(text, "workload.py", "exec")
+    assert "from cnn import build_model" in text and "build_dataset(**{'n': 64})" in text
+    assert "torch.optim.SGD(model.parameters(), **{'lr': 0.05})" in text and "default_batch_size=16" in text
