@@ -86,8 +86,8 @@ def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per
     halves, when the start already does), in short replays; replays the highest rate that kept
     the SLO again in full, halving while a full replay breaks it; then narrows the bracket in
     full replays until the two are within `PRECISION`, each step at the rate the two ends' p95
-    point to (`toward_the_slo`), or after a step that kept the SLO at the geometric middle. The rate it reports kept the SLO in a
-    full replay. At most `MAX_POINTS` replays in all, and none begun once `out_of_time` says so
+    point to (`toward_the_slo`), or after a step that kept the SLO at the geometric middle. The
+    rate it reports kept the SLO in a full replay. At most `MAX_POINTS` replays in all, and none begun once `out_of_time` says so
     (the rate that last kept the SLO in full is then the figure, less precise). While doubling,
     a rate that breaks the SLO is replayed once more before it bounds the search: one stall in
     one replay (a p95 over a few hundred requests rests on its slowest few) would otherwise

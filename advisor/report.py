@@ -288,9 +288,9 @@ def ruled_out_lines(recs: list[dict], bar: float) -> list[str]:
         best = max(short, key=lambda rec: rec["interval"][1])
         return [f"ruled out at {levels_of(short)}: none of the {len(short)} fix(es) verified is {bar:.2f}x or more; "
                 f"the fastest, {'+'.join(best['recipes'])}, is at most {best['interval'][1]:.2f}x"]
-    return [f"not settled: {'+'.join(rec['recipes'])} {rec['speedup']:.2f}x ({rec['interval'][0]:.2f}-"
-            f"{rec['interval'][1]:.2f}x, {rec.get('rounds', 0)} rounds) may or may not reach {bar:.2f}x; more rounds "
-            "(search.max_pairs) or a quieter machine would tell" for rec in astride]
+    return [f"not settled: {'+'.join(rec['recipes'])} {rec['speedup']:.2f}x ({interval_text(rec)}, {rec.get('rounds', 0)} "
+            f"rounds) may or may not reach {bar:.2f}x; more rounds (search.max_pairs) or a quieter machine would tell"
+            for rec in astride]
 
 
 def row_lines(rec: dict, width: int = 14) -> list[str]:

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import signal
 import statistics
 import subprocess
@@ -25,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Optional
 
+from experiments import copied_with_its_code
+
 ROOT = Path(__file__).resolve().parents[1]
 FIRST_FIX = re.compile(r"first verified fix (\d+) s after the start: (.*)")
 
@@ -33,8 +34,7 @@ def one_run(config: Path, whole: bool) -> tuple[Optional[float], Optional[float]
     """(the session's first-fix seconds, the command's wall seconds to its end or None when
     interrupted, the fix it named); the first is None where no fix was verified."""
     with tempfile.TemporaryDirectory(prefix="first-fix-") as folder:
-        for source in [config, *config.parent.glob("*.py")]:
-            shutil.copy(source, folder)
+        copied_with_its_code(config, Path(folder))
         started = time.perf_counter()
         process = subprocess.Popen([sys.executable, "-m", "advisor.cli", "optimize", config.name], cwd=folder,
                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)

@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import yaml
 
+from experiments import copied_with_its_code
 from experiments.reproduce import plain_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -93,15 +93,9 @@ def as_plan(knobs: dict) -> dict:
     return plan
 
 
-def copied(config: Path, folder: Path) -> Path:
-    for source in [config, *config.parent.glob("*.py")]:
-        shutil.copy(source, folder)
-    return folder / config.name
-
-
 def run_peer(peer: str, config: Path) -> tuple[float, dict]:
     with tempfile.TemporaryDirectory(prefix="peer-") as folder:
-        path = copied(config, Path(folder))
+        path = copied_with_its_code(config, Path(folder))
         (Path(folder) / "workload.py").write_text(peer_workload(yaml.safe_load(path.read_text())))
         started = time.perf_counter()
         subprocess.run([peer, "tune", "workload.py", "--save-raw", "raw.json", "--no-plots"], cwd=folder,
@@ -111,7 +105,7 @@ def run_peer(peer: str, config: Path) -> tuple[float, dict]:
 
 def run_advisor(config: Path) -> tuple[float, dict]:
     with tempfile.TemporaryDirectory(prefix="advisor-") as folder:
-        path = copied(config, Path(folder))
+        path = copied_with_its_code(config, Path(folder))
         started = time.perf_counter()
         done = subprocess.run([sys.executable, "-m", "advisor.cli", "optimize", path.name], cwd=folder,
                               capture_output=True, text=True, check=True)
