@@ -260,7 +260,25 @@ def baseline_lines(payload: dict) -> list[str]:
         lines.append(f"{len(payload['pruned'])} of {len(payload['pruned']) + len(payload.get('trials', []))} trials "
                      f"pruned midway, clearly losing (trial {', '.join('#' + str(p['number']) for p in payload['pruned'])})"
                      + (f": about {unrun:,.1f} s of their timed windows left unrun, at their pace so far" if unrun else ""))
-    return lines + bucket_lines(payload) + loader_lines(payload) + capacity_lines(payload) + answered_lines(payload)
+    return (lines + ruled_out_plan_lines(payload) + bucket_lines(payload) + loader_lines(payload) + capacity_lines(payload)
+            + answered_lines(payload))
+
+
+def ruled_out_plan_lines(payload: dict) -> list[str]:
+    """The plans the search did not measure, each a variant of one that ran clearly slower than
+    the baseline: how many, and which trials ruled them out (`search.dominance`)."""
+    ruled_out = payload.get("ruled_out", [])
+    if not ruled_out:
+        return []
+    by = {item["by"]["trial"]: item["by"] for item in ruled_out}
+    named = "; ".join(loser_text(by[number]) for number in sorted(by))
+    return [f"{len(ruled_out)} plan(s) not measured: each adds to a plan that ran clearly slower than the baseline's trial "
+            f"({named}); the same plans without those changes were measured instead"]
+
+
+def loser_text(loser: dict) -> str:
+    made = ", ".join(f"{key}={value}" for key, value in loser["changes"].items())
+    return f"#{loser['trial']}: {made}, at most {loser['ratio']:.2f}x"
 
 
 def verdict_line(payload: dict) -> list[str]:

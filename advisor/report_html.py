@@ -10,7 +10,7 @@ import html
 from pathlib import Path
 
 from advisor.outputs import write_whole
-from advisor.report import SHOWN_REJECTIONS, loader_lines, render_recommendations, write_plots
+from advisor.report import SHOWN_REJECTIONS, loader_lines, render_recommendations, ruled_out_plan_lines, write_plots
 from advisor.verdict import levels_of
 
 LEAD_FIGURE = "speedup.png"  # the speedups with their intervals: what the page leads with
@@ -121,6 +121,7 @@ def rejected_section(payload: dict) -> list[str]:
     if len(rejected) > SHOWN_REJECTIONS:
         parts.append(f"<li>... and {len(rejected) - SHOWN_REJECTIONS} more (recommendations.json)</li>")
     parts += [f"<li>{escape(name)} not tried: {escape(why)}</li>" for name, why in skipped.items()]
+    parts += [f"<li>{escape(line)}</li>" for line in ruled_out_plan_lines(payload)]
     return parts + ["</ul>"]
 
 

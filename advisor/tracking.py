@@ -173,6 +173,7 @@ class SessionLog:
             metrics={"baseline_samples_per_s": payload["baseline"]["samples_per_s"],
                      "pruned_trials": len(payload.get("pruned", [])),
                      "pruned_unrun_s": payload.get("pruned_unrun_s", 0.0),
+                     "ruled_out_plans": len(payload.get("ruled_out", [])),
                      **({"first_verified_s": payload["first_verified_s"]} if payload.get("first_verified_s") else {})},
             tags={"fingerprint": payload["fingerprint"], "bottleneck": bottleneck,
                   **({"baseline_failure": payload["baseline_failure"][:4000]} if payload.get("baseline_failure") else {}),

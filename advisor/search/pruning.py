@@ -10,13 +10,14 @@ from typing import Callable, Optional
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
-from advisor.search.records import MEASUREMENT_ATTR, PLAN_ATTR, UNRUN_ATTR, WINDOW_ATTR, is_feasible_trial
+from advisor.search.records import AT_MOST_ATTR, MEASUREMENT_ATTR, PLAN_ATTR, UNRUN_ATTR, WINDOW_ATTR, is_feasible_trial
 
 PRUNE_SHARE = 0.7  # a trial that cannot end above 70% of the best trial's rate (the best over 1.4x faster: past a trial's noise) ...
 PRUNE_FROM_PERCENT = 20  # ... judged from this share of its timed window, where what it can reach reads 0.82 of its final rate at worst ...
 PRUNE_EARLY = (10, 0.63)  # ... and from 10% under 63%: there it reads 0.74 at worst (plans whose many workers ramp up), and
                           # 0.63 / 0.74 = 0.70 / 0.82 = 0.85: either bar stops only trials that end under 0.85 of the best
                           # (`python -m experiments.prune_trace replay`) ...
+READS_AT_WORST = (0.74, 0.82)  # what `reachable` reads of a trial's final rate at worst: from 10%, and from 20% of its window
 PRUNE_READINGS = 2  # ... and this many readings of its running rate (one stretch alone was once a slow step) ...
 PRUNE_STRETCH_PERCENT = 5  # ... its pace read over stretches of at least this share of its window (not one step a warm queue served)
 
@@ -61,6 +62,15 @@ def reachable(values: dict[int, float], window: dict) -> float:
     return of / (elapsed[-1][1] + (of - steps) / pace) if pace else math.inf
 
 
+def final_at_most(values: dict[int, float], window: dict) -> float:
+    """The most a trial stopped now could have ended at: what it can reach, over the share of its
+    final rate that bound reads at worst (`READS_AT_WORST`); a bound the run reported itself, as it stands."""
+    if window["best_case"]:
+        return values[max(values)]
+    late = max(values) >= PRUNE_FROM_PERCENT / 100 * window["of"]
+    return reachable(values, window) / READS_AT_WORST[1 if late else 0]
+
+
 def fastest_pace(elapsed: list[tuple[float, float]], stretch: float) -> float:
     """The fastest steps per unit of time over a stretch from one reading to the first at least
     `stretch` steps after it (`elapsed`: (steps, time) in order, from (0, 0)); 0 if there is none."""
@@ -97,6 +107,7 @@ def watcher(trial: optuna.Trial) -> Callable[[dict], str]:
         if not trial.should_prune():
             return ""
         trial.set_user_attr(UNRUN_ATTR, unrun_seconds(progress))
+        trial.set_user_attr(AT_MOST_ATTR, final_at_most(heard, window))
         done = f"after {100 * steps / of:.0f}% of its window"
         told = (f"1000 / p95 ms at most {heard[steps]:,.0f} by its end ({done}, the rest answered at once)"
                 if window["best_case"] else

@@ -50,4 +50,6 @@ SPACE_ATTR = "space"
 WORKER_ATTR = "worker"  # machine:pid of the process that ran the trial (lifetime.owner)
 HEARTBEAT_ATTR = "heartbeat"  # when the running trial's process last said it was alive
 WINDOW_ATTR = "window"  # a watched trial's timed window: {"of": its steps, "best_case": whether its values are already bounds}
+RULED_OUT_ATTR = "ruled_out_by"  # a skipped trial's plan adds to a clearly slower trial's: {"trial", "changes", "ratio"} (`dominance`)
+AT_MOST_ATTR = "at_most"  # a pruned trial's rate, at most: what it could still reach over what that reads at worst
 UNRUN_ATTR = "unrun_s"  # a pruned trial's timed window left unrun, in seconds at its pace so far: the time pruning saved

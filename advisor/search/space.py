@@ -14,7 +14,7 @@ from optuna.trial import FrozenTrial, TrialState
 from advisor.config import AdvisorConfig
 from advisor.plan import plan_key, unique
 from advisor.recipes.base import Choice, IntRange, Param
-from advisor.search.records import PLAN_ATTR, counts
+from advisor.search.records import PLAN_ATTR, RULED_OUT_ATTR, counts
 
 
 def space_to_json(space: dict[str, Param]) -> dict:
@@ -74,14 +74,14 @@ def trial_budget(config: AdvisorConfig, space: dict[str, Param]) -> int:
 
 
 def taken_plans(study: optuna.Study, baseline: dict) -> set[str]:
-    """The identities of the plans measured, being measured or queued in the study."""
+    """The identities of the plans measured, being measured, queued or ruled out in the study."""
     def plan(t: FrozenTrial) -> dict:
         return t.user_attrs.get(PLAN_ATTR) or {**baseline, **t.system_attrs.get("fixed_params", {})}
 
     return {plan_key(plan(t))
-            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING,
-                                                              TrialState.PRUNED, TrialState.WAITING))
-            if counts(t) or t.state == TrialState.WAITING}
+            for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.RUNNING, TrialState.PRUNED,
+                                                              TrialState.WAITING, TrialState.FAIL))
+            if (t.state != TrialState.FAIL and counts(t)) or t.state == TrialState.WAITING or RULED_OUT_ATTR in t.user_attrs}
 
 
 def neighbours(params: dict, space: dict[str, Param]) -> list[dict]:

@@ -16,15 +16,18 @@ from advisor.harness.lifetime import interrupts_held, owner
 from advisor.measure import Measurement
 from advisor.plan import plan_key
 from advisor.recipes.base import IntRange, Param
+from advisor.search import dominance
 from advisor.search.heartbeat import beating, quiet_heartbeat, recover_stale_trials, retried, running_trials, wait_for_trials_under_way
 from advisor.search.pruning import BehindTheBest, watcher
 from advisor.search.records import (
+    AT_MOST_ATTR,
     CONSTRAINT,
     COUNTED_STATES,
     INTERRUPTED_ATTR,
     MEASUREMENT_ATTR,
     PLAN_ATTR,
     RECORDED_ATTR,
+    RULED_OUT_ATTR,
     SKIPPED_ATTR,
     WORKER_ATTR,
     TrialResult,
@@ -79,17 +82,20 @@ def run_trials(
     on_trial: Callable[..., None] = lambda *args: None,
     stop_reason: Callable[[optuna.Study], str] = lambda study: "",
     prune: Callable[[dict], bool] = lambda plan: False,
+    rule_out_under: float = 0.0,
 ) -> int:
     """Asks, measures and tells until the trial budget or the deadline is reached, or until
     `stop_reason` gives one; `on_trial` hears of each finished trial (number, plan, measurement
     dict, feasible, start, end). For a plan `prune` accepts, `measure` takes a `watch` (`watcher`):
     a trial clearly losing midway is stopped and told PRUNED (`BehindTheBest`); it counts as a trial.
+    A plan adding to one that ran under `rule_out_under` times the baseline's trial is told
+    skipped, unmeasured and uncounted (`dominance`). Returns the number of trials this process ran.
 
-    Returns the number of trials this process ran. Several processes may run this on one
-    study at once; each trial is asked once, so none is lost, and no plan equal in effect
-    (`plan_key`) to one measured or under way is run again: the budget counts distinct plans.
-    Before it returns, it waits for the trials other processes are measuring, so the caller
-    concludes on every finished measurement, and runs again any whose process died.
+    Several processes may run this on one study at once; each trial is asked once, so none is
+    lost, and no plan equal in effect (`plan_key`) to one measured or under way is run again: the
+    budget counts distinct plans. Before it returns, it waits for the trials other processes are
+    measuring, so the caller concludes on every finished measurement, and runs again any whose
+    process died.
     """
     ran = repeats = 0
     trial_seconds = 0.0  # time spent in trials (not in a verification `on_trial` ran between them)
@@ -97,25 +103,23 @@ def run_trials(
     whole_space = distinct_plans(space) <= budget_trials  # every distinct plan fits: no sampling
     while time.time() < deadline:
         recover_stale_trials(study)
-        if counted_trials(study) >= budget_trials:
-            if not running_trials(study):
-                break
+        step = next_step(study, space, baseline, budget_trials, whole_space, progress)
+        if step == "wait":
             wait_for_trials_under_way(study, deadline, progress)  # one may die and be queued again
             continue
-        if whole_space:
-            queue_next_grid_plan(study, space, baseline)
+        if step == "stop":
+            break
         trial = None
         try:  # from the moment it exists: a trial left RUNNING by an interrupt would hold a place in the budget
             with quiet_heartbeat(), interrupts_held():  # created and named as ours in one step
                 trial = study.ask()
                 trial.set_user_attr(WORKER_ATTR, owner())
             plan = planned(trial, space, baseline)
-            why = skip_reason(study, trial.number, plan, budget_trials)
+            why = skip_reason(study, trial.number, plan, budget_trials) or ruled_out(study, trial, plan, baseline, rule_out_under)
             if why:
-                repeats = skipped(study, trial, why, repeats, space, baseline)
+                repeats = skipped(study, trial, why, repeats, space, baseline, sampled=not whole_space)
                 if repeats >= MAX_REPEATS:
-                    progress(f"  the sampler proposed {MAX_REPEATS} plans in a row that were measured already: "
-                             "the search stops here")
+                    progress(f"  the sampler proposed {MAX_REPEATS} plans in a row measured already or ruled out: the search stops here")
                     break
                 continue
             repeats = 0
@@ -127,8 +131,7 @@ def run_trials(
                 mark_interrupted(study, trial)
             raise
         feasible = told(study, trial, run, max_memory_mb)
-        ran += 1
-        trial_seconds += time.time() - started
+        ran, trial_seconds = ran + 1, trial_seconds + time.time() - started
         eta = eta_seconds(trial_seconds, ran, counted_trials(study), budget_trials, deadline)
         progress(describe_trial(study, trial.number, plan, run, feasible, budget_trials, baseline, eta))
         on_trial(trial.number, plan, run.to_dict(), feasible, started, time.time())
@@ -139,6 +142,21 @@ def run_trials(
     return ran
 
 
+def next_step(study: optuna.Study, space: dict[str, Param], baseline: dict, budget_trials: int, whole_space: bool,
+              progress: Progress) -> str:
+    """"run" the next trial; "wait" for those under way (the budget is spent, or the grid has no
+    plan left, but one of them may die and be queued again); or "stop", saying why where the
+    budget is not spent. Where the whole space is measured, the grid's next plan is queued."""
+    spent = counted_trials(study) >= budget_trials
+    if not spent and (not whole_space or queue_next_grid_plan(study, space, baseline)):
+        return "run"
+    if running_trials(study):
+        return "wait"
+    if not spent:
+        progress("  every plan of the space is measured or ruled out: the search stops here")
+    return "stop"
+
+
 def planned(trial: optuna.Trial, space: dict[str, Param], baseline: dict) -> dict:
     """The trial's plan: the baseline with what the sampler suggests, recorded in the trial."""
     plan = {**baseline, **suggest(trial, space)}
@@ -146,19 +164,40 @@ def planned(trial: optuna.Trial, space: dict[str, Param], baseline: dict) -> dic
     return plan
 
 
-def queue_next_grid_plan(study: optuna.Study, space: dict[str, Param], baseline: dict) -> None:
-    """Where every distinct plan fits the budget, the next one not yet measured is queued (none is sampled)."""
+def queue_next_grid_plan(study: optuna.Study, space: dict[str, Param], baseline: dict) -> bool:
+    """Where every distinct plan fits the budget, the next one not yet measured (nor ruled out)
+    is queued (none is sampled); whether a plan waits to run."""
     if not has_waiting(study) and (params := next_grid_plan(study, space, baseline)):
         study.enqueue_trial(params)
+    return has_waiting(study)
+
+
+def ruled_out(study: optuna.Study, trial: optuna.Trial, plan: dict, baseline: dict, under: float) -> str:
+    """Why the trial's plan is not worth measuring (`dominance`), recorded in the trial; "" if it is."""
+    loser = dominance.dominating(plan, dominance.losers(rated_trials(study), baseline, under), baseline) if under else None
+    if loser is None:
+        return ""
+    trial.set_user_attr(RULED_OUT_ATTR, {"trial": loser.number, "changes": loser.changes, "ratio": loser.ratio})
+    return dominance.ruled_out_reason(loser)
+
+
+def rated_trials(study: optuna.Study) -> list[tuple[int, dict, float]]:
+    """(number, plan, rate) of each trial measured whole, feasible with its results kept, and of
+    each stopped midway, at the most it could have ended at (`pruning.final_at_most`)."""
+    whole = [(t.number, t.plan, t.samples_per_s) for t in finished_trials(study) if t.feasible and t.measurement.ok]
+    stopped = [(t.number, t.user_attrs.get(PLAN_ATTR, {}), t.user_attrs[AT_MOST_ATTR])
+               for t in study.get_trials(deepcopy=False, states=(TrialState.PRUNED,)) if AT_MOST_ATTR in t.user_attrs]
+    return whole + stopped
 
 
 def skipped(study: optuna.Study, trial: optuna.Trial, why: str, repeats: int, space: dict[str, Param],
-            baseline: dict) -> int:
+            baseline: dict, sampled: bool = True) -> int:
     """A trial not run, and why; the plans in a row the sampler proposed that were measured
-    already, counting this one (after one, the next trial is a plan it has not tried)."""
+    already or ruled out, counting this one (after one, the next trial is a plan it has not
+    tried). A grid's plan ruled out is no repeat: the grid goes on to its next plan."""
     trial.set_user_attr(SKIPPED_ATTR, why)
     study.tell(trial, state=TrialState.FAIL)
-    repeats = repeats + 1 if why.startswith("a plan") else 0
+    repeats = repeats + 1 if why.startswith("a plan") or (sampled and why.startswith("ruled out")) else 0
     fresh = unmeasured_plan(study, space, baseline, seed=trial.number) if repeats else None
     if fresh is not None:
         study.enqueue_trial(fresh, skip_if_exists=True)
@@ -216,6 +255,13 @@ def finished_trials(study: optuna.Study, pruned: bool = False) -> list[TrialResu
         feasible = trial.state == TrialState.COMPLETE and is_feasible_trial(trial)
         results.append(TrialResult(trial.number, trial.user_attrs[PLAN_ATTR], run, feasible))
     return results
+
+
+def ruled_out_trials(study: optuna.Study) -> tuple[tuple[int, dict, dict, str], ...]:
+    """The plans not measured as variants of a clearly slower one: (number, plan, the trial that
+    ruled it out as {"trial", "changes", "ratio"}, why)."""
+    return tuple((t.number, t.user_attrs.get(PLAN_ATTR, {}), t.user_attrs[RULED_OUT_ATTR], t.user_attrs.get(SKIPPED_ATTR, ""))
+                 for t in study.get_trials(deepcopy=False, states=(TrialState.FAIL,)) if RULED_OUT_ATTR in t.user_attrs)
 
 
 def describe_trial(

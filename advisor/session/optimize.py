@@ -42,7 +42,8 @@ def optimize(config: AdvisorConfig, progress: Progress = lambda line: None, warm
         return conclude(session, [], verified)
     run_search(session, study, verified, diagnosed_now)
     result = conclude(session, search.finished_trials(study), verified, trial_recorder(study, facts, config, hooks))
-    return dataclasses.replace(result, pruned=search.pruned_trials(study), trials=search.finished_trials(study))
+    return dataclasses.replace(result, pruned=search.pruned_trials(study), trials=search.finished_trials(study),
+                               ruled_out=search.ruled_out_trials(study))
 
 
 def conclude(session: Session, trials: list[search.TrialResult], verified: Optional[Verified] = None,

@@ -56,6 +56,7 @@ def session_payload(result: SessionResult, print_fingerprint: dict) -> dict:
         "pruned": [{"number": number, "plan": plan, "reason": reason, "unrun_s": unrun}
                    for number, plan, reason, unrun in result.pruned],
         "pruned_unrun_s": sum(unrun for *_, unrun in result.pruned),  # what pruning saved, at the trials' pace
+        "ruled_out": [{"number": number, "plan": plan, "by": by, "reason": reason} for number, plan, by, reason in result.ruled_out],
         "loader_model": result.loader_model,
         "load_curve": load_curves(result),
     }

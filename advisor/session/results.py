@@ -96,6 +96,7 @@ class SessionResult:
     baseline_load_curve: list = field(default_factory=list)  # objective capacity: the rates the baseline's last run replayed
     first_verified_s: Optional[float] = None  # from the session's start to its first verified fix
     pruned: tuple = ()  # the trials stopped midway, clearly losing: (number, plan, reason, seconds of window unrun)
+    ruled_out: tuple = ()  # plans not measured, variants of a clearly slower one: (number, plan, the loser it adds to, reason)
     loader_model: dict = field(default_factory=dict)  # the loader model's predictions beside the measurements
 
     @property

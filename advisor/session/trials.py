@@ -18,6 +18,7 @@ from advisor.measure import Measurement
 from advisor.plan import active_recipes, plan_key
 from advisor.secrets import shown
 from advisor.session.bundle import Session, measure_with
+from advisor.session.margins import EARLY_MARGIN
 from advisor.session.planning import SessionFacts, check_same_workload
 from advisor.session.policies import EarlyVerification, PlateauStop, StackSingles
 from advisor.session.results import Hooks, Progress
@@ -51,7 +52,7 @@ def run_search(session: Session, study, verified: Verified, diagnosed_now: Optio
 
     search.run_trials(study, facts.space, facts.baseline, measure, budget, time.time() + config.search.time_budget_s,
                       config.constraints.max_memory_mb, session.progress, trial_done, stop_reason=stop_reason,
-                      prune=prunable(config, facts.baseline))
+                      prune=prunable(config, facts.baseline), rule_out_under=1 / EARLY_MARGIN)
 
 
 def trial_recorder(study, facts: SessionFacts, config: AdvisorConfig,
