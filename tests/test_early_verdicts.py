@@ -413,3 +413,40 @@ def test_a_session_ends_on_the_winner_without_the_recipe_that_slowed_it(tmp_path
     kept = [t for t in study.trials if t.number == 2][0]
     assert kept.user_attrs[search.RECORDED_ATTR] and kept.params == {"threads.intra_op": 2, "amp.dtype": "bfloat16"}
     assert len({plan_key(t.plan) for t in search.finished_trials(study)}) == 3, "no plan twice"
+
+
+def test_a_verdict_straddling_the_bar_during_the_search_gives_way_after_search_pairs_rounds(tmp_path):
+    """A trial far over the bar is verified at once, but its rounds swing (1.5x, 0.8x, ...): after
+    `search.pairs` rounds its verdict still straddles the bar, so it stops there rather than grow
+    to `search.max_pairs`, stays unjudged, and is a candidate again at the search's end."""
+    import json
+    import time
+
+    from conftest import FIXTURES, merged
+
+    from advisor.evidence import Evidence
+    from advisor.session import Session, plan_session
+    from advisor.session.policies import EarlyVerification
+
+    config = load_config(write_config(tmp_path, merged(TINY, {"search": {"recipes": ["amp"], "trials": 4}})))
+    facts = plan_session(config, Evidence.from_dict(json.loads((FIXTURES / "evidence" / "compute_bound.json").read_text())))
+    swings = iter([150.0, 80.0, 140.0, 85.0, 130.0, 90.0] * 10)
+    measured_rounds = []
+
+    def measure(plan, **options):
+        measured_rounds.append(plan.get("amp.dtype"))
+        return dataclasses.replace(run(next(swings) if plan.get("amp.dtype") else 100.0), plan=plan)
+
+    lines = []
+    session = Session(config, facts, [], measure, measure, lines.append, started=time.time(), round_measure=measure,
+                      round_reference=measure)
+    verified = Verified(time.time(), lines.append)
+    base = TrialResult(0, facts.baseline, dataclasses.replace(run(100.0), plan=facts.baseline), True)
+    fast = TrialResult(1, {**facts.baseline, "amp.dtype": "bfloat16"}, run(150.0), True)
+    policy = EarlyVerification(session, verified)
+    policy.after_trial(None, [base, fast])
+    assert measured_rounds.count("bfloat16") == config.search.pairs < config.search.max_pairs, lines
+    assert not verified.trial_numbers, "unjudged: a candidate again at the end"
+    assert any("straddles the bar after 5 rounds" in line for line in lines), lines
+    policy.after_trial(None, [base, fast])
+    assert measured_rounds.count("bfloat16") == config.search.pairs, "one early verification at most"

@@ -24,6 +24,7 @@ from advisor.session.gate import gate_candidates, rounding_envelope, with_refere
 from advisor.session.margins import EARLY_MARGIN, STACK_FLOOR
 from advisor.session.planning import textbook_singles
 from advisor.session.verification import Verified, verify_each
+from advisor.verdict import Status
 from advisor.verify import Envelope
 
 
@@ -56,23 +57,34 @@ class StackSingles(SearchPolicy):
 
 class EarlyVerification(SearchPolicy):
     """The first trial that clears the bar by EARLY_MARGIN, its numerics matching, is verified
-    at once (one early verification at most, none with `verify_top: 0`); the search goes on."""
+    at once (one early verification at most, none with `verify_top: 0`); the search goes on.
+    A verdict that still straddles the bar after `search.pairs` rounds gives way: the search
+    goes on, and the trial is a candidate again at its end, verified afresh beside the others
+    (a noisy job's straddling verdict would otherwise hold the search for `search.max_pairs`
+    rounds of its own, and share none of them)."""
 
     def __init__(self, session: Session, verified: Verified) -> None:
-        self.session, self.verified = session, verified
+        self.session, self.verified, self.tried = session, verified, False
 
     def after_trial(self, study, finished: list[search.TrialResult]) -> None:
         session, verified = self.session, self.verified
-        if verified.trial_numbers or session.config.search.verify_top <= 0:
+        if self.tried or verified.trial_numbers or session.config.search.verify_top <= 0:
             return
         measured = [t for t in finished if not pruned(t.measurement)]
         base = next((t.measurement for t in measured if t.number == 0), None)
         early = early_candidate(measured, session.baseline, session.config,
                                 lambda: rounding_envelope(session, base))
-        if early is not None:
-            session.progress(f"  trial #{early.number} clears the bar by far: verifying it now, then the search goes on")
-            # beside the baseline's trial as the reference: an input-bound job's rounds measure the ideal too
-            verified.add(*verify_each(with_reference(session, measured), [early], verified))
+        if early is None:
+            return
+        self.tried = True
+        session.progress(f"  trial #{early.number} clears the bar by far: verifying it now, then the search goes on")
+        # beside the baseline's trial as the reference: an input-bound job's rounds measure the ideal too
+        recommendations, runs, rejections = verify_each(with_reference(session, measured), [early], verified, give_way=True)
+        if straddling(recommendations, session.config.search.min_speedup):
+            session.progress(f"  trial #{early.number}'s verdict straddles the bar after {len(runs)} rounds: "
+                             "it is verified again beside the other candidates once the search is done")
+            return
+        verified.add(recommendations, runs, rejections)
 
 
 class PlateauStop(SearchPolicy):
@@ -95,6 +107,11 @@ class PlateauStop(SearchPolicy):
                     f"levelled off) is measured")
         study.enqueue_trial(step, skip_if_exists=True)
         return ""
+
+
+def straddling(recommendations: list, min_speedup: float) -> bool:
+    """Whether a verdict is not settled: short of the bar (`Status.SHORT`) with its interval reaching it. A pure function."""
+    return any(r.status == Status.SHORT.value and r.interval[1] >= min_speedup for r in recommendations)
 
 
 def stacked_singles(trials: list[search.TrialResult], singles: dict[str, dict], baseline: dict,

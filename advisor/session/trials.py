@@ -18,7 +18,7 @@ from advisor.measure import Measurement
 from advisor.plan import active_recipes, plan_key
 from advisor.secrets import shown
 from advisor.session.bundle import Session, measure_with
-from advisor.session.margins import EARLY_MARGIN
+from advisor.session.margins import RULE_OUT_UNDER
 from advisor.session.planning import SessionFacts, check_same_workload
 from advisor.session.policies import EarlyVerification, PlateauStop, StackSingles
 from advisor.session.results import Hooks, Progress
@@ -52,7 +52,7 @@ def run_search(session: Session, study, verified: Verified, diagnosed_now: Optio
 
     search.run_trials(study, facts.space, facts.baseline, measure, budget, time.time() + config.search.time_budget_s,
                       config.constraints.max_memory_mb, session.progress, trial_done, stop_reason=stop_reason,
-                      prune=prunable(config, facts.baseline), rule_out_under=1 / EARLY_MARGIN)
+                      prune=prunable(config, facts.baseline), rule_out_under=RULE_OUT_UNDER)
 
 
 def trial_recorder(study, facts: SessionFacts, config: AdvisorConfig,
@@ -118,7 +118,7 @@ def join_study(config: AdvisorConfig, progress: Progress = lambda line: None, wa
     return search.run_trials(
         study, facts.space, facts.baseline, measure_with(config), search.trial_budget(config, facts.space),
         time.time() + config.search.time_budget_s, config.constraints.max_memory_mb, progress,
-        prune=prunable(config, facts.baseline),
+        prune=prunable(config, facts.baseline), rule_out_under=RULE_OUT_UNDER,  # as the session that made the study
     )
 
 

@@ -142,8 +142,8 @@ def confirm_beside_fix(candidates: list[search.TrialResult], verified: Verified,
     return kept, screened
 
 
-def verify_each(session: Session, candidates: list[search.TrialResult],
-                verified: Optional[Verified] = None) -> tuple[list[Recommendation], list[Measurement], list[Rejection]]:
+def verify_each(session: Session, candidates: list[search.TrialResult], verified: Optional[Verified] = None,
+                give_way: bool = False) -> tuple[list[Recommendation], list[Measurement], list[Rejection]]:
     """Re-measures the candidates interleaved with the reference (the baseline, run as the user
     runs it: without the memory budget the candidates must keep), for as many rounds as the
     verdicts need (`_interleaved`), judged on the quiet ones. Once the
@@ -151,14 +151,15 @@ def verify_each(session: Session, candidates: list[search.TrialResult],
     are judged on fitting the budget, and whether the baseline fed one reused batch joins every
     round: the ideal an input fix can reach, measured beside it, so the share of the gap a fix
     recovers compares like with like. `verified`, the session's ledger, hears each verdict, and
-    the first fix verified as soon as its verdict settles.
+    the first fix verified as soon as its verdict settles. With `give_way` (a verification during
+    the search), a verdict that still straddles the bar after `search.pairs` rounds stops there.
 
     Returns the recommendations (unranked), the reference's runs and the rejections."""
     config, baseline = session.config, session.baseline
     memory_fix = session.reference is not None and session.reference.memory_fix
     plans = {f"#{t.number}": t for t in candidates}
     announce = verified.settled if verified is not None else lambda name, interval: None
-    every_round, confidence, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce)
+    every_round, confidence, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce, give_way)
     rounds, set_aside = every_round.quiet(), every_round.set_aside()
     basis = basis_of(config, rounds.baseline)
     recommendations, rejections = [], []
@@ -200,8 +201,8 @@ class Stopping:
     `look_schedule`, once every verdict is settled at Pocock's level for the whole schedule and
     the fastest verified candidate has the rounds its first settled interval says pin its
     number to `search.precision` (while the next look's rounds fit the time budget); past
-    `search.pairs`, growing only while a verdict straddles the bar or those rounds are not
-    run yet, and the time budget allows.
+    `search.pairs`, growing only while a verdict straddles the bar (not in a verification
+    during the search: `give_way`) or those rounds are not run yet, and the time budget allows.
     A round that other processes disturbed is set aside and run again once the machine is
     quiet, `search.pairs` of them at most. Memory fixes, judged on every run, take every round."""
 
@@ -216,6 +217,7 @@ class Stopping:
     pinned_name: Optional[str] = None  # that candidate
     announce: Callable[[str, tuple[float, float, float]], None] = lambda name, interval: None  # hears it, settled
     basis: str = OBJECTIVE  # what the speedups are ratios of, as the baseline's runs so far say (`speedup_basis`)
+    give_way: bool = False  # a verification during the search: a verdict still straddling after search.pairs stops there
 
     def __post_init__(self) -> None:
         search_config = self.config.search
@@ -262,7 +264,7 @@ class Stopping:
                 f"to +-{search_config.precision:.0%} (search.precision)"))
         if done < search_config.pairs or self.memory_fix:
             return False
-        return not self._grow(done, len(rounds.baseline), "a verdict still straddles the bar")
+        return self.give_way or not self._grow(done, len(rounds.baseline), "a verdict still straddles the bar")
 
     def longer_runs(self, done: int) -> bool:
         """Whether the rounds after `done` serve twice the requests per run: a service's past
@@ -284,7 +286,8 @@ class Stopping:
 
 
 def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_fix: bool,
-                 announce: Callable[[str, tuple[float, float, float]], None]) -> tuple[Rounds, float, Optional[float], float, float]:
+                 announce: Callable[[str, tuple[float, float, float]], None],
+                 give_way: bool = False) -> tuple[Rounds, float, Optional[float], float, float]:
     """The verification rounds: the reference and each candidate (and the ideal, for an input
     fix) back to back, until `Stopping` says they are enough (past `search.pairs`, a service's
     runs serve twice the requests: `Stopping.longer_runs`). Returns the rounds, the level of the
@@ -297,7 +300,7 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
     ideal_plan = dict(reference_plan)  # told apart by identity: the same plan, another mode
     if with_ideal:
         arms["ideal"] = ideal_plan
-    stopping = Stopping(config, list(plans), memory_fix, session.progress, announce=announce)
+    stopping = Stopping(config, list(plans), memory_fix, session.progress, announce=announce, give_way=give_way)
     planned = (session.round_measure, session.round_reference)
     longer = round_measures(more_requests(config)) if config.workload.SERVED else planned
 
