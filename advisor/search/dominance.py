@@ -6,8 +6,8 @@ tells such a plan skipped and says which trial ruled it out; the plan counts as 
 as measured.
 
 It assumes the losing changes do not turn into a gain beside the others. Only a loss past one
-trial's noise rules a plan out (the session's EARLY_MARGIN, the margin a trial must clear to
-count as clearly faster), and only against the baseline's own trial. A trial stopped midway
+trial's noise rules a plan out (the session's RULE_OUT_UNDER: both the loser's trial and the
+baseline's are single draws), and only against the baseline's own trial. A trial stopped midway
 (`pruning`) counts at the most it could have ended at.
 """
 
