@@ -60,6 +60,11 @@ def changes_of(plan: Plan, baseline: Plan) -> Plan:
     return {k: v for k, v in effective(plan).items() if v != baseline.get(k)}
 
 
+def changes_text(changes: Plan) -> str:
+    """A plan's changes as a user reads them: key=value, comma-separated."""
+    return ", ".join(f"{key}={value}" for key, value in changes.items())
+
+
 def active_recipes(plan: Plan, baseline: Plan) -> tuple[Recipe, ...]:
     """The recipes whose keys the plan changes, in effect, from the baseline (a key idle under
     the plan is as the baseline has it)."""

@@ -10,7 +10,8 @@ from advisor.capacity import capacity_sentence
 from advisor.findings import Diagnosis, Finding
 from advisor.measure import BUSY_SHARE, page_faults_mb
 from advisor.outputs import write_whole
-from advisor.verdict import levels_of, was_busy
+from advisor.plan import changes_text
+from advisor.verdict import astride, levels_of, was_busy
 from advisor.verify import ANSWERED
 
 
@@ -277,8 +278,7 @@ def ruled_out_plan_lines(payload: dict) -> list[str]:
 
 
 def loser_text(loser: dict) -> str:
-    made = ", ".join(f"{key}={value}" for key, value in loser["changes"].items())
-    return f"#{loser['trial']}: {made}, at most {loser['ratio']:.2f}x"
+    return f"#{loser['trial']}: {changes_text(loser['changes'])}, at most {loser['ratio']:.2f}x"
 
 
 def verdict_line(payload: dict) -> list[str]:
@@ -301,14 +301,14 @@ def ruled_out_lines(recs: list[dict], bar: float) -> list[str]:
     short = [rec for rec in recs if rec.get("status") == "short" and rec["speedup"] > 0]
     if not short:
         return []
-    astride = [rec for rec in short if rec["interval"][1] >= bar]
-    if not astride:
+    unsettled = [rec for rec in short if astride(rec["status"], rec["interval"][1], bar)]
+    if not unsettled:
         best = max(short, key=lambda rec: rec["interval"][1])
         return [f"ruled out at {levels_of(short)}: none of the {len(short)} fix(es) verified is {bar:.2f}x or more; "
                 f"the fastest, {'+'.join(best['recipes'])}, is at most {best['interval'][1]:.2f}x"]
     return [f"not settled: {'+'.join(rec['recipes'])} {rec['speedup']:.2f}x ({interval_text(rec)}, {rec.get('rounds', 0)} "
             f"rounds) may or may not reach {bar:.2f}x; more rounds (search.max_pairs) or a quieter machine would tell"
-            for rec in astride]
+            for rec in unsettled]
 
 
 def row_lines(rec: dict, width: int = 14) -> list[str]:

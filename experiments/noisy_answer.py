@@ -27,9 +27,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from experiments.first_fix import FIRST_FIX
+
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "experiments" / "workloads" / "scripts" / "gpt_memmap.py"
-FIRST_FIX = re.compile(r"first verified fix (\d+) s after the start")
 SETTLED = re.compile(r"^(ruled out at|not settled|nothing clears the bar).*", re.M)
 
 

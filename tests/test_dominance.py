@@ -9,10 +9,10 @@ from conftest import TINY, merged, write_config
 from advisor import search
 from advisor.kinds import load_config
 from advisor.measure import Measurement
-from advisor.plan import plan_key
+from advisor.plan import changes_of, plan_key
 from advisor.recipes import Choice, IntRange
 from advisor.report import ruled_out_plan_lines
-from advisor.search.dominance import changes_of, dominating, losers
+from advisor.search.dominance import dominating, losers
 from advisor.session.margins import RULE_OUT_UNDER
 
 UNDER = RULE_OUT_UNDER  # a loss past one trial's noise

@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional
 
-from advisor.plan import plan_key
+from advisor.plan import changes_of, changes_text, plan_key
 
 
 @dataclass(frozen=True)
@@ -27,10 +27,6 @@ class Loser:
     number: int
     changes: dict
     ratio: float
-
-
-def changes_of(plan: dict, baseline: dict) -> dict:
-    return {key: value for key, value in plan.items() if baseline.get(key) != value}
 
 
 def losers(rated: list[tuple[int, dict, float]], baseline: dict, under: float) -> list[Loser]:
@@ -51,6 +47,5 @@ def dominating(plan: dict, slow: list[Loser], baseline: dict) -> Optional[Loser]
 
 
 def ruled_out_reason(loser: Loser) -> str:
-    made = ", ".join(f"{key}={value}" for key, value in loser.changes.items())
-    return (f"ruled out: it adds to trial #{loser.number} ({made}), which ran at most {loser.ratio:.2f}x the baseline's trial; "
-            "the same plan without those changes is measured instead")
+    return (f"ruled out: it adds to trial #{loser.number} ({changes_text(loser.changes)}), which ran at most "
+            f"{loser.ratio:.2f}x the baseline's trial; the same plan without those changes is measured instead")

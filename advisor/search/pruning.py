@@ -38,8 +38,12 @@ def prune_bar(values: dict[int, float], window: dict) -> float:
     """The share of the best trial's rate under which a trial is stopped, at the point of its
     window its values have reached: lower early, where what it can reach is least certain. A bound
     a run reports itself (a service's best p95) is as certain early as late."""
-    late = window["best_case"] or max(values) >= PRUNE_FROM_PERCENT / 100 * window["of"]
-    return PRUNE_SHARE if late else PRUNE_EARLY[1]
+    return PRUNE_SHARE if window["best_case"] or judged_late(values, window) else PRUNE_EARLY[1]
+
+
+def judged_late(values: dict[int, float], window: dict) -> bool:
+    """Whether a trial's values reach PRUNE_FROM_PERCENT of its window, where what it can reach is surer."""
+    return max(values) >= PRUNE_FROM_PERCENT / 100 * window["of"]
 
 
 def reachable(values: dict[int, float], window: dict) -> float:
@@ -67,8 +71,7 @@ def final_at_most(values: dict[int, float], window: dict) -> float:
     final rate that bound reads at worst (`READS_AT_WORST`); a bound the run reported itself, as it stands."""
     if window["best_case"]:
         return values[max(values)]
-    late = max(values) >= PRUNE_FROM_PERCENT / 100 * window["of"]
-    return reachable(values, window) / READS_AT_WORST[1 if late else 0]
+    return reachable(values, window) / READS_AT_WORST[1 if judged_late(values, window) else 0]
 
 
 def fastest_pace(elapsed: list[tuple[float, float]], stretch: float) -> float:

@@ -14,7 +14,7 @@ from advisor.evidence import Progress
 from advisor.failures import pruned
 from advisor.harness.lifetime import interrupts_held, owner
 from advisor.measure import Measurement
-from advisor.plan import plan_key
+from advisor.plan import changes_text, plan_key
 from advisor.recipes.base import IntRange, Param
 from advisor.search import dominance
 from advisor.search.heartbeat import beating, quiet_heartbeat, recover_stale_trials, retried, running_trials, wait_for_trials_under_way
@@ -167,9 +167,12 @@ def planned(trial: optuna.Trial, space: dict[str, Param], baseline: dict) -> dic
 def queue_next_grid_plan(study: optuna.Study, space: dict[str, Param], baseline: dict) -> bool:
     """Where every distinct plan fits the budget, the next one not yet measured (nor ruled out)
     is queued (none is sampled); whether a plan waits to run."""
-    if not has_waiting(study) and (params := next_grid_plan(study, space, baseline)):
+    if has_waiting(study):
+        return True
+    params = next_grid_plan(study, space, baseline)
+    if params is not None:
         study.enqueue_trial(params)
-    return has_waiting(study)
+    return params is not None
 
 
 def ruled_out(study: optuna.Study, trial: optuna.Trial, plan: dict, baseline: dict, under: float) -> str:
@@ -197,7 +200,7 @@ def skipped(study: optuna.Study, trial: optuna.Trial, why: str, repeats: int, sp
     tried). A grid's plan ruled out is no repeat: the grid goes on to its next plan."""
     trial.set_user_attr(SKIPPED_ATTR, why)
     study.tell(trial, state=TrialState.FAIL)
-    repeats = repeats + 1 if why.startswith("a plan") or (sampled and why.startswith("ruled out")) else 0
+    repeats = repeats + 1 if why.startswith("a plan") or (sampled and RULED_OUT_ATTR in trial.user_attrs) else 0
     fresh = unmeasured_plan(study, space, baseline, seed=trial.number) if repeats else None
     if fresh is not None:
         study.enqueue_trial(fresh, skip_if_exists=True)
@@ -268,7 +271,7 @@ def describe_trial(
     study: optuna.Study, number: int, plan: dict, run: Measurement, feasible: bool, budget: int, baseline: dict,
     eta_s: Optional[float] = None,
 ) -> str:
-    changes = ", ".join(f"{k}={v}" for k, v in plan.items() if v != baseline.get(k)) or "baseline"
+    changes = changes_text({k: v for k, v in plan.items() if v != baseline.get(k)}) or "baseline"
     trials = finished_trials(study)
     best = max((t for t in trials if t.feasible), key=lambda t: t.samples_per_s, default=None)
     base = next((t.samples_per_s for t in trials if t.number == 0), 0.0)

@@ -24,7 +24,7 @@ from advisor.session.gate import gate_candidates, rounding_envelope, with_refere
 from advisor.session.margins import EARLY_MARGIN, STACK_FLOOR
 from advisor.session.planning import textbook_singles
 from advisor.session.verification import Verified, verify_each
-from advisor.verdict import Status
+from advisor.verdict import astride
 from advisor.verify import Envelope
 
 
@@ -68,7 +68,7 @@ class EarlyVerification(SearchPolicy):
 
     def after_trial(self, study, finished: list[search.TrialResult]) -> None:
         session, verified = self.session, self.verified
-        if self.tried or verified.trial_numbers or session.config.search.verify_top <= 0:
+        if self.tried or session.config.search.verify_top <= 0:  # the search's verdicts are this policy's alone
             return
         measured = [t for t in finished if not pruned(t.measurement)]
         base = next((t.measurement for t in measured if t.number == 0), None)
@@ -80,7 +80,7 @@ class EarlyVerification(SearchPolicy):
         session.progress(f"  trial #{early.number} clears the bar by far: verifying it now, then the search goes on")
         # beside the baseline's trial as the reference: an input-bound job's rounds measure the ideal too
         recommendations, runs, rejections = verify_each(with_reference(session, measured), [early], verified, give_way=True)
-        if straddling(recommendations, session.config.search.min_speedup):
+        if any(astride(r.status, r.interval[1], session.config.search.min_speedup) for r in recommendations):
             session.progress(f"  trial #{early.number}'s verdict straddles the bar after {len(runs)} rounds: "
                              "it is verified again beside the other candidates once the search is done")
             return
@@ -107,11 +107,6 @@ class PlateauStop(SearchPolicy):
                     f"levelled off) is measured")
         study.enqueue_trial(step, skip_if_exists=True)
         return ""
-
-
-def straddling(recommendations: list, min_speedup: float) -> bool:
-    """Whether a verdict is not settled: short of the bar (`Status.SHORT`) with its interval reaching it. A pure function."""
-    return any(r.status == Status.SHORT.value and r.interval[1] >= min_speedup for r in recommendations)
 
 
 def stacked_singles(trials: list[search.TrialResult], singles: dict[str, dict], baseline: dict,

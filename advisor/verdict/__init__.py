@@ -14,9 +14,9 @@ from advisor.verdict.design import (
     rounds_to_pin,
     settled,
 )
-from advisor.verdict.judge import BUSY_REASON, Status, Verdict, judge, levels_of, was_busy
+from advisor.verdict.judge import BUSY_REASON, Status, Verdict, astride, judge, levels_of, was_busy
 from advisor.verdict.statistics import PLAIN_LEVEL, half_width, interval_words, level_words, paired_interval
 
-__all__ = ["BUSY_REASON", "FIRST_LOOK", "PLAIN_LEVEL", "Status", "Verdict", "half_width", "interval_words", "judge",
+__all__ = ["BUSY_REASON", "FIRST_LOOK", "PLAIN_LEVEL", "Status", "Verdict", "astride", "half_width", "interval_words", "judge",
            "level_words", "levels_of", "look_confidence", "look_schedule", "paired_interval", "reported_confidence", "rounds_to_pin",
            "settled", "was_busy"]

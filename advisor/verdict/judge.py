@@ -138,3 +138,9 @@ def levels_of(recs: list[dict]) -> str:
 def was_busy(rec: dict) -> bool:
     """Whether other processes decided a verdict (its status; the reason, in a payload from before statuses)."""
     return rec.get("status") == Status.BUSY.value if "status" in rec else rec.get("reason", "").startswith(BUSY_REASON)
+
+
+def astride(status: str, high: float, bar: float) -> bool:
+    """Whether a verdict is not settled: short of the bar with its interval reaching it, so more
+    rounds could still verify it (one wholly under the bar is an answer)."""
+    return status == Status.SHORT.value and high >= bar
