@@ -23,6 +23,7 @@ does nothing is called faster. At 95% about 1 in 40 is expected.
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import random
 import statistics
@@ -34,6 +35,7 @@ from advisor.verdict import (
     FIRST_LOOK,
     Verdict,
     judge,
+    level_stopping_at,
     look_confidence,
     look_schedule,
     paired_interval,
@@ -146,7 +148,7 @@ def rounds_until_settled(draw: Callable[[], float], schedule: tuple[int, ...], d
         if not settled(ratios, BAR, confidence=deciding):
             continue
         if pinned is None:
-            pinned = rounds_to_pin({"#1": ratios}, BAR, precision, reported_confidence(schedule, len(ratios), True))[1]
+            pinned = rounds_to_pin({"#1": ratios}, BAR, precision, functools.partial(level_stopping_at, schedule))[1]
         if len(ratios) >= pinned:
             break
     return ratios

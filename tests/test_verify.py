@@ -2,6 +2,7 @@
 
 import math
 import random
+import statistics
 
 import pytest
 from conftest import TINY, merged, write_config
@@ -11,6 +12,7 @@ from advisor.kinds import baseline_plan, load_config
 from advisor.kinds.train.compare import compare_losses, compare_training
 from advisor.measure import Measurement
 from advisor.verdict import judge, paired_interval
+from advisor.verdict.statistics import t_quantile
 from advisor.verify import interleave, step_breakdown
 
 
@@ -199,12 +201,15 @@ def test_the_sequential_rule_keeps_the_promise():
     five fixed pairs would verify it."""
     from experiments.calibrate import NOISES, sequential_table
 
-    pinned = sequential_table(sets=4000)  # with the default search.precision, which adds rounds to verified claims
+    # with the default search.precision, which adds rounds to verified claims; over more sets: its skewed-noise
+    # coverage sits near the bound (93.8% over 120,000 sets), where 4,000 sets read 93.2-94.1% by their seed
+    pinned = sequential_table(sets=16000)
     results = sequential_table(sets=4000, precision=0.0)
     for table in (pinned, results):
         outside = [r.line() for r in table if not 0.935 <= r.covered <= (0.97 if r.noise == "student-t3" else 0.965)]
         assert not outside, outside
-    assert all(r.mean_rounds > 7 for r in pinned if r.truth == 1.5), "a clear win's number is pinned past its verdict"
+    assert all(p.mean_rounds > r.mean_rounds + 1.5 for p, r in zip(pinned, results) if r.truth == 1.5), \
+        "a clear win's number is pinned past its verdict"
     at_the_bar = [r for r in results if r.truth == 1.05]
     assert all(r.verified <= (0.05 if r.noise == "skewed" else 0.03) for r in at_the_bar), [r.line() for r in at_the_bar]
     clear = [r for r in results if r.truth == 1.5]
@@ -242,7 +247,13 @@ def test_a_verified_claim_takes_the_rounds_that_pin_its_number():
     wide, narrow = [1.6, 2.0, 2.5], [1.98, 2.0, 2.02]
     name, needed = rounds_to_pin({"#1": wide, "#2": narrow, "slow": [1.0, 0.9, 1.1]}, 1.05, 0.1)
     assert name == "#1" and 12 <= needed <= 200, "the fastest that clears the bar, not the narrowest"
-    assert rounds_to_pin({"#2": narrow}, 1.05, 0.1) == ("#2", 1)
+    spread = statistics.stdev(math.log(r) for r in wide)
+    def reach(rounds: int, level: float = 0.95) -> float:  # the interval's half-width in logs at that many rounds
+        return t_quantile(0.5 + level / 2, rounds - 1) * spread / math.sqrt(rounds)
+    assert reach(needed) <= math.log1p(0.1) < reach(needed - 1), "the fewest rounds whose t interval reaches +-10%"
+    higher = rounds_to_pin({"#1": wide}, 1.05, 0.1, level_at=lambda rounds: 0.95 if rounds == 3 else 0.99)[1]
+    assert higher > needed and reach(higher, 0.99) <= math.log1p(0.1) < reach(higher - 1, 0.99), "at the level reported there"
+    assert rounds_to_pin({"#2": narrow}, 1.05, 0.1) == ("#2", 3), "narrow enough already: the rounds it has"
     assert rounds_to_pin({"#1": wide}, 1.05, 0.0) == (None, 0)
     assert rounds_to_pin({"slow": [1.0, 0.9, 1.1]}, 1.05, 0.1) == (None, 0)
     at_verdict, pinned = claim_precision(2.0, 0.15, sets=600, precision=0.0), claim_precision(2.0, 0.15, sets=600)

@@ -5,6 +5,7 @@ its search); and which candidates are still worth the rounds once a fix is verif
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import time
 from dataclasses import asdict, dataclass, field
@@ -23,7 +24,17 @@ from advisor.session.gate import gate_candidates, rounding_envelope, worst_numer
 from advisor.session.kept_rounds import KeptRounds, arms_key
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
-from advisor.verdict import half_width, judge, look_confidence, look_schedule, paired_interval, reported_confidence, rounds_to_pin, settled
+from advisor.verdict import (
+    half_width,
+    judge,
+    level_stopping_at,
+    look_confidence,
+    look_schedule,
+    paired_interval,
+    reported_confidence,
+    rounds_to_pin,
+    settled,
+)
 from advisor.verify import OBJECTIVE, Envelope, Rounds, interleave, near_its_limit, speedup_basis, step_breakdown
 
 
@@ -253,7 +264,7 @@ class Stopping:
             if self.pinned is None:  # fixed once, at the first settled look (`rounds_to_pin`)
                 claims = {name: quiet.ratios(name, basis) for name in self.names if not rounds.failures(name)}
                 self.pinned_name, self.pinned = rounds_to_pin(claims, search_config.min_speedup, search_config.precision,
-                                                              self.confidence)
+                                                              functools.partial(level_stopping_at, self.schedule))
                 if self.pinned_name is not None and done < self.pinned and not basis_may_change(quiet.baseline):
                     self.announce(self.pinned_name, paired_interval(quiet.ratios(self.pinned_name, basis), self.confidence))
             if done >= self.pinned:

@@ -8,6 +8,7 @@ Numerics (whether results are unchanged) and the interleaved rounds themselves a
 
 from advisor.verdict.design import (
     FIRST_LOOK,
+    level_stopping_at,
     look_confidence,
     look_schedule,
     reported_confidence,
@@ -18,5 +19,5 @@ from advisor.verdict.judge import BUSY_REASON, Status, Verdict, astride, judge, 
 from advisor.verdict.statistics import PLAIN_LEVEL, half_width, interval_words, level_words, paired_interval
 
 __all__ = ["BUSY_REASON", "FIRST_LOOK", "PLAIN_LEVEL", "Status", "Verdict", "astride", "half_width", "interval_words", "judge",
-           "level_words", "levels_of", "look_confidence", "look_schedule", "paired_interval", "reported_confidence", "rounds_to_pin",
-           "settled", "was_busy"]
+           "level_stopping_at", "level_words", "levels_of", "look_confidence", "look_schedule", "paired_interval",
+           "reported_confidence", "rounds_to_pin", "settled", "was_busy"]

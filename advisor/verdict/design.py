@@ -7,15 +7,17 @@ shares and `advisor retune` all stop by these rules.
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from statistics import NormalDist
+from typing import Callable, Optional, Sequence
 
-from advisor.verdict.statistics import PLAIN_LEVEL, half_width, paired_interval
+from advisor.verdict.statistics import PLAIN_LEVEL, log_spread, paired_interval, t_quantile
 
 FIRST_LOOK = 3  # rounds after which a verification may stop, when every verdict is already settled
 # Pocock's constant boundaries for 1 to 6 looks at a two-sided 5% (Pocock 1977, Biometrika 64:191):
 # every look's interval is drawn at the same level, wide enough that all looks together miss the
 # truth at most 5% of the time (`python -m experiments.calibrate --coverage` measures ours).
 POCOCK = (1.960, 2.178, 2.289, 2.361, 2.413, 2.453)
+MOST_PINNED = 1000  # rounds_to_pin's answer at most (a schedule ends far sooner)
 LOOK_GROWTH = 1.6  # each look past search.pairs has this many times the rounds of the one before
 
 
@@ -44,6 +46,13 @@ def reported_confidence(schedule: tuple[int, ...], rounds: int, settled_there: b
     return look_confidence(max(1, looks) if settled_there else len(schedule))
 
 
+def level_stopping_at(schedule: tuple[int, ...], rounds: int) -> float:
+    """The level a verification reports where it stops settled at the first look of `schedule`
+    from `rounds` on (the schedule's last, past it)."""
+    look = next((look for look in schedule if look >= rounds), schedule[-1])
+    return reported_confidence(schedule, look, True)
+
+
 def settled(ratios: Sequence[float], min_speedup: float, failures: Sequence[str] = (),
             confidence: float = PLAIN_LEVEL) -> bool:
     """Whether more rounds could not change a speed verdict: a failed run (flaky, whatever comes
@@ -62,22 +71,30 @@ def settled(ratios: Sequence[float], min_speedup: float, failures: Sequence[str]
 
 
 def rounds_to_pin(claims: dict[str, Sequence[float]], min_speedup: float, precision: float,
-                  confidence: float = PLAIN_LEVEL) -> tuple[Optional[str], int]:
+                  level_at: Callable[[int], float] = lambda rounds: PLAIN_LEVEL) -> tuple[Optional[str], int]:
     """The candidate a user would adopt (the fastest whose interval clears `min_speedup`), and
-    the rounds its interval says it needs to reach no further than `precision` either side of
-    its speedup (a width shrinks as one over the root of the rounds); (None, 0) when none clears
-    the bar or `precision` is 0 (off). A verdict settles as soon as the interval clears the bar,
-    often after 3 rounds with an interval of +-20-40%: the number a user plans on, and
-    re-measures, deserves the rounds that pin it down. The rounds are fixed once, from the
-    rounds that settled the verdict: stopping whenever a later interval happened to look
-    narrow would stop on rounds that agree by chance, and the intervals would cover less than
-    they say (`python -m experiments.calibrate --coverage` measures it)."""
+    the fewest rounds whose interval would reach no further than `precision` either side of its
+    speedup, at the spread its rounds so far show: the interval at n rounds is Student's t with
+    n - 1 degrees of freedom at the level a verification stopping there reports (`level_at(n)`),
+    over the root of n. (None, 0) when none clears the bar or `precision` is 0 (off).
+
+    A verdict settles as soon as the interval clears the bar, often after 3 rounds with an
+    interval of +-20-40%: the number a user plans on, and re-measures, deserves the rounds that
+    pin it down. Both the root of the rounds and the t quantile narrow it: at 3 rounds the
+    quantile is 4.3 (95%), at 8 it is 2.4, so scaling the 3-round width by the root alone asked
+    (4.3 / 2.4)**2 = 3.3 times the rounds needed. The rounds are fixed once, from the rounds
+    that settled the verdict: stopping whenever a later interval happened to look narrow would
+    stop on rounds that agree by chance, and the intervals would cover less than they say
+    (`python -m experiments.calibrate --coverage` measures it)."""
     if precision <= 0:
         return None, 0
-    cleared = {name: paired_interval(ratios, confidence) for name, ratios in claims.items() if len(ratios) >= 2}
+    cleared = {name: paired_interval(ratios, level_at(len(ratios))) for name, ratios in claims.items() if len(ratios) >= 2}
     cleared = {name: interval for name, interval in cleared.items() if interval[1] >= min_speedup}
     if not cleared:
         return None, 0
     best = max(cleared, key=lambda name: cleared[name][0])
-    reach = math.log1p(half_width(claims[best], confidence))  # in logs, where a width shrinks as one over the root
-    return best, math.ceil(len(claims[best]) * (reach / math.log1p(precision)) ** 2)
+    spread, reach = log_spread([math.log(r) for r in claims[best]]), math.log1p(precision)
+    rounds = max(len(claims[best]), math.ceil((NormalDist().inv_cdf(0.5 + level_at(len(claims[best])) / 2) * spread / reach) ** 2))
+    while rounds < MOST_PINNED and t_quantile(0.5 + level_at(rounds) / 2, rounds - 1) * spread / math.sqrt(rounds) > reach:
+        rounds += 1  # from the normal's answer, which the t's can only exceed: a few steps at most
+    return best, rounds
