@@ -160,8 +160,9 @@ class Rounds:
 
     def then(self, more: "Rounds") -> "Rounds":
         """These rounds followed by `more`."""
-        return Rounds(self.baseline + more.baseline,
-                      {name: runs + more.candidates[name] for name, runs in self.candidates.items()})
+        return Rounds(self.baseline + more.baseline,  # an arm that ran only in the first rounds takes no more
+                      {name: runs + (more.candidates[name] if len(runs) == len(self.baseline) else [])
+                       for name, runs in self.candidates.items()})
 
     def ratios(self, name: str, basis: str = OBJECTIVE) -> list[float]:
         """The candidate's figure over the baseline's, round by round (`BASES` names the figures)."""
@@ -173,14 +174,17 @@ class Rounds:
         ]
 
     def disturbance(self, index: int) -> float:
-        """The most of the machine's CPU other processes took during any successful run of a round."""
-        runs = [self.baseline[index], *(runs[index] for runs in self.candidates.values())]
+        """The most of the machine's CPU other processes took during any successful run of a round
+        (an arm that ran only in the first rounds, `interleave`'s `first_rounds_only`, where it ran)."""
+        index %= len(self.baseline)
+        runs = [self.baseline[index], *(runs[index] for runs in self.candidates.values() if index < len(runs))]
         return max((run.other_cpu_share for run in runs if run.ok), default=0.0)
 
     def quiet(self) -> "Rounds":
         """These rounds without those in which other processes took BUSY_SHARE or more of the CPU."""
         kept = [index for index in range(len(self.baseline)) if self.disturbance(index) < BUSY_SHARE]
-        return Rounds([self.baseline[i] for i in kept], {name: [runs[i] for i in kept] for name, runs in self.candidates.items()})
+        return Rounds([self.baseline[i] for i in kept],
+                      {name: [runs[i] for i in kept if i < len(runs)] for name, runs in self.candidates.items()})
 
     def set_aside(self) -> tuple[int, float]:
         """How many rounds `quiet` leaves out, and the most other processes took in them."""
@@ -214,6 +218,7 @@ def interleave(
     enough: Callable[["Rounds"], bool] = lambda rounds: False,
     earlier: Optional[Rounds] = None,
     keep: Callable[[int, dict[str, Measurement]], None] = lambda index, runs: None,
+    first_rounds_only: Optional[dict[str, int]] = None,
 ) -> Rounds:
     """Runs `pairs` rounds; in each, the reference plan (named `reference` in the progress lines)
     and every candidate, order rotated per round. `first_reference_run`, a run of the reference
@@ -222,8 +227,11 @@ def interleave(
     (the job as the user runs it today, without the memory budget the candidates must keep).
     `enough`, asked after each round with the rounds so far, stops them early when it says so.
     `earlier`: these arms' rounds finished before (a session stopped mid-verification), counted
-    among the `pairs` and not run again; `keep` hears each round as it finishes, to store it."""
+    among the `pairs` and not run again; `keep` hears each round as it finishes, to store it.
+    `first_rounds_only`: arms that run in that many first rounds only (the ideal: a ceiling, not
+    a claim); their runs pair with the reference's first rounds."""
     names = [reference, *candidates]
+    limits = first_rounds_only or {}
     plans = {reference: baseline_plan, **candidates}
     runs: dict[str, list[Measurement]] = {name: [] for name in names}
     if earlier is not None and earlier.baseline:
@@ -234,9 +242,9 @@ def interleave(
         if pairs <= 0 or enough(_rounds(runs, reference)):
             return _rounds(runs, reference)
     for round_index in range(rounds_before, rounds_before + pairs):  # continuing earlier rounds keeps the rotation
-        shift = round_index % len(names)
-        order = names[shift:] + names[:shift]
-        for name in order:
+        present = [name for name in names if round_index < limits.get(name, round_index + 1)]
+        shift = round_index % len(present)
+        for name in present[shift:] + present[:shift]:
             given = round_index == 0 and name == reference and first_reference_run is not None
             how = measure_reference if name == reference and measure_reference else measure
             runs[name].append(first_reference_run if given else how(plans[name]))
@@ -244,8 +252,8 @@ def interleave(
         label = f"{round_index + 1}/{total}"
         other = _rounds(runs, reference).disturbance(-1)
         busy = f"; set aside: other processes took {other:.0%} of the CPU" if other >= BUSY_SHARE else ""
-        keep(round_index, {name: runs[name][-1] for name in names})  # before it is said: a round said is kept
-        progress(f"  round {label}: " + ", ".join(_round_summary(runs, name) for name in names) + busy)
+        keep(round_index, {name: runs[name][-1] for name in present})  # before it is said: a round said is kept
+        progress(f"  round {label}: " + ", ".join(_round_summary(runs, name) for name in present) + busy)
         if enough(_rounds(runs, reference)):
             break
     return _rounds(runs, reference)

@@ -635,3 +635,40 @@ def test_no_renderer_spells_a_level_of_its_own():
         for node in ast.walk(tree):
             if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
                 assert "95%" not in node.value, f"{path.name}:{node.lineno}: {node.value!r}"
+
+
+def test_an_arm_of_the_first_rounds_only_pairs_with_them_and_leaves_later_rounds_and_their_checks_alone(tmp_path):
+    """The ideal runs in the first rounds only (`first_rounds_only`): its runs pair with the
+    reference's of those rounds, a set-aside round drops its ideal run too, the later rounds'
+    disturbance is their own runs', and kept rounds past the ideal's come back on resume."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from advisor.session.kept_rounds import KeptRounds, arms_key
+
+    calls = []
+
+    def measure(plan):
+        calls.append(plan["x"])
+        own = calls.count(plan["x"])  # this plan's k-th run, k-th round: paired by round, each ratio is exact
+        busy = 0.9 if plan["x"] == 2 and own == 1 else 0.0  # round 1's ideal ran beside other work
+        return Measurement("full", plan, "ok", samples_per_s=(100 + own) * (1, 1.5, 3)[plan["x"]], other_cpu_share=busy)
+
+    storage = lambda: JournalStorage(JournalFileBackend(str(tmp_path / "study.journal")))  # noqa: E731
+    optuna.create_study(study_name="s", storage=storage())
+    arms = {"#1": {"x": 1}, "ideal": {"x": 2}}
+    kept = KeptRounds(optuna.load_study(study_name="s", storage=storage()), arms_key({"x": 0}, arms))
+    rounds = interleave({"x": 0}, arms, measure, 5, keep=kept.keeper(), first_rounds_only={"ideal": 2})
+    assert calls.count(2) == 2 and calls.count(1) == 5 and len(calls) == 12, "the ideal in rounds 1 and 2 only"
+    assert rounds.ratios("ideal") == [3.0, 3.0] and rounds.ratios("#1") == [1.5] * 5, "each paired with its own round's baseline"
+    assert rounds.disturbance(0) == 0.9 and rounds.disturbance(-1) == 0.0 and rounds.disturbance(4) == 0.0
+    quiet = rounds.quiet()
+    assert len(quiet.baseline) == 4 and quiet.ratios("ideal") == [3.0] and quiet.candidates["ideal"][0].samples_per_s == 102 * 3
+    resumed = KeptRounds(optuna.load_study(study_name="s", storage=storage()), kept.key).earlier("baseline", list(arms), {"ideal": 2})
+    assert len(resumed.baseline) == 5 and len(resumed.candidates["ideal"]) == 2 and resumed.ratios("ideal") == [3.0, 3.0]
+    assert kept.earlier("baseline", list(arms)).baseline.__len__() == 2, "without the limit, rounds lacking the ideal stop the read"
+    calls.clear()
+    more = interleave({"x": 0}, arms, measure, 7, earlier=resumed, first_rounds_only={"ideal": 2})
+    assert sorted(calls) == [0, 0, 1, 1], "rounds 6 and 7: no ideal"
+    assert len(more.candidates["ideal"]) == 2 and len(more.baseline) == 7

@@ -31,16 +31,17 @@ class KeptRounds:
     study: Any  # an optuna Study
     key: str
 
-    def earlier(self, reference: str, names: list[str]) -> Optional[Rounds]:
-        """The rounds finished before, in order (none where a round lacks one of `names`)."""
-        attrs, found = self.study.user_attrs, []
+    def earlier(self, reference: str, names: list[str], first_rounds_only: Optional[dict[str, int]] = None) -> Optional[Rounds]:
+        """The rounds finished before, in order (none where a round lacks one of `names`, or an
+        arm of `first_rounds_only` in its first rounds: `advisor.verify.interleave`)."""
+        attrs, found, limits = self.study.user_attrs, [], first_rounds_only or {}
         while (runs := attrs.get(f"{ROUND_ATTR}:{self.key}:{len(found)}")) is not None:
-            if not all(name in runs for name in (reference, *names)):
+            if not all(name in runs for name in (reference, *names) if len(found) < limits.get(name, len(found) + 1)):
                 break
             found.append({name: Measurement.from_dict(run) for name, run in runs.items()})
         if not found:
             return None
-        return Rounds([r[reference] for r in found], {name: [r[name] for r in found] for name in names})
+        return Rounds([r[reference] for r in found], {name: [r[name] for r in found if name in r] for name in names})
 
     def keeper(self) -> Callable[[int, dict[str, Measurement]], None]:
         def keep(index: int, runs: dict[str, Measurement]) -> None:
