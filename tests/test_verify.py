@@ -202,7 +202,7 @@ def test_the_sequential_rule_keeps_the_promise():
     from experiments.calibrate import NOISES, sequential_table
 
     # with the default search.precision, which adds rounds to verified claims; over more sets: its skewed-noise
-    # coverage sits near the bound (93.8% over 120,000 sets), where 4,000 sets read 93.2-94.1% by their seed
+    # coverage sits near the bound (93.8% at 1.5x over 120,000 sets), where 4,000 sets of this seed read 93.2%
     pinned = sequential_table(sets=16000)
     results = sequential_table(sets=4000, precision=0.0)
     for table in (pinned, results):
