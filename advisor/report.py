@@ -297,18 +297,21 @@ def verdict_line(payload: dict) -> list[str]:
 def ruled_out_lines(recs: list[dict], bar: float) -> list[str]:
     """What the verifications that fell short did settle: every one of their intervals under the
     bar is an answer (none of these fixes is worth it, and how fast the best could be at most);
-    an interval astride it is not, and says so. A pure function."""
+    an interval astride it is not, and says so, and then the most any of them could be is what
+    the rounds ruled out. A pure function."""
     short = [rec for rec in recs if rec.get("status") == "short" and rec["speedup"] > 0]
     if not short:
         return []
     unsettled = [rec for rec in short if astride(rec["status"], rec["interval"][1], bar)]
+    best = max(short, key=lambda rec: rec["interval"][1])
     if not unsettled:
-        best = max(short, key=lambda rec: rec["interval"][1])
         return [f"ruled out at {levels_of(short)}: none of the {len(short)} fix(es) verified is {bar:.2f}x or more; "
                 f"the fastest, {'+'.join(best['recipes'])}, is at most {best['interval'][1]:.2f}x"]
-    return [f"not settled: {'+'.join(rec['recipes'])} {rec['speedup']:.2f}x ({interval_text(rec)}, {rec.get('rounds', 0)} "
-            f"rounds) may or may not reach {bar:.2f}x; more rounds (search.max_pairs) or a quieter machine would tell"
-            for rec in unsettled]
+    return [*(f"not settled: {'+'.join(rec['recipes'])} {rec['speedup']:.2f}x ({interval_text(rec)}, {rec.get('rounds', 0)} "
+              f"rounds) may or may not reach {bar:.2f}x; more rounds (search.max_pairs) or a quieter machine would tell"
+              for rec in unsettled),
+            f"ruled out at {levels_of(short)}: none of the {len(short)} fix(es) verified is more than "
+            f"{best['interval'][1]:.2f}x (the most {'+'.join(best['recipes'])} could be)"]
 
 
 def row_lines(rec: dict, width: int = 14) -> list[str]:

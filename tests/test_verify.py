@@ -603,7 +603,8 @@ def test_the_interval_column_holds_a_level_range_and_a_tenfold_speedup():
 
 def test_a_session_that_verifies_nothing_says_what_it_ruled_out_or_that_it_is_not_settled():
     """Nothing verified is an answer where every interval fell under the bar (none of these fixes
-    reaches it, the fastest at most so much), and says so; an interval astride the bar is no answer."""
+    reaches it, the fastest at most so much), and says so; an interval astride the bar is no answer,
+    and the most any fix could be is what the rounds still ruled out."""
     from advisor.report import verdict_line
 
     short = {"recipes": ["amp"], "speedup": 0.97, "interval": [0.93, 1.02], "verified": False, "status": "short",
@@ -614,7 +615,9 @@ def test_a_session_that_verifies_nothing_says_what_it_ruled_out_or_that_it_is_no
     assert lines[1] == "ruled out at 95%: none of the 2 fix(es) verified is 1.05x or more; the fastest, amp, is at most 1.02x"
     payload["recommendations"][1] = {**short, "recipes": ["dataloader"], "speedup": 1.18, "interval": [1.01, 1.38], "rounds": 12}
     assert verdict_line(payload)[1:] == ["not settled: dataloader 1.18x (1.01-1.38x, 12 rounds) may or may not reach 1.05x; "
-                                         "more rounds (search.max_pairs) or a quieter machine would tell"]
+                                         "more rounds (search.max_pairs) or a quieter machine would tell",
+                                         "ruled out at 95%: none of the 2 fix(es) verified is more than 1.38x "
+                                         "(the most dataloader could be)"], "an unsettled session says the bound it ruled out"
     flaky = {**short, "status": "flaky", "interval": [0.0, 0.0], "speedup": 0.0}
     assert verdict_line({"min_speedup": 1.05, "recommendations": [flaky]})[1:] == [], "a flaky fix settles nothing"
 
