@@ -204,6 +204,13 @@ class Rounds:
         return [run.reason or "failed" for run in self.candidates[name] if not run.ok]
 
 
+def arms_in_round(names: Sequence[str], round_index: int, first_rounds_only: Optional[dict[str, int]] = None) -> list[str]:
+    """The arms that run in a round (0-based), in order: all but those of `first_rounds_only`
+    past their first rounds."""
+    limits = first_rounds_only or {}
+    return [name for name in names if round_index < limits.get(name, round_index + 1)]
+
+
 def interleave(
     baseline_plan: dict,
     candidates: dict[str, dict],
@@ -231,7 +238,6 @@ def interleave(
     `first_rounds_only`: arms that run in that many first rounds only (the ideal: a ceiling, not
     a claim); their runs pair with the reference's first rounds."""
     names = [reference, *candidates]
-    limits = first_rounds_only or {}
     plans = {reference: baseline_plan, **candidates}
     runs: dict[str, list[Measurement]] = {name: [] for name in names}
     if earlier is not None and earlier.baseline:
@@ -242,7 +248,7 @@ def interleave(
         if pairs <= 0 or enough(_rounds(runs, reference)):
             return _rounds(runs, reference)
     for round_index in range(rounds_before, rounds_before + pairs):  # continuing earlier rounds keeps the rotation
-        present = [name for name in names if round_index < limits.get(name, round_index + 1)]
+        present = arms_in_round(names, round_index, first_rounds_only)
         shift = round_index % len(present)
         for name in present[shift:] + present[:shift]:
             given = round_index == 0 and name == reference and first_reference_run is not None

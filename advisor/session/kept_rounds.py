@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 from advisor.harness.lifetime import interrupts_held
 from advisor.measure import Measurement
 from advisor.plan import plan_key
-from advisor.verify import Rounds
+from advisor.verify import Rounds, arms_in_round
 
 ROUND_ATTR = "verification_round"  # study attribute `verification_round:<arms>:<index>`: each arm's run
 
@@ -34,9 +34,9 @@ class KeptRounds:
     def earlier(self, reference: str, names: list[str], first_rounds_only: Optional[dict[str, int]] = None) -> Optional[Rounds]:
         """The rounds finished before, in order (none where a round lacks one of `names`, or an
         arm of `first_rounds_only` in its first rounds: `advisor.verify.interleave`)."""
-        attrs, found, limits = self.study.user_attrs, [], first_rounds_only or {}
+        attrs, found = self.study.user_attrs, []
         while (runs := attrs.get(f"{ROUND_ATTR}:{self.key}:{len(found)}")) is not None:
-            if not all(name in runs for name in (reference, *names) if len(found) < limits.get(name, len(found) + 1)):
+            if not all(name in runs for name in arms_in_round([reference, *names], len(found), first_rounds_only)):
                 break
             found.append({name: Measurement.from_dict(run) for name, run in runs.items()})
         if not found:
