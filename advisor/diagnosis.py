@@ -9,6 +9,8 @@ The pieces every kind's rules share (thresholds, findings, the memory rule) are 
 from __future__ import annotations
 
 import dataclasses
+import functools
+from typing import Callable
 
 from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence, Progress, check_capacity, check_losses, describe_run
@@ -16,6 +18,7 @@ from advisor.findings import SEVERITY_ORDER, THRESHOLDS, Diagnosis, Thresholds
 from advisor.fingerprint import fingerprint
 from advisor.harness import run_measurement
 from advisor.kinds import kind_of
+from advisor.measure import BUSY_SHARE, QUIET_WAIT_S, Measurement, wait_for_quiet
 from advisor.recipes import fixes_for
 from advisor.report import busy_line
 
@@ -46,12 +49,11 @@ def collect_evidence(config: AdvisorConfig, progress: Progress = lambda line: No
     runs = {}
     for index, (mode, what) in enumerate(kind.evidence_runs, start=1):
         progress(f"[{index}/{len(kind.evidence_runs)}] {what} ...")
-        run = run_measurement(
-            config, plan, mode, steps.get(mode, config.measure.steps), config.measure.timeout_s,
+        run = measured_when_quiet(functools.partial(
+            run_measurement, config, plan, mode, steps.get(mode, config.measure.steps), config.measure.timeout_s,
             fresh=kind.fresh_children,
-        )
+        ), progress)
         runs[mode] = run
-        progress(f"      {describe_run(run)}")
         if mode == "full":
             check_losses(run)
             check_capacity(run)
@@ -61,6 +63,23 @@ def collect_evidence(config: AdvisorConfig, progress: Progress = lambda line: No
     evidence = with_derived(Evidence(**runs, max_memory_mb=config.constraints.max_memory_mb, kind=config.kind))
     seen = fingerprint(config, kind.seen(evidence))["components"]
     return dataclasses.replace(evidence, workload=config.name, fingerprint=seen)
+
+
+def measured_when_quiet(measure: Callable[[], Measurement], progress: Progress,
+                        quiet_wait_s: float = QUIET_WAIT_S) -> Measurement:
+    """A diagnosis run, taken once more after the machine quiets when other processes took
+    BUSY_SHARE or more of its CPU during it: on a busy machine every share of the step moves (the
+    step itself slows), so the bottleneck named can be the wrong one, and a study keeps its
+    diagnosis for its whole life (a resume reuses it). Of the two, the quieter run is kept."""
+    run = measure()
+    progress(f"      {describe_run(run)}")
+    if run.other_cpu_share < BUSY_SHARE:
+        return run
+    progress("      measured again once the machine is quiet: a busy machine's shares can name the wrong bottleneck")
+    wait_for_quiet(quiet_wait_s, progress)
+    again = measure()
+    progress(f"      {describe_run(again)}")
+    return min((run, again), key=lambda taken: (not taken.ok, taken.other_cpu_share))
 
 
 def with_derived(evidence: Evidence) -> Evidence:

@@ -151,3 +151,16 @@ def test_page_faults_each_step_name_the_allocator():
     quiet = next(d for d in diagnose(evidence) if d.bottleneck == "compute")
     assert quiet.named == () and not any("page faults" in f.metric for f in quiet.evidence)
     assert "compute" in to_fix(diagnose(faulting))
+
+
+def test_a_resume_says_again_that_its_diagnosis_was_taken_on_a_busy_machine():
+    from advisor.session.planning import resuming_lines
+
+    evidence = stored("quickstart")
+    quiet = resuming_lines("quickstart", 3, evidence)
+    assert quiet == ["resuming study 'quickstart' (3 trials done; the baseline's diagnosis is reused)"]
+    busy = dataclasses.replace(evidence, full=dataclasses.replace(evidence.full, other_cpu_share=0.66))
+    said = resuming_lines("quickstart", 3, busy)
+    assert said[0] == quiet[0] and len(said) == 2
+    assert "other processes took 66% of its CPU during the diagnosis (the full run)" in said[1]
+    assert "`advisor optimize --fresh` diagnoses again" in said[1]

@@ -169,6 +169,45 @@ def test_a_busy_machine_is_noticed(tiny_config, tmp_path):
     assert busy.other_cpu_share >= 0.25 and busy.other_cpu_share > quiet.other_cpu_share + 0.2
 
 
+def test_a_diagnosis_run_on_a_busy_machine_is_taken_again_once_it_is_quiet(tiny_config, tmp_path):
+    """Two processes spin through the diagnosis's first run and stop when it reports: that run
+    read busy, so it is taken again on the quiet machine, and the evidence keeps the quiet one
+    (a busy machine's shares named compute where a quiet one named the loader). The later runs,
+    quiet, are taken once."""
+    import subprocess
+    import sys
+
+    from advisor.diagnosis import collect_evidence
+    from advisor.measure import BUSY_SHARE
+
+    (tmp_path / "latency.txt").write_text("1.5")
+    path = tiny_config(workload={"dataset": "broken:file_latency_dataset", "dataset_args": {"n": 4096}},
+                       measure={"steps": 60, "profile_steps": 2})
+    hogs: list[subprocess.Popen] = []
+    lines: list[str] = []
+
+    def hog_the_first_run(line: str) -> None:
+        lines.append(line)
+        if line.startswith("[1/") and not hogs:
+            hogs.extend(subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2))
+        elif line.startswith("      ") and hogs:
+            for hog in hogs:
+                hog.kill()
+
+    try:
+        evidence = collect_evidence(load_config(path), hog_the_first_run)
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+    said = "\n".join(lines)
+    assert hogs, said
+    first = lines.index(next(line for line in lines if line.startswith("[1/")))
+    assert "other processes took" in lines[first + 1] and "measured again once the machine is quiet" in lines[first + 2], said
+    assert evidence.full.ok and evidence.full.other_cpu_share < BUSY_SHARE, said
+    assert said.count("measured again") == 1, said
+
+
 def _hold_a_slot(log, seconds):
     from advisor.harness.lifetime import measurement_slot
 

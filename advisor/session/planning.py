@@ -18,6 +18,7 @@ from advisor.findings import THRESHOLDS, Diagnosis
 from advisor.fingerprint import describe_changes, fingerprint
 from advisor.kinds import kind_of
 from advisor.recipes import RECIPES, Context, Param, Recipe, by_name
+from advisor.report import busy_line
 from advisor.session.claim import claim_study, release_unplanned
 from advisor.session.results import Progress
 
@@ -36,7 +37,8 @@ def plan_or_resume(config: AdvisorConfig, evidence: Optional[Evidence], warm_sta
         study = claim_study(config)
         facts = SessionFacts.from_attrs(study.user_attrs)
         done = len(search.finished_trials(study))
-        progress(f"resuming study '{config.name}' ({done} trials done; the baseline's diagnosis is reused)")
+        for line in resuming_lines(config.name, done, facts.evidence):
+            progress(line)
         return study, facts, diagnose(facts.evidence), None
     claimed = claim_study(config)  # before the diagnosis: one diagnosis a study
     try:
@@ -56,6 +58,14 @@ def plan_or_resume(config: AdvisorConfig, evidence: Optional[Evidence], warm_sta
     finally:
         release_unplanned(config, claimed)
     return study, facts, diagnoses, diagnosed_now
+
+
+def resuming_lines(name: str, done: int, evidence: Evidence) -> list[str]:
+    """What a resume says of the study it takes up; a diagnosis taken on a busy machine (one the
+    diagnosis could not wait out) is said again, since the whole study rests on it."""
+    busy = busy_line((evidence.full, evidence.synthetic, evidence.cached), "the diagnosis")
+    return [f"resuming study '{name}' ({done} trials done; the baseline's diagnosis is reused)",
+            *(f"  {line}; `advisor optimize --fresh` diagnoses again and starts anew" for line in busy)]
 
 
 @dataclass(frozen=True)
