@@ -308,10 +308,19 @@ def ruled_out_lines(recs: list[dict], bar: float) -> list[str]:
         return [f"ruled out at {levels_of(short)}: none of the {len(short)} fix(es) verified is {bar:.2f}x or more; "
                 f"the fastest, {'+'.join(best['recipes'])}, is at most {best['interval'][1]:.2f}x"]
     return [*(f"not settled: {'+'.join(rec['recipes'])} {rec['speedup']:.2f}x ({interval_text(rec)}, {rec.get('rounds', 0)} "
-              f"rounds) may or may not reach {bar:.2f}x; more rounds (search.max_pairs) or a quieter machine would tell"
+              f"rounds) may or may not reach {bar:.2f}x; {more_rounds_words(rec.get('settle_chance'))}"
               for rec in unsettled),
             f"ruled out at {levels_of(short)}: none of the {len(short)} fix(es) verified is more than "
             f"{best['interval'][1]:.2f}x (the most {'+'.join(best['recipes'])} could be)"]
+
+
+def more_rounds_words(settle_chance: Optional[float]) -> str:
+    """What more rounds would do for a verdict not settled: its chance to settle by search.max_pairs
+    rounds where its rounds stopped as unlikely to (`Stopping.chances_to_settle`)."""
+    if settle_chance is None:
+        return "more rounds (search.max_pairs) or a quieter machine would tell"
+    return (f"its rounds stopped: by search.max_pairs rounds it would settle with about {settle_chance:.0%} chance "
+            "(a larger search.max_pairs or a quieter machine might tell)")
 
 
 def row_lines(rec: dict, width: int = 14) -> list[str]:

@@ -33,7 +33,9 @@ from typing import Callable
 from advisor.config import SearchConfig
 from advisor.verdict import (
     FIRST_LOOK,
+    FUTILE_UNDER,
     Verdict,
+    chance_to_settle,
     judge,
     level_stopping_at,
     look_confidence,
@@ -136,16 +138,20 @@ PRECISION = SearchConfig().precision  # the verifier's default search.precision
 
 
 def rounds_until_settled(draw: Callable[[], float], schedule: tuple[int, ...], deciding: float,
-                         precision: float = PRECISION) -> list[float]:
+                         precision: float = PRECISION, pairs: int = 5, futile_under: float = FUTILE_UNDER) -> list[float]:
     """The verifier's stopping rule over drawn ratios (`Stopping`, without its time budget):
     rounds up to each look of `schedule`, stopping at the first look where the verdict is
     settled at the `deciding` level and, where it is verified, has the rounds `rounds_to_pin`
-    asked at the first settled look to pin it to `precision`."""
+    asked at the first settled look to pin it to `precision`; or, from `pairs` rounds on, where
+    it is not settled and its chance to settle by the schedule's end is under `futile_under`
+    (`chance_to_settle`; 0: never)."""
     ratios: list[float] = []
     pinned = None
     for look in schedule:
         ratios += [draw() for _ in range(look - len(ratios))]
         if not settled(ratios, BAR, confidence=deciding):
+            if pairs <= look < schedule[-1] and chance_to_settle(ratios, BAR, schedule[-1], deciding) < futile_under:
+                break
             continue
         if pinned is None:
             pinned = rounds_to_pin({"#1": ratios}, BAR, precision, functools.partial(level_stopping_at, schedule))[1]
@@ -155,7 +161,7 @@ def rounds_until_settled(draw: Callable[[], float], schedule: tuple[int, ...], d
 
 
 def sequential_coverage(noise: str, truth: float, sets: int, pairs: int = 5, most: int = 12, seed: int = 0,
-                        precision: float = PRECISION) -> Sequential:
+                        precision: float = PRECISION, futile_under: float = FUTILE_UNDER) -> Sequential:
     """Simulates the verifier's own stopping rule (`advisor.session.verification._interleaved`):
     a look after each round count of `look_schedule(pairs, most)`, stopped at the first where the
     verdict is settled at Pocock's level for the whole schedule, and the interval then drawn at
@@ -167,10 +173,11 @@ def sequential_coverage(noise: str, truth: float, sets: int, pairs: int = 5, mos
     deciding = look_confidence(len(schedule))
     covered = verified = early = rounds = 0
     for _ in range(sets):
-        ratios = rounds_until_settled(lambda: truth * math.exp(draw(rng)), schedule, deciding, precision)
+        ratios = rounds_until_settled(lambda: truth * math.exp(draw(rng)), schedule, deciding, precision, pairs, futile_under)
         early += len(ratios) == FIRST_LOOK
         rounds += len(ratios)
-        _, low, high = paired_interval(ratios, reported_confidence(schedule, len(ratios), True))
+        stopped_settled = settled(ratios, BAR, confidence=deciding)
+        _, low, high = paired_interval(ratios, reported_confidence(schedule, len(ratios), stopped_settled))
         covered += low <= truth <= high
         verified += low >= BAR
     return Sequential(noise, truth, covered / sets, verified / sets, early / sets, rounds / sets, schedule)
@@ -230,8 +237,8 @@ def claim_precision(truth: float, spread: float, sets: int, pairs: int = 5, most
                      rounds / len(logs), replay_total / len(logs))
 
 
-def sequential_table(sets: int, seed: int = 0, precision: float = PRECISION) -> list[Sequential]:
-    return [sequential_coverage(noise, truth, sets, seed=seed, precision=precision)
+def sequential_table(sets: int, seed: int = 0, precision: float = PRECISION, futile_under: float = FUTILE_UNDER) -> list[Sequential]:
+    return [sequential_coverage(noise, truth, sets, seed=seed, precision=precision, futile_under=futile_under)
             for truth in (BAR, 1.1, TRUE_SPEEDUP) for noise in NOISES]
 
 

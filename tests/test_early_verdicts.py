@@ -450,3 +450,57 @@ def test_a_verdict_straddling_the_bar_during_the_search_gives_way_after_search_p
     assert any("straddles the bar after 5 rounds" in line for line in lines), lines
     policy.after_trial(None, [base, fast])
     assert measured_rounds.count("bfloat16") == config.search.pairs, "one early verification at most"
+
+
+def test_a_verification_whose_verdict_is_unlikely_to_settle_stops_at_search_pairs(tmp_path):
+    """At the end of the search, a candidate's rounds straddle the bar (1.08x, per-round sd about
+    0.12): by 12 rounds it would settle with under FUTILE_UNDER chance, so the rounds stop at
+    `search.pairs` (5), say so, and the recommendation carries that chance; a candidate far over
+    the bar is untouched, and one whose rounds could still settle grows to the next look."""
+    import json
+    import time
+
+    from conftest import FIXTURES, merged
+
+    from advisor.evidence import Evidence
+    from advisor.session import Session, plan_session
+    from advisor.session.verification import verify_each
+
+    config = load_config(write_config(tmp_path, merged(TINY, {"search": {"recipes": ["amp"], "trials": 4, "precision": 0}})))
+    facts = plan_session(config, Evidence.from_dict(json.loads((FIXTURES / "evidence" / "compute_bound.json").read_text())))
+
+    def verified_after(rates: list[float]) -> tuple[Recommendation, list[str], int]:
+        swings, measured = iter(rates * 3), []
+
+        def measure(plan, **options):
+            measured.append(plan.get("amp.dtype"))
+            return dataclasses.replace(run(next(swings) if plan.get("amp.dtype") else 100.0), plan=plan)
+
+        lines: list[str] = []
+        session = Session(config, facts, [], measure, measure, lines.append, started=time.time(), round_measure=measure,
+                          round_reference=measure)
+        candidate = TrialResult(1, {**facts.baseline, "amp.dtype": "bfloat16"}, run(120.0), True)
+        recommendations, _, _ = verify_each(session, [candidate])
+        return recommendations[0], lines, measured.count("bfloat16")
+
+    unlikely, lines, rounds = verified_after([125.0, 95.0, 120.0, 97.0, 105.0])
+    assert rounds == config.search.pairs and not unlikely.verified, lines
+    assert unlikely.settle_chance is not None and unlikely.settle_chance < 0.1, unlikely
+    assert any(line.startswith("  the rounds stop: by 12 rounds (search.max_pairs) no verdict straddling the bar is likely")
+               for line in lines), lines
+    wide, lines, rounds = verified_after([160.0, 85.0, 150.0, 90.0, 140.0])  # 1.2x, swinging: it could settle
+    assert rounds > config.search.pairs and wide.settle_chance is None, lines
+    clear, _, rounds = verified_after([150.0, 148.0, 152.0])
+    assert clear.verified and rounds == 3 and clear.settle_chance is None
+
+
+def test_the_chance_to_settle_falls_as_the_rounds_pin_a_mean_near_the_bar():
+    from advisor.verdict import chance_to_settle, look_confidence
+
+    level = look_confidence(4)
+    near = [1.25, 0.95, 1.2, 0.97, 1.05]
+    assert chance_to_settle(near, 1.05, 12, level) < 0.1
+    assert chance_to_settle(near + near[:3], 1.05, 12, level) < chance_to_settle(near, 1.05, 12, level)
+    assert chance_to_settle([1.6, 0.9, 1.5, 0.95, 1.4], 1.05, 12, level) > 0.2, "far from the bar, a wide interval may settle"
+    assert chance_to_settle([1.5, 1.52, 1.49], 1.05, 12, level) == 1.0, "settled already"
+    assert chance_to_settle([1.1], 1.05, 12, level) == 1.0, "one round tells nothing"

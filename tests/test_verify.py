@@ -193,20 +193,23 @@ def test_interval_covers_at_its_nominal_level():
 def test_the_sequential_rule_keeps_the_promise():
     """The verifier's stopping rule (looks after 3, 5, 8 and 12 rounds, stopped at the first
     where the verdict is settled at Pocock's level for four looks, the interval reported at
-    Pocock's level for the looks taken), simulated: its intervals cover the truth 93.5-96.5% of
-    the time (heavy-tailed noise, over which even a fixed number of pairs covers 96%, up to 97%);
+    Pocock's level for the looks taken; from 5 rounds, stopped unsettled where its chance to
+    settle by 12 is under FUTILE_UNDER, the interval at the four looks' level), simulated: its
+    intervals cover the truth 93.5-96.5% of the time (heavy-tailed noise, over which even a fixed
+    number of pairs covers 96%, up to 97.5%: the futile stops' intervals, drawn at the four looks'
+    level over fewer rounds, are the wider);
     at a true speedup equal to the bar it calls a plan verified no more often than five fixed
     pairs at 95% do (2.5%; the skewed noise, whose median sits off its mean, about 5%); a clear
     win stops at 3 rounds; a fix near the bar gets more rounds, and is verified more often than
     five fixed pairs would verify it."""
-    from experiments.calibrate import NOISES, sequential_table
+    from experiments.calibrate import NOISES, sequential_coverage, sequential_table
 
     # with the default search.precision, which adds rounds to verified claims; over more sets: its skewed-noise
     # coverage sits near the bound (93.8% at 1.5x over 120,000 sets), where 4,000 sets of this seed read 93.2%
     pinned = sequential_table(sets=16000)
     results = sequential_table(sets=4000, precision=0.0)
     for table in (pinned, results):
-        outside = [r.line() for r in table if not 0.935 <= r.covered <= (0.97 if r.noise == "student-t3" else 0.965)]
+        outside = [r.line() for r in table if not 0.935 <= r.covered <= (0.975 if r.noise in ("student-t3", "outliers") else 0.965)]
         assert not outside, outside
     assert all(p.mean_rounds > r.mean_rounds + 1.5 for p, r in zip(pinned, results) if r.truth == 1.5), \
         "a clear win's number is pinned past its verdict"
@@ -218,7 +221,10 @@ def test_the_sequential_rule_keeps_the_promise():
     rng = random.Random(0)
     fixed = sum(paired_interval([1.1 * math.exp(NOISES["normal"](rng)) for _ in range(5)])[1] >= 1.05
                 for _ in range(4000)) / 4000
-    assert near.mean_rounds > 8 and near.verified > fixed + 0.05, (near.line(), fixed)
+    assert near.mean_rounds > 6 and near.verified > fixed + 0.05, (near.line(), fixed)
+    unstopped = sequential_coverage("normal", 1.1, sets=4000, precision=0.0, futile_under=0.0)
+    assert near.mean_rounds < unstopped.mean_rounds - 2 and near.verified > unstopped.verified - 0.02, \
+        ("a verdict unlikely to settle stops early and loses few verdicts", near.line(), unstopped.line())
 
 
 def test_a_claims_distance_from_a_replay_grows_with_the_noise_and_its_bias_near_the_bar():
@@ -618,6 +624,10 @@ def test_a_session_that_verifies_nothing_says_what_it_ruled_out_or_that_it_is_no
                                          "more rounds (search.max_pairs) or a quieter machine would tell",
                                          "ruled out at 95%: none of the 2 fix(es) verified is more than 1.38x "
                                          "(the most dataloader could be)"], "an unsettled session says the bound it ruled out"
+    payload["recommendations"][1]["settle_chance"] = 0.07
+    assert verdict_line(payload)[1].endswith("(1.01-1.38x, 12 rounds) may or may not reach 1.05x; its rounds stopped: by "
+                                              "search.max_pairs rounds it would settle with about 7% chance (a larger "
+                                              "search.max_pairs or a quieter machine might tell)")
     flaky = {**short, "status": "flaky", "interval": [0.0, 0.0], "speedup": 0.0}
     assert verdict_line({"min_speedup": 1.05, "recommendations": [flaky]})[1:] == [], "a flaky fix settles nothing"
 

@@ -51,6 +51,7 @@ class Recommendation:
     speedup_basis: str = "objective"  # or "answered": at full load, the baseline near its limit (`speedup_basis`)
     epoch: dict = field(default_factory=dict)  # training with workers: an epoch's end, its share charged (`epoch_of`)
     page_faults_per_step: float = 0.0  # training: minor page faults a step over its verification runs
+    settle_chance: Optional[float] = None  # not settled where its rounds stopped as unlikely to: its chance by the schedule's end
     mlflow_run_id: Optional[str] = None
 
     def to_dict(self) -> dict:

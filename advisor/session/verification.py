@@ -25,6 +25,8 @@ from advisor.session.kept_rounds import KeptRounds, arms_key
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
 from advisor.verdict import (
+    FUTILE_UNDER,
+    chance_to_settle,
     half_width,
     judge,
     level_stopping_at,
@@ -170,7 +172,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
     memory_fix = session.reference is not None and session.reference.memory_fix
     plans = {f"#{t.number}": t for t in candidates}
     announce = verified.settled if verified is not None else lambda name, interval: None
-    every_round, confidence, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce, give_way)
+    every_round, stopping, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce, give_way)
     rounds, set_aside = every_round.quiet(), every_round.set_aside()
     basis = basis_of(config, rounds.baseline)
     recommendations, rejections = [], []
@@ -181,7 +183,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
         verdict = judge(
             name, rounds.ratios(name, basis), config.search.min_speedup, numerics, memory_fix,
             [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
-            failures=every_round.failures(name), pairs=len(rounds.baseline), confidence=confidence,
+            failures=every_round.failures(name), pairs=len(rounds.baseline), confidence=stopping.confidence,
             set_aside=set_aside,
         )
         if verified is not None:
@@ -202,6 +204,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
             ideal_speedup=ideal_speedup, gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
             latency_ms=latency_of(runs), load_curve=load_curve_of(runs), speedup_basis=basis, epoch=epoch_of(runs),
             page_faults_per_step=page_faults_of(runs), status=verdict.status.value, confidence=verdict.confidence,
+            settle_chance=stopping.futile.get(name),
         ))
     return recommendations, rounds.baseline, rejections
 
@@ -229,6 +232,7 @@ class Stopping:
     announce: Callable[[str, tuple[float, float, float]], None] = lambda name, interval: None  # hears it, settled
     basis: str = OBJECTIVE  # what the speedups are ratios of, as the baseline's runs so far say (`speedup_basis`)
     give_way: bool = False  # a verification during the search: a verdict still straddling after search.pairs stops there
+    futile: dict = field(default_factory=dict)  # where the rounds stopped as unlikely to settle: each verdict's chance
 
     def __post_init__(self) -> None:
         search_config = self.config.search
@@ -275,7 +279,25 @@ class Stopping:
                 f"to +-{search_config.precision:.0%} (search.precision)"))
         if done < search_config.pairs or self.memory_fix:
             return False
-        return self.give_way or not self._grow(done, len(rounds.baseline), "a verdict still straddles the bar")
+        if self.give_way:
+            return True
+        chances = self.chances_to_settle(rounds, basis)
+        if max(chances.values(), default=1.0) < FUTILE_UNDER:
+            self.futile = chances
+            self.progress(f"  the rounds stop: by {self.schedule[-1]} rounds (search.max_pairs) no verdict straddling the bar is "
+                          f"likely to settle ({', '.join(f'{name} {chance:.0%}' for name, chance in chances.items())})")
+            return True
+        return not self._grow(done, len(rounds.baseline), "a verdict still straddles the bar")
+
+    def chances_to_settle(self, rounds: Rounds, basis: str) -> dict[str, float]:
+        """Each verdict still straddling the bar, and its chance to settle by the schedule's last look
+        (`chance_to_settle`): where every one is under FUTILE_UNDER, the rounds to come would most
+        likely end as they stand, at several times the cost (the coverage is unchanged: the
+        intervals are drawn at the whole schedule's level wherever the rounds stop)."""
+        quiet, bar = rounds.quiet(), self.config.search.min_speedup
+        return {name: chance_to_settle(quiet.ratios(name, basis), bar, self.schedule[-1], self.deciding)
+                for name in self.names
+                if not settled(quiet.ratios(name, basis), bar, rounds.failures(name), self.deciding)}
 
     def longer_runs(self, done: int) -> bool:
         """Whether the rounds after `done` serve twice the requests per run: a service's past
@@ -313,7 +335,7 @@ def ideal_steps(steps: int) -> int:
 
 def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_fix: bool,
                  announce: Callable[[str, tuple[float, float, float]], None],
-                 give_way: bool = False) -> tuple[Rounds, float, Optional[float], float, float]:
+                 give_way: bool = False) -> tuple[Rounds, Stopping, Optional[float], float, float]:
     """The verification rounds: the reference and each candidate (and the ideal, for an input
     fix) back to back, until `Stopping` says they are enough (past `search.pairs`, a service's
     runs serve twice the requests: `Stopping.longer_runs`). Returns the rounds, the level of the
@@ -351,7 +373,7 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
         kept_interpreters.close_all()
     ideal_ratios = rounds.quiet().ratios("ideal") if with_ideal else []
     ideal = paired_interval(ideal_ratios)[0] if ideal_ratios else None
-    return rounds, stopping.confidence, ideal, stopping.started, time.time()
+    return rounds, stopping, ideal, stopping.started, time.time()
 
 
 def reference_envelope(session: Session) -> Callable[[], Optional[Envelope]]:

@@ -8,6 +8,8 @@ Numerics (whether results are unchanged) and the interleaved rounds themselves a
 
 from advisor.verdict.design import (
     FIRST_LOOK,
+    FUTILE_UNDER,
+    chance_to_settle,
     level_stopping_at,
     look_confidence,
     look_schedule,
@@ -18,6 +20,6 @@ from advisor.verdict.design import (
 from advisor.verdict.judge import BUSY_REASON, Status, Verdict, astride, judge, levels_of, was_busy
 from advisor.verdict.statistics import PLAIN_LEVEL, half_width, interval_words, level_words, paired_interval
 
-__all__ = ["BUSY_REASON", "FIRST_LOOK", "PLAIN_LEVEL", "Status", "Verdict", "astride", "half_width", "interval_words", "judge",
-           "level_stopping_at", "level_words", "levels_of", "look_confidence", "look_schedule", "paired_interval",
-           "reported_confidence", "rounds_to_pin", "settled", "was_busy"]
+__all__ = ["BUSY_REASON", "FIRST_LOOK", "FUTILE_UNDER", "PLAIN_LEVEL", "Status", "Verdict", "astride", "chance_to_settle",
+           "half_width", "interval_words", "judge", "level_stopping_at", "level_words", "levels_of", "look_confidence",
+           "look_schedule", "paired_interval", "reported_confidence", "rounds_to_pin", "settled", "was_busy"]
