@@ -504,3 +504,59 @@ def test_the_chance_to_settle_falls_as_the_rounds_pin_a_mean_near_the_bar():
     assert chance_to_settle([1.6, 0.9, 1.5, 0.95, 1.4], 1.05, 12, level) > 0.2, "far from the bar, a wide interval may settle"
     assert chance_to_settle([1.5, 1.52, 1.49], 1.05, 12, level) == 1.0, "settled already"
     assert chance_to_settle([1.1], 1.05, 12, level) == 1.0, "one round tells nothing"
+
+
+def _verification(tmp_path, rates: dict[str, list[float]], **search):
+    """verify_each over candidates whose runs read `rates` in turn (the baseline 100/s), on the
+    compute_bound evidence: the recommendations, the progress lines, each candidate's runs."""
+    import json
+    import time
+
+    from conftest import FIXTURES, merged
+
+    from advisor.evidence import Evidence
+    from advisor.session import Session, plan_session
+    from advisor.session.verification import verify_each
+
+    config = load_config(write_config(tmp_path, merged(TINY, {"search": {"recipes": ["amp", "threads"], "trials": 4, **search}})))
+    facts = plan_session(config, Evidence.from_dict(json.loads((FIXTURES / "evidence" / "compute_bound.json").read_text())))
+    plans = {name: {**facts.baseline, "threads.intra_op": 6 + index} for index, name in enumerate(rates, start=1)}  # not the baseline's
+    draws = {name: iter(values * 4) for name, values in rates.items()}
+    measured = {name: 0 for name in rates}
+
+    def measure(plan, **options):
+        name = next((name for name, candidate in plans.items() if candidate == plan), None)
+        if name is None:
+            return dataclasses.replace(run(100.0), plan=plan)
+        measured[name] += 1
+        return dataclasses.replace(run(next(draws[name])), plan=plan)
+
+    lines: list[str] = []
+    session = Session(config, facts, [], measure, measure, lines.append, started=time.time(), round_measure=measure,
+                      round_reference=measure)
+    candidates = [TrialResult(index, plan, run(120.0), True) for index, plan in enumerate(plans.values(), start=1)]
+    recommendations, _, _ = verify_each(session, candidates)
+    return {r.trial: r for r in recommendations}, lines, list(measured.values())
+
+
+def test_a_candidate_unlikely_to_settle_ends_while_one_that_may_settle_goes_on(tmp_path):
+    """Two candidates straddle the bar after 5 rounds: #1 near it (1.08x, tight), #2 far over it
+    but swinging. #1 could hardly settle by 12 rounds, so it runs no more; #2 goes on alone, and
+    #1's verdict stands on its own 5 rounds at the level the rest report, with its chance said."""
+    found, lines, runs = _verification(tmp_path, {"near": [125.0, 95.0, 120.0, 97.0, 105.0],
+                                                  "swinging": [160.0, 85.0, 150.0, 90.0, 140.0]}, precision=0)
+    assert runs[0] == 5 and runs[1] > 5, (runs, lines)
+    assert any(line.startswith("  no more rounds for #1 (about ") and "the others go on" in line for line in lines), lines
+    near, swinging = found[1], found[2]
+    assert near.rounds == 5 and near.settle_chance is not None and near.settle_chance < 0.1 and not near.verified
+    assert swinging.rounds == runs[1] and swinging.settle_chance is None
+    assert near.confidence == swinging.confidence, "one level for every verdict of the verification"
+
+
+def test_a_candidate_settled_under_the_bar_ends_while_the_verified_one_is_pinned(tmp_path):
+    """#1 settles under the bar at the first look (0.8x, steady); #2 is verified there (1.5x, noisy
+    enough that pinning its number to +-10% asks more rounds): #2's pinning rounds run without #1."""
+    found, lines, runs = _verification(tmp_path, {"slower": [80.0, 81.0, 79.0], "faster": [170.0, 130.0, 150.0, 140.0]})
+    assert runs[0] == 3 and runs[1] > 3, (runs, lines)
+    assert any("no more rounds for #1 (settled under the bar)" in line for line in lines), lines
+    assert not found[1].verified and found[1].rounds == 3 and found[2].verified and found[2].rounds == runs[1]

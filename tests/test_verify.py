@@ -680,8 +680,50 @@ def test_an_arm_of_the_first_rounds_only_pairs_with_them_and_leaves_later_rounds
     assert len(quiet.baseline) == 4 and quiet.ratios("ideal") == [3.0] and quiet.candidates["ideal"][0].samples_per_s == 102 * 3
     resumed = KeptRounds(optuna.load_study(study_name="s", storage=storage()), kept.key).earlier("baseline", list(arms), {"ideal": 2})
     assert len(resumed.baseline) == 5 and len(resumed.candidates["ideal"]) == 2 and resumed.ratios("ideal") == [3.0, 3.0]
-    assert kept.earlier("baseline", list(arms)).baseline.__len__() == 2, "without the limit, rounds lacking the ideal stop the read"
+    unlimited = kept.earlier("baseline", list(arms))
+    assert len(unlimited.baseline) == 5 and len(unlimited.candidates["ideal"]) == 2, "a round stored without an arm: it had ended"
     calls.clear()
     more = interleave({"x": 0}, arms, measure, 7, earlier=resumed, first_rounds_only={"ideal": 2})
     assert sorted(calls) == [0, 0, 1, 1], "rounds 6 and 7: no ideal"
     assert len(more.candidates["ideal"]) == 2 and len(more.baseline) == 7
+
+
+def test_a_candidate_the_verification_ended_stays_ended_after_a_resume(tmp_path):
+    """#1 straddles the bar near it and is ended at the 5th round's look while #2 goes on; the
+    session stops after round 6 (stored without #1). Resumed in another process's study, the kept
+    rounds read #1 as ended after 5 and the verification goes on with #2 alone."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from advisor.session.kept_rounds import KeptRounds, arms_key
+    from advisor.session.verification import Stopping
+
+    config = load_config(write_config(tmp_path, merged(TINY, {"search": {"precision": 0}})))
+    series = {1: [125.0, 95.0, 120.0, 97.0, 105.0] * 4, 2: [160.0, 85.0, 150.0, 90.0, 140.0] * 4}
+    calls = []
+
+    def measure(plan):
+        calls.append(plan["x"])
+        rate = series[plan["x"]][calls.count(plan["x"]) - 1] if plan["x"] else 100.0
+        return Measurement("full", plan, "ok", samples_per_s=rate)
+
+    storage = lambda: JournalStorage(JournalFileBackend(str(tmp_path / "study.journal")))  # noqa: E731
+    optuna.create_study(study_name="s", storage=storage())
+    arms = {"#1": {"x": 1}, "#2": {"x": 2}}
+    kept = KeptRounds(optuna.load_study(study_name="s", storage=storage()), arms_key({"x": 0}, arms))
+    limits: dict = {}
+    lines: list[str] = []
+    interleave({"x": 0}, arms, measure, 6, lines.append, enough=Stopping(config, list(arms), False, lines.append, limits=limits),
+               keep=kept.keeper(), first_rounds_only=limits)
+    assert calls.count(1) == 5 and calls.count(2) == 6 and limits == {"#1": 5}, lines
+    calls.clear()
+    resumed_limits: dict = {}
+    earlier = KeptRounds(optuna.load_study(study_name="s", storage=storage()), kept.key).earlier("baseline", list(arms), resumed_limits)
+    assert len(earlier.baseline) == 6 and len(earlier.candidates["#1"]) == 5 and len(earlier.candidates["#2"]) == 6
+    series[2] = series[2][6:]  # the resumed process's runs of #2 go on where the first one's stopped
+    rounds = interleave({"x": 0}, arms, measure, 12, lines.append, earlier=earlier,
+                        enough=Stopping(config, list(arms), False, lines.append, limits=resumed_limits),
+                        first_rounds_only=resumed_limits)
+    assert 1 not in calls and calls.count(2) >= 2, (calls, lines)
+    assert len(rounds.candidates["#1"]) == 5 and len(rounds.candidates["#2"]) == len(rounds.baseline) > 6

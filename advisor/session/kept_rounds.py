@@ -32,12 +32,16 @@ class KeptRounds:
     key: str
 
     def earlier(self, reference: str, names: list[str], first_rounds_only: Optional[dict[str, int]] = None) -> Optional[Rounds]:
-        """The rounds finished before, in order (none where a round lacks one of `names`, or an
-        arm of `first_rounds_only` in its first rounds: `advisor.verify.interleave`)."""
-        attrs, found = self.study.user_attrs, []
+        """The rounds finished before, in order (`advisor.verify.interleave`). A round is stored
+        whole, so an arm it lacks had ended there (the ideal past `first_rounds_only`, or a
+        candidate the verification ended: `Stopping`): read as ended for the rounds after, its
+        runs shorter than the reference's. The read stops at a round without the reference or
+        with an arm back after it had ended."""
+        attrs, found, ended = self.study.user_attrs, [], set()
         while (runs := attrs.get(f"{ROUND_ATTR}:{self.key}:{len(found)}")) is not None:
-            if not all(name in runs for name in arms_in_round([reference, *names], len(found), first_rounds_only)):
+            if reference not in runs or any(name in runs for name in ended):
                 break
+            ended |= {name for name in arms_in_round(names, len(found), first_rounds_only) if name not in runs}
             found.append({name: Measurement.from_dict(run) for name, run in runs.items()})
         if not found:
             return None

@@ -183,7 +183,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
         verdict = judge(
             name, rounds.ratios(name, basis), config.search.min_speedup, numerics, memory_fix,
             [r.peak_memory_mb for r in runs if r.ok], config.constraints.max_memory_mb,
-            failures=every_round.failures(name), pairs=len(rounds.baseline), confidence=stopping.confidence,
+            failures=every_round.failures(name), pairs=len(runs), confidence=stopping.confidence,
             set_aside=set_aside,
         )
         if verified is not None:
@@ -200,7 +200,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
             one_off=_one_off_costs(recipes, runs, rounds.baseline, kind_of(config.kind).per),
             step_breakdown_ms=step_breakdown(runs), failed_runs=len(verdict.failures),
             busy_share=max((r.other_cpu_share for r in [*runs, *rounds.baseline] if r.ok), default=0.0),
-            rounds=len(rounds.baseline), set_aside_rounds=set_aside[0], set_aside_share=set_aside[1],
+            rounds=len(runs), set_aside_rounds=set_aside[0], set_aside_share=set_aside[1],
             ideal_speedup=ideal_speedup, gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
             latency_ms=latency_of(runs), load_curve=load_curve_of(runs), speedup_basis=basis, epoch=epoch_of(runs),
             page_faults_per_step=page_faults_of(runs), status=verdict.status.value, confidence=verdict.confidence,
@@ -233,6 +233,7 @@ class Stopping:
     basis: str = OBJECTIVE  # what the speedups are ratios of, as the baseline's runs so far say (`speedup_basis`)
     give_way: bool = False  # a verification during the search: a verdict still straddling after search.pairs stops there
     futile: dict = field(default_factory=dict)  # where the rounds stopped as unlikely to settle: each verdict's chance
+    limits: dict = field(default_factory=dict)  # arms that run in their first rounds only: the ideal's, and those `_end_arms` ends
 
     def __post_init__(self) -> None:
         search_config = self.config.search
@@ -252,6 +253,7 @@ class Stopping:
     def __call__(self, rounds: Rounds) -> bool:
         search_config, quiet = self.config.search, rounds.quiet()
         self.quiet_rounds = done = len(quiet.baseline)
+        self._ended_before(rounds)
         if rounds.disturbance(-1) >= BUSY_SHARE:  # run it again, on a quiet machine, within the budget
             if rounds.set_aside()[0] > search_config.pairs or time.time() - self.started > search_config.time_budget_s:
                 return True
@@ -264,6 +266,11 @@ class Stopping:
                                            self.deciding) for name in self.names)
         if done == self.schedule[-1]:
             return True
+        chances = self.chances_to_settle(rounds, basis)
+        all_futile = max(chances.values(), default=1.0) < FUTILE_UNDER
+        if not self.memory_fix:
+            self._end_arms(rounds, basis, {name: chance for name, chance in chances.items() if chance < FUTILE_UNDER
+                                           and done >= search_config.pairs and not all_futile and not self.give_way})
         if self.settled_at_stop and not self.memory_fix:
             if self.pinned is None:  # fixed once, at the first settled look (`rounds_to_pin`)
                 claims = {name: quiet.ratios(name, basis) for name in self.names if not rounds.failures(name)}
@@ -281,9 +288,8 @@ class Stopping:
             return False
         if self.give_way:
             return True
-        chances = self.chances_to_settle(rounds, basis)
-        if max(chances.values(), default=1.0) < FUTILE_UNDER:
-            self.futile = chances
+        if all_futile:
+            self.futile.update(chances)
             self.progress(f"  the rounds stop: by {self.schedule[-1]} rounds (search.max_pairs) no verdict straddling the bar is "
                           f"likely to settle ({', '.join(f'{name} {chance:.0%}' for name, chance in chances.items())})")
             return True
@@ -298,6 +304,31 @@ class Stopping:
         return {name: chance_to_settle(quiet.ratios(name, basis), bar, self.schedule[-1], self.deciding)
                 for name in self.names
                 if not settled(quiet.ratios(name, basis), bar, rounds.failures(name), self.deciding)}
+
+    def _end_arms(self, rounds: Rounds, basis: str, futile: dict[str, float]) -> None:
+        """Ends, at a look, the candidates whose verdict more rounds would not make a verified fix:
+        flaky, settled under the bar, or unlikely to settle (`futile`: under FUTILE_UNDER, while
+        another verdict could still settle); they run in no later round (`limits`, which
+        `interleave` reads each round), while the others go on. Their verdicts stand on their own
+        rounds, at the level the rest report."""
+        quiet, bar, said = rounds.quiet(), self.config.search.min_speedup, []
+        for name in [name for name in self.names if name not in self.limits]:
+            ratios, ran = quiet.ratios(name, basis), len(rounds.candidates[name])
+            if rounds.failures(name) or (len(ratios) >= 2 and paired_interval(ratios, self.deciding)[2] < bar):
+                self.limits[name] = ran
+                said.append(f"{name} (flaky)" if rounds.failures(name) else f"{name} (settled under the bar)")
+            elif name in futile:
+                self.limits[name], self.futile[name] = ran, futile[name]
+                said.append(f"{name} (about {futile[name]:.0%} chance to settle by {self.schedule[-1]} rounds)")
+        if said and any(name not in self.limits for name in self.names):
+            self.progress(f"  no more rounds for {', '.join(said)}: more would not make a verified fix; the others go on")
+
+    def _ended_before(self, rounds: Rounds) -> None:
+        """Keeps ended the candidates whose runs stop short of the reference's: ended by
+        `_end_arms` before a resume (`KeptRounds.earlier` reads their rounds so)."""
+        for name in self.names:
+            if len(rounds.candidates[name]) < len(rounds.baseline):
+                self.limits.setdefault(name, len(rounds.candidates[name]))
 
     def longer_runs(self, done: int) -> bool:
         """Whether the rounds after `done` serve twice the requests per run: a service's past
@@ -348,8 +379,9 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
     ideal_plan = dict(reference_plan)  # told apart by identity: the same plan, another mode
     if with_ideal:
         arms["ideal"] = ideal_plan
-    ideal_rounds = {"ideal": IDEAL_ROUNDS}
-    stopping = Stopping(config, list(plans), memory_fix, session.progress, announce=announce, give_way=give_way)
+    limits = {"ideal": IDEAL_ROUNDS}  # arms of the first rounds only, and the candidates `Stopping` ends (interleave reads it)
+    stopping = Stopping(config, list(plans), memory_fix, session.progress, announce=announce, give_way=give_way,
+                        limits=limits)
     planned = (session.round_measure, session.round_reference)
     longer = round_measures(more_requests(config)) if config.workload.SERVED else planned
 
@@ -367,8 +399,8 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
     try:
         rounds = interleave(reference_plan, arms, measure, stopping.schedule[-1] + config.search.pairs, session.progress,
                             measure_reference=lambda plan: measure(plan, reference_run=True), enough=stopping,
-                            rounds_total=stopping.round_of, earlier=kept.earlier("baseline", list(arms), ideal_rounds) if kept else None,
-                            keep=kept.keeper() if kept else lambda index, runs: None, first_rounds_only=ideal_rounds)
+                            rounds_total=stopping.round_of, earlier=kept.earlier("baseline", list(arms), limits) if kept else None,
+                            keep=kept.keeper() if kept else lambda index, runs: None, first_rounds_only=limits)
     finally:
         kept_interpreters.close_all()
     ideal_ratios = rounds.quiet().ratios("ideal") if with_ideal else []
