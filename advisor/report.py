@@ -11,7 +11,7 @@ from advisor.findings import Diagnosis, Finding
 from advisor.measure import BUSY_SHARE, page_faults_mb
 from advisor.outputs import write_whole
 from advisor.plan import changes_text
-from advisor.verdict import astride, levels_of, was_busy
+from advisor.verdict import astride, chance_words, levels_of, was_busy
 from advisor.verify import ANSWERED
 
 
@@ -319,7 +319,7 @@ def more_rounds_words(settle_chance: Optional[float]) -> str:
     rounds where its rounds stopped as unlikely to (`Stopping.chances_to_settle`)."""
     if settle_chance is None:
         return "more rounds (search.max_pairs) or a quieter machine would tell"
-    return (f"its rounds stopped: by search.max_pairs rounds it would settle with about {settle_chance:.0%} chance "
+    return (f"its rounds stopped: by search.max_pairs rounds it would settle with {chance_words(settle_chance)} chance "
             "(a larger search.max_pairs or a quieter machine might tell)")
 
 

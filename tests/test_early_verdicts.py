@@ -560,3 +560,24 @@ def test_a_candidate_settled_under_the_bar_ends_while_the_verified_one_is_pinned
     assert runs[0] == 3 and runs[1] > 3, (runs, lines)
     assert any("no more rounds for #1 (settled under the bar)" in line for line in lines), lines
     assert not found[1].verified and found[1].rounds == 3 and found[2].verified and found[2].rounds == runs[1]
+
+
+def test_the_shares_of_an_unverified_winner_are_not_measured():
+    """#1 combines two recipes but showed no gain: its shares, ratios as noisy as its own, would
+    tell nothing, so no leave-one-out round runs (and it says so); a verified #1's do."""
+    from advisor.session.ranking import _with_shares
+
+    calls, lines = [], []
+
+    def measure(plan):
+        calls.append(plan)
+        return dataclasses.replace(run(100.0), plan=plan)
+
+    plan = {"amp": 1, "threads": 1}
+    unverified = dataclasses.replace(recommended(4, plan, 1.12, amp=(1.0, 0.9, 1.1), threads=(1.0, 0.9, 1.1)),
+                                     verified=False, contributions={})
+    assert _with_shares([unverified], {"amp": 0, "threads": 0}, measure, 5, lines.append) == ([unverified], {})
+    assert calls == [] and lines == ["#1 (amp+threads) is not verified: its recipes' shares are not measured"]
+    ranked, left_out = _with_shares([dataclasses.replace(unverified, verified=True)], {"amp": 0, "threads": 0}, measure, 5,
+                                    lines.append)
+    assert calls and set(left_out) == {"amp", "threads"} and set(ranked[0].contributions) == {"amp", "threads"}

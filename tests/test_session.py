@@ -68,6 +68,9 @@ def test_rank_keeps_speed_order_for_small_memory_differences_or_clear_gaps():
     slower = recommendation(2.0, (1.9, 2.1), 300)
     unverified = recommendation(5.0, (0.9, 9.0), 100, verified=False)
     assert rank([slower, unverified, close, fast]) == [fast, close, slower, unverified]
+    wide_and_lean = recommendation(1.02, (0.75, 1.38), 369, verified=False)  # ended after 5 rounds
+    narrow = recommendation(1.12, (1.02, 1.24), 466, verified=False)
+    assert rank([wide_and_lean, narrow]) == [narrow, wide_and_lean], "nothing verified: the faster leads, not the leaner"
 
 
 def test_rank_puts_the_lowest_p95_first_among_fixes_that_keep_up_with_a_saturated_baseline():

@@ -44,8 +44,8 @@ def rank_session(session: Session, verified: Verified,
 
 
 def rank(recommendations: list[Recommendation]) -> list[Recommendation]:
-    """Verified first, fastest first; but when a fix the measurements cannot tell apart from the
-    fastest (its interval reaches the fastest's speedup) needs much less memory, it leads; and
+    """Verified first, fastest first; but when a verified fix the measurements cannot tell apart
+    from the fastest (its interval reaches the fastest's speedup) needs much less memory, it leads; and
     where the speedups are of requests answered a second at full load (a baseline near its limit),
     the fix with the lowest p95 of those that kept up in every run leads: the speedup says how
     much more each could take, the p95 is what the objective asks of the load offered."""
@@ -59,7 +59,9 @@ def rank(recommendations: list[Recommendation]) -> list[Recommendation]:
         quickest = min(kept_up, key=lambda r: r.latency_ms.get("p95_ms", math.inf))
         return [quickest] + [r for r in ordered if r is not quickest]
     leanest = min(tied, key=lambda r: r.peak_memory_mb)
-    if leanest.peak_memory_mb < (1 - MEMORY_TIE_SAVING) * best.peak_memory_mb:
+    # among verified fixes only: an unverified interval reaches the fastest's for want of rounds
+    # (a candidate ended early: `Stopping`), not because the two run alike
+    if best.verified and leanest.peak_memory_mb < (1 - MEMORY_TIE_SAVING) * best.peak_memory_mb:
         return [leanest] + [r for r in ordered if r is not leanest]
     return ordered
 
@@ -81,10 +83,13 @@ def _finish_ranking(recommendations: list[Recommendation], baseline: dict, measu
 
 def _with_shares(ranked: list[Recommendation], baseline: dict, measure, pairs: int,
                 progress: Progress) -> tuple[list[Recommendation], dict]:
-    """When #1 combines recipes and its shares are not measured yet, measures it again beside
-    itself without each one, to give each recipe's share. Returns the ranking and, by recipe,
+    """When #1 is verified, combines recipes and its shares are not measured yet, measures it
+    again beside itself without each one, to give each recipe's share. Returns the ranking and, by recipe,
     the plan without it with its runs ({} when nothing was measured)."""
     if not ranked or len(ranked[0].recipes) < 2 or ranked[0].contributions:
+        return ranked, {}
+    if not ranked[0].verified:  # each share is a ratio as noisy as #1's own, which showed no gain: rounds that tell nothing
+        progress(f"#1 ({'+'.join(ranked[0].recipes)}) is not verified: its recipes' shares are not measured")
         return ranked, {}
     shares, left_out = _leave_one_out(ranked[0], baseline, measure, pairs, progress)
     return [dataclasses.replace(ranked[0], contributions=shares), *ranked[1:]], left_out

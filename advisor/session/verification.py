@@ -27,6 +27,7 @@ from advisor.session.results import Hooks, Progress, Recommendation, Rejection
 from advisor.verdict import (
     FUTILE_UNDER,
     chance_to_settle,
+    chance_words,
     half_width,
     judge,
     level_stopping_at,
@@ -291,7 +292,7 @@ class Stopping:
         if all_futile:
             self.futile.update(chances)
             self.progress(f"  the rounds stop: by {self.schedule[-1]} rounds (search.max_pairs) no verdict straddling the bar is "
-                          f"likely to settle ({', '.join(f'{name} {chance:.0%}' for name, chance in chances.items())})")
+                          f"likely to settle ({', '.join(f'{name}: {chance_words(chance)}' for name, chance in chances.items())})")
             return True
         return not self._grow(done, len(rounds.baseline), "a verdict still straddles the bar")
 
@@ -319,7 +320,7 @@ class Stopping:
                 said.append(f"{name} (flaky)" if rounds.failures(name) else f"{name} (settled under the bar)")
             elif name in futile:
                 self.limits[name], self.futile[name] = ran, futile[name]
-                said.append(f"{name} (about {futile[name]:.0%} chance to settle by {self.schedule[-1]} rounds)")
+                said.append(f"{name} ({chance_words(futile[name])} chance to settle by {self.schedule[-1]} rounds)")
         if said and any(name not in self.limits for name in self.names):
             self.progress(f"  no more rounds for {', '.join(said)}: more would not make a verified fix; the others go on")
 

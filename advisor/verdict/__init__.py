@@ -18,8 +18,8 @@ from advisor.verdict.design import (
     settled,
 )
 from advisor.verdict.judge import BUSY_REASON, Status, Verdict, astride, judge, levels_of, was_busy
-from advisor.verdict.statistics import PLAIN_LEVEL, half_width, interval_words, level_words, paired_interval
+from advisor.verdict.statistics import PLAIN_LEVEL, chance_words, half_width, interval_words, level_words, paired_interval
 
 __all__ = ["BUSY_REASON", "FIRST_LOOK", "FUTILE_UNDER", "PLAIN_LEVEL", "Status", "Verdict", "astride", "chance_to_settle",
-           "half_width", "interval_words", "judge", "level_stopping_at", "level_words", "levels_of", "look_confidence",
+           "chance_words", "half_width", "interval_words", "judge", "level_stopping_at", "level_words", "levels_of", "look_confidence",
            "look_schedule", "paired_interval", "reported_confidence", "rounds_to_pin", "settled", "was_busy"]

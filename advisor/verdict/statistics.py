@@ -82,6 +82,11 @@ def half_width(ratios: Sequence[float], confidence: float = PLAIN_LEVEL) -> floa
 
 
 
+def chance_words(chance: float) -> str:
+    """'about 6%', or 'under 1%' where the rounding would say 0%."""
+    return "under 1%" if chance < 0.005 else f"about {chance:.0%}"
+
+
 def level_words(confidences: Iterable[float]) -> str:
     """The level(s) intervals were drawn at, as a person reads them: "95%", or "95-97%" for several."""
     levels = sorted({round(100 * c) for c in confidences}) or [round(100 * PLAIN_LEVEL)]
