@@ -315,11 +315,11 @@ def ruled_out_lines(recs: list[dict], bar: float) -> list[str]:
 
 
 def more_rounds_words(settle_chance: Optional[float]) -> str:
-    """What more rounds would do for a verdict not settled: its chance to settle by search.max_pairs
-    rounds where its rounds stopped as unlikely to (`Stopping.chances_to_settle`)."""
+    """What more rounds would do for a verdict not settled: where its rounds stopped as unlikely
+    to decide it, its chance that search.max_pairs rounds would have (`Stopping.chances_to_decide`)."""
     if settle_chance is None:
         return "more rounds (search.max_pairs) or a quieter machine would tell"
-    return (f"its rounds stopped: by search.max_pairs rounds it would settle with {chance_words(settle_chance)} chance "
+    return (f"its rounds stopped: search.max_pairs rounds would decide it with {chance_words(settle_chance)} chance "
             "(a larger search.max_pairs or a quieter machine might tell)")
 
 

@@ -486,7 +486,7 @@ def test_a_verification_whose_verdict_is_unlikely_to_settle_stops_at_search_pair
     unlikely, lines, rounds = verified_after([125.0, 95.0, 120.0, 97.0, 105.0])
     assert rounds == config.search.pairs and not unlikely.verified, lines
     assert unlikely.settle_chance is not None and unlikely.settle_chance < 0.1, unlikely
-    assert any(line.startswith("  the rounds stop: by 12 rounds (search.max_pairs) no verdict straddling the bar is likely")
+    assert any(line.startswith("  the rounds stop: 12 rounds (search.max_pairs) would hardly decide a verdict straddling")
                for line in lines), lines
     wide, lines, rounds = verified_after([160.0, 85.0, 150.0, 90.0, 140.0])  # 1.2x, swinging: it could settle
     assert rounds > config.search.pairs and wide.settle_chance is None, lines
@@ -581,3 +581,14 @@ def test_the_shares_of_an_unverified_winner_are_not_measured():
     ranked, left_out = _with_shares([dataclasses.replace(unverified, verified=True)], {"amp": 0, "threads": 0}, measure, 5,
                                     lines.append)
     assert calls and set(left_out) == {"amp", "threads"} and set(ranked[0].contributions) == {"amp", "threads"}
+
+
+def test_once_a_verdict_is_left_straddling_only_one_that_could_clear_the_bar_gets_more_rounds(tmp_path):
+    """After 5 rounds #1 straddles the bar near it (hardly decided by 12 rounds) and #2 (0.97x)
+    would likely settle under it by 12: but with #1 left straddling the session cannot say that
+    no fix reaches the bar, and #2 could hardly clear it, so neither gets more rounds."""
+    found, lines, runs = _verification(tmp_path, {"near": [125.0, 95.0, 120.0, 97.0, 105.0],
+                                                  "under": [100.0, 92.0, 105.0, 90.0, 98.0]}, precision=0)
+    assert runs == [5, 5], (runs, lines)
+    assert any(line.startswith("  the rounds stop: 12 rounds (search.max_pairs) would hardly decide") for line in lines), lines
+    assert all(r.settle_chance is not None and r.settle_chance < 0.1 and not r.verified for r in found.values())

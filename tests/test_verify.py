@@ -625,8 +625,8 @@ def test_a_session_that_verifies_nothing_says_what_it_ruled_out_or_that_it_is_no
                                          "ruled out at 95%: none of the 2 fix(es) verified is more than 1.38x "
                                          "(the most dataloader could be)"], "an unsettled session says the bound it ruled out"
     payload["recommendations"][1]["settle_chance"] = 0.07
-    assert verdict_line(payload)[1].endswith("(1.01-1.38x, 12 rounds) may or may not reach 1.05x; its rounds stopped: by "
-                                              "search.max_pairs rounds it would settle with about 7% chance (a larger "
+    assert verdict_line(payload)[1].endswith("(1.01-1.38x, 12 rounds) may or may not reach 1.05x; its rounds stopped: "
+                                              "search.max_pairs rounds would decide it with about 7% chance (a larger "
                                               "search.max_pairs or a quieter machine might tell)")
     flaky = {**short, "status": "flaky", "interval": [0.0, 0.0], "speedup": 0.0}
     assert verdict_line({"min_speedup": 1.05, "recommendations": [flaky]})[1:] == [], "a flaky fix settles nothing"

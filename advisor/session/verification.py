@@ -233,7 +233,7 @@ class Stopping:
     announce: Callable[[str, tuple[float, float, float]], None] = lambda name, interval: None  # hears it, settled
     basis: str = OBJECTIVE  # what the speedups are ratios of, as the baseline's runs so far say (`speedup_basis`)
     give_way: bool = False  # a verification during the search: a verdict still straddling after search.pairs stops there
-    futile: dict = field(default_factory=dict)  # where the rounds stopped as unlikely to settle: each verdict's chance
+    futile: dict = field(default_factory=dict)  # verdicts whose rounds stopped as unlikely to be decided: each one's chance
     limits: dict = field(default_factory=dict)  # arms that run in their first rounds only: the ideal's, and those `_end_arms` ends
 
     def __post_init__(self) -> None:
@@ -267,7 +267,7 @@ class Stopping:
                                            self.deciding) for name in self.names)
         if done == self.schedule[-1]:
             return True
-        chances = self.chances_to_settle(rounds, basis)
+        chances = self.chances_to_decide(rounds, basis)
         all_futile = max(chances.values(), default=1.0) < FUTILE_UNDER
         if not self.memory_fix:
             self._end_arms(rounds, basis, {name: chance for name, chance in chances.items() if chance < FUTILE_UNDER
@@ -291,24 +291,30 @@ class Stopping:
             return True
         if all_futile:
             self.futile.update(chances)
-            self.progress(f"  the rounds stop: by {self.schedule[-1]} rounds (search.max_pairs) no verdict straddling the bar is "
-                          f"likely to settle ({', '.join(f'{name}: {chance_words(chance)}' for name, chance in chances.items())})")
+            self.progress(f"  the rounds stop: {self.schedule[-1]} rounds (search.max_pairs) would hardly decide a verdict "
+                          f"straddling the bar ({', '.join(f'{name}: {chance_words(chance)}' for name, chance in chances.items())})")
             return True
         return not self._grow(done, len(rounds.baseline), "a verdict still straddles the bar")
 
-    def chances_to_settle(self, rounds: Rounds, basis: str) -> dict[str, float]:
-        """Each verdict still straddling the bar, and its chance to settle by the schedule's last look
-        (`chance_to_settle`): where every one is under FUTILE_UNDER, the rounds to come would most
-        likely end as they stand, at several times the cost (the coverage is unchanged: the
-        intervals are drawn at the whole schedule's level wherever the rounds stop)."""
-        quiet, bar = rounds.quiet(), self.config.search.min_speedup
-        return {name: chance_to_settle(quiet.ratios(name, basis), bar, self.schedule[-1], self.deciding)
-                for name in self.names
-                if not settled(quiet.ratios(name, basis), bar, rounds.failures(name), self.deciding)}
+    def chances_to_decide(self, rounds: Rounds, basis: str) -> dict[str, float]:
+        """Each verdict still straddling the bar, and its chance that more rounds, up to the
+        schedule's last look, decide something (`chance_to_settle`): where every one is under
+        FUTILE_UNDER, the rounds to come would most likely end as they stand, at several times
+        the cost (the coverage is unchanged: the intervals are drawn at the whole schedule's level
+        wherever the rounds stop). Settling under the bar decides something only while the session
+        can still say that no fix reaches it: once one verdict is left straddling (or is about to
+        be), only a verdict that could clear the bar is worth more rounds."""
+        quiet, bar, last = rounds.quiet(), self.config.search.min_speedup, self.schedule[-1]
+        straddling = {name: quiet.ratios(name, basis) for name in self.names
+                      if not settled(quiet.ratios(name, basis), bar, rounds.failures(name), self.deciding)}
+        either = {name: chance_to_settle(ratios, bar, last, self.deciding) for name, ratios in straddling.items()}
+        if not self.futile and min(either.values(), default=1.0) >= FUTILE_UNDER:
+            return either
+        return {name: chance_to_settle(ratios, bar, last, self.deciding, above_only=True) for name, ratios in straddling.items()}
 
     def _end_arms(self, rounds: Rounds, basis: str, futile: dict[str, float]) -> None:
         """Ends, at a look, the candidates whose verdict more rounds would not make a verified fix:
-        flaky, settled under the bar, or unlikely to settle (`futile`: under FUTILE_UNDER, while
+        flaky, settled under the bar, or unlikely to be decided (`futile`: under FUTILE_UNDER, while
         another verdict could still settle); they run in no later round (`limits`, which
         `interleave` reads each round), while the others go on. Their verdicts stand on their own
         rounds, at the level the rest report."""
@@ -320,7 +326,7 @@ class Stopping:
                 said.append(f"{name} (flaky)" if rounds.failures(name) else f"{name} (settled under the bar)")
             elif name in futile:
                 self.limits[name], self.futile[name] = ran, futile[name]
-                said.append(f"{name} ({chance_words(futile[name])} chance to settle by {self.schedule[-1]} rounds)")
+                said.append(f"{name} ({chance_words(futile[name])} chance that {self.schedule[-1]} rounds decide it)")
         if said and any(name not in self.limits for name in self.names):
             self.progress(f"  no more rounds for {', '.join(said)}: more would not make a verified fix; the others go on")
 

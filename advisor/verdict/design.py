@@ -19,7 +19,7 @@ FIRST_LOOK = 3  # rounds after which a verification may stop, when every verdict
 POCOCK = (1.960, 2.178, 2.289, 2.361, 2.413, 2.453)
 MOST_PINNED = 1000  # rounds_to_pin's answer at most (a schedule ends far sooner)
 LOOK_GROWTH = 1.6  # each look past search.pairs has this many times the rounds of the one before
-FUTILE_UNDER = 0.1  # a verdict this unlikely to settle by the schedule's end is not worth its rounds
+FUTILE_UNDER = 0.1  # a verdict this unlikely to be decided by the schedule's end is not worth its rounds
 
 
 def look_schedule(pairs: int, most: int) -> tuple[int, ...]:
@@ -101,13 +101,14 @@ def rounds_to_pin(claims: dict[str, Sequence[float]], min_speedup: float, precis
     return best, rounds
 
 
-def chance_to_settle(ratios: Sequence[float], min_speedup: float, rounds_at_end: int, level_at_end: float) -> float:
+def chance_to_settle(ratios: Sequence[float], min_speedup: float, rounds_at_end: int, level_at_end: float,
+                     above_only: bool = False) -> float:
     """The chance that a verdict is settled after `rounds_at_end` rounds (its interval then at
-    `level_at_end` wholly above or wholly below `min_speedup`), were its rounds to go on as those
-    so far (their mean and spread); 1.0 where it is settled already or has too few rounds to
-    tell. Predictive, not the current trend alone: the true mean is as uncertain as the rounds
-    so far say, so the final mean of n rounds of N lies about theirs with sd spread * sqrt((N - n) / (N n)).
-    A pure function."""
+    `level_at_end` wholly above or wholly below `min_speedup`; with `above_only`, wholly above:
+    verified), were its rounds to go on as those so far (their mean and spread); 1.0 where it is
+    settled already or has too few rounds to tell. Predictive, not the current trend alone: the
+    true mean is as uncertain as the rounds so far say, so the final mean of n rounds of N lies
+    about theirs with sd spread * sqrt((N - n) / (N n)). A pure function."""
     logs, rounds = [math.log(r) for r in ratios], len(ratios)
     spread = log_spread(logs)
     if rounds < 2 or spread == 0.0 or rounds >= rounds_at_end:
@@ -118,4 +119,4 @@ def chance_to_settle(ratios: Sequence[float], min_speedup: float, rounds_at_end:
     reach = t_quantile(0.5 + level_at_end / 2, rounds_at_end - 1) * spread / math.sqrt(rounds_at_end)
     final = NormalDist(math.fsum(logs) / rounds, spread * math.sqrt((rounds_at_end - rounds) / (rounds_at_end * rounds)))
     bar = math.log(min_speedup)
-    return (1.0 - final.cdf(bar + reach)) + final.cdf(bar - reach)
+    return (1.0 - final.cdf(bar + reach)) + (0.0 if above_only else final.cdf(bar - reach))
