@@ -83,8 +83,8 @@ def half_width(ratios: Sequence[float], confidence: float = PLAIN_LEVEL) -> floa
 
 
 def chance_words(chance: float) -> str:
-    """'about 6%', or 'under 1%' where the rounding would say 0%."""
-    return "under 1%" if chance < 0.005 else f"about {chance:.0%}"
+    """'about 6%' (whole percents, rounded down: a chance under 10% never reads 10%), or 'under 1%'."""
+    return "under 1%" if chance < 0.01 else f"about {math.floor(round(chance * 100, 6))}%"
 
 
 def level_words(confidences: Iterable[float]) -> str:
