@@ -678,7 +678,7 @@ def test_an_arm_of_the_first_rounds_only_pairs_with_them_and_leaves_later_rounds
     assert rounds.disturbance(0) == 0.9 and rounds.disturbance(-1) == 0.0 and rounds.disturbance(4) == 0.0
     quiet = rounds.quiet()
     assert len(quiet.baseline) == 4 and quiet.ratios("ideal") == [3.0] and quiet.candidates["ideal"][0].samples_per_s == 102 * 3
-    resumed = KeptRounds(optuna.load_study(study_name="s", storage=storage()), kept.key).earlier("baseline", list(arms), {"ideal": 2})
+    resumed = KeptRounds(optuna.load_study(study_name="s", storage=storage()), kept.key).earlier("baseline", list(arms))
     assert len(resumed.baseline) == 5 and len(resumed.candidates["ideal"]) == 2 and resumed.ratios("ideal") == [3.0, 3.0]
     unlimited = kept.earlier("baseline", list(arms))
     assert len(unlimited.baseline) == 5 and len(unlimited.candidates["ideal"]) == 2, "a round stored without an arm: it had ended"
@@ -719,7 +719,7 @@ def test_a_candidate_the_verification_ended_stays_ended_after_a_resume(tmp_path)
     assert calls.count(1) == 5 and calls.count(2) == 6 and limits == {"#1": 5}, lines
     calls.clear()
     resumed_limits: dict = {}
-    earlier = KeptRounds(optuna.load_study(study_name="s", storage=storage()), kept.key).earlier("baseline", list(arms), resumed_limits)
+    earlier = KeptRounds(optuna.load_study(study_name="s", storage=storage()), kept.key).earlier("baseline", list(arms))
     assert len(earlier.baseline) == 6 and len(earlier.candidates["#1"]) == 5 and len(earlier.candidates["#2"]) == 6
     series[2] = series[2][6:]  # the resumed process's runs of #2 go on where the first one's stopped
     rounds = interleave({"x": 0}, arms, measure, 12, lines.append, earlier=earlier,

@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 from advisor.harness.lifetime import interrupts_held
 from advisor.measure import Measurement
 from advisor.plan import plan_key
-from advisor.verify import Rounds, arms_in_round
+from advisor.verify import Rounds
 
 ROUND_ATTR = "verification_round"  # study attribute `verification_round:<arms>:<index>`: each arm's run
 
@@ -31,17 +31,17 @@ class KeptRounds:
     study: Any  # an optuna Study
     key: str
 
-    def earlier(self, reference: str, names: list[str], first_rounds_only: Optional[dict[str, int]] = None) -> Optional[Rounds]:
+    def earlier(self, reference: str, names: list[str]) -> Optional[Rounds]:
         """The rounds finished before, in order (`advisor.verify.interleave`). A round is stored
-        whole, so an arm it lacks had ended there (the ideal past `first_rounds_only`, or a
-        candidate the verification ended: `Stopping`): read as ended for the rounds after, its
-        runs shorter than the reference's. The read stops at a round without the reference or
-        with an arm back after it had ended."""
+        whole, so an arm it lacks had ended there (the ideal past its first rounds, or a candidate
+        the verification ended: `Stopping`): read as ended for the rounds after, its runs shorter
+        than the reference's. The read stops at a round without the reference or with an arm back
+        after it had ended."""
         attrs, found, ended = self.study.user_attrs, [], set()
         while (runs := attrs.get(f"{ROUND_ATTR}:{self.key}:{len(found)}")) is not None:
             if reference not in runs or any(name in runs for name in ended):
                 break
-            ended |= {name for name in arms_in_round(names, len(found), first_rounds_only) if name not in runs}
+            ended |= {name for name in names if name not in runs}
             found.append({name: Measurement.from_dict(run) for name, run in runs.items()})
         if not found:
             return None

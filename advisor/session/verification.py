@@ -267,11 +267,12 @@ class Stopping:
                                            self.deciding) for name in self.names)
         if done == self.schedule[-1]:
             return True
-        chances = self.chances_to_decide(rounds, basis)
+        chances = self.chances_to_decide(rounds, quiet, basis)
         all_futile = max(chances.values(), default=1.0) < FUTILE_UNDER
-        if not self.memory_fix:
-            self._end_arms(rounds, basis, {name: chance for name, chance in chances.items() if chance < FUTILE_UNDER
-                                           and done >= search_config.pairs and not all_futile and not self.give_way})
+        if not self.memory_fix:  # futile ones alone end past search.pairs, and only while another goes on
+            ending_futile = done >= search_config.pairs and not all_futile and not self.give_way
+            self._end_arms(rounds, quiet, basis, {name: chance for name, chance in chances.items()
+                                                  if ending_futile and chance < FUTILE_UNDER})
         if self.settled_at_stop and not self.memory_fix:
             if self.pinned is None:  # fixed once, at the first settled look (`rounds_to_pin`)
                 claims = {name: quiet.ratios(name, basis) for name in self.names if not rounds.failures(name)}
@@ -296,7 +297,7 @@ class Stopping:
             return True
         return not self._grow(done, len(rounds.baseline), "a verdict still straddles the bar")
 
-    def chances_to_decide(self, rounds: Rounds, basis: str) -> dict[str, float]:
+    def chances_to_decide(self, rounds: Rounds, quiet: Rounds, basis: str) -> dict[str, float]:
         """Each verdict still straddling the bar, and its chance that more rounds, up to the
         schedule's last look, decide something (`chance_to_settle`): where every one is under
         FUTILE_UNDER, the rounds to come would most likely end as they stand, at several times
@@ -304,21 +305,22 @@ class Stopping:
         wherever the rounds stop). Settling under the bar decides something only while the session
         can still say that no fix reaches it: once one verdict is left straddling (or is about to
         be), only a verdict that could clear the bar is worth more rounds."""
-        quiet, bar, last = rounds.quiet(), self.config.search.min_speedup, self.schedule[-1]
-        straddling = {name: quiet.ratios(name, basis) for name in self.names
-                      if not settled(quiet.ratios(name, basis), bar, rounds.failures(name), self.deciding)}
+        bar, last = self.config.search.min_speedup, self.schedule[-1]
+        ratios_of = {name: quiet.ratios(name, basis) for name in self.names}
+        straddling = {name: ratios for name, ratios in ratios_of.items()
+                      if not settled(ratios, bar, rounds.failures(name), self.deciding)}
         either = {name: chance_to_settle(ratios, bar, last, self.deciding) for name, ratios in straddling.items()}
         if not self.futile and min(either.values(), default=1.0) >= FUTILE_UNDER:
             return either
         return {name: chance_to_settle(ratios, bar, last, self.deciding, above_only=True) for name, ratios in straddling.items()}
 
-    def _end_arms(self, rounds: Rounds, basis: str, futile: dict[str, float]) -> None:
+    def _end_arms(self, rounds: Rounds, quiet: Rounds, basis: str, futile: dict[str, float]) -> None:
         """Ends, at a look, the candidates whose verdict more rounds would not make a verified fix:
         flaky, settled under the bar, or unlikely to be decided (`futile`: under FUTILE_UNDER, while
         another verdict could still settle); they run in no later round (`limits`, which
         `interleave` reads each round), while the others go on. Their verdicts stand on their own
         rounds, at the level the rest report."""
-        quiet, bar, said = rounds.quiet(), self.config.search.min_speedup, []
+        bar, said = self.config.search.min_speedup, []
         for name in [name for name in self.names if name not in self.limits]:
             ratios, ran = quiet.ratios(name, basis), len(rounds.candidates[name])
             if rounds.failures(name) or (len(ratios) >= 2 and paired_interval(ratios, self.deciding)[2] < bar):
@@ -406,7 +408,7 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
     try:
         rounds = interleave(reference_plan, arms, measure, stopping.schedule[-1] + config.search.pairs, session.progress,
                             measure_reference=lambda plan: measure(plan, reference_run=True), enough=stopping,
-                            rounds_total=stopping.round_of, earlier=kept.earlier("baseline", list(arms), limits) if kept else None,
+                            rounds_total=stopping.round_of, earlier=kept.earlier("baseline", list(arms)) if kept else None,
                             keep=kept.keeper() if kept else lambda index, runs: None, first_rounds_only=limits)
     finally:
         kept_interpreters.close_all()
