@@ -60,6 +60,13 @@ class Measurement:
     interpreter: str = ""  # "fresh": a new interpreter; "forked": from advisor's template process; "kept": a fresh one's later run
     epoch: dict = field(default_factory=dict)  # training with workers: an epoch's end, timed, and its share charged
     page_faults_per_step: float = 0.0  # training: the process's minor page faults per timed step (`train.minor_faults`)
+    compile_cache: dict = field(default_factory=dict)  # torch.compile's graphs found in its cache ("hits") and compiled ("misses")
+
+    @property
+    def compiled_from_cache(self) -> bool:
+        """Whether every graph this run compiled came from torch.compile's cache: its warm-up
+        paid little of a compile's one-off cost."""
+        return bool(self.compile_cache.get("hits")) and not self.compile_cache.get("misses")
 
     @property
     def ok(self) -> bool:

@@ -96,7 +96,10 @@ def one_off_line(cost: dict) -> str:
     """A recipe's one-off cost (`Recipe.one_off_cost`), and when the faster plan pays it back."""
     after, per = cost.get("paid_back_after"), cost.get("per", "step")
     when = f"{after:,.0f} {per}{'s' if after != 1 else ''}" if after else f"never (no faster per {per})"
-    return f"     one-off: {cost['what']} took {cost['seconds']:.1f} s, paid back after {when}"
+    if cost.get("cached"):  # every run found it in torch.compile's cache: a first run on a machine pays more
+        return f"     one-off: {cost['what']} took {cost['seconds']:.1f} s from the session's compile cache, paid back after {when}"
+    cached = f" ({cost['cached_seconds']:.1f} s from the session's compile cache)" if "cached_seconds" in cost else ""
+    return f"     one-off: {cost['what']} took {cost['seconds']:.1f} s{cached}, paid back after {when}"
 
 
 def latency_text(latency: dict) -> str:

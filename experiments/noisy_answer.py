@@ -58,15 +58,16 @@ def one_session(folder: Path, log: Path | None) -> dict:
     process = subprocess.Popen([sys.executable, "-m", "advisor.cli", "optimize", "--", "python", "noisy_gpt.py",
                                 "--epochs", "100000", "--out", "ck"],
                                cwd=folder, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    output, first = [], None
+    output, stamped, first = [], [], None
     for line in process.stdout:
         output.append(line)
+        stamped.append(f"{time.perf_counter() - started:6.1f}  {line}")
         if first is None and FIRST_FIX.search(line):
             first = time.perf_counter() - started
     process.wait()
     text = "".join(output)
-    if log is not None:
-        log.write_text(text)
+    if log is not None:  # each line with the seconds since the start: where a session's time went
+        log.write_text("".join(stamped))
     results = re.search(r"results: (\S+)", text)
     payload = json.loads((Path(results.group(1)) / "recommendations.json").read_text()) if results else {}
     top = (payload.get("recommendations") or [None])[0]

@@ -383,3 +383,28 @@ def test_every_fix_a_rule_names_first_targets_what_it_diagnoses():
             for name in found.fixes if found else ():
                 recipe = by_name(name)
                 assert found.bottleneck in recipe.targets and kind.recipe_family in recipe.kinds, (rule.__name__, name)
+
+
+def test_a_compiles_one_off_cost_comes_from_the_runs_that_compiled_not_those_that_found_it_cached():
+    """A script's runs share a compile cache: the first run of a plan compiles (often its trial),
+    the rest load the graphs. The cost is the compiling runs' (the trial's too); what the cached
+    runs paid is said beside it; where every run was cached, the cost says so."""
+    from advisor.measure import Measurement
+    from advisor.recipes import by_name
+    from advisor.report import one_off_line
+    from advisor.session.verification import _one_off_costs
+
+    def run(warmup_ms, hits, misses):
+        return Measurement(mode="full", plan={}, status="ok", step_ms_mean=10.0, warmup_ms=warmup_ms,
+                           compile_cache={"hits": hits, "misses": misses} if hits or misses else {})
+
+    recipes, base = (by_name("compile"),), [Measurement(mode="full", plan={}, status="ok", step_ms_mean=12.0)]
+    cold, warm = run((18_010.0, 10.0), 0, 4), run((2_010.0, 10.0), 4, 0)
+    cost = _one_off_costs(recipes, [warm, warm], base, "step", trial_run=cold)["compile"]
+    assert cost["seconds"] == pytest.approx(18.0) and cost["cached_seconds"] == pytest.approx(2.0)
+    assert "took 18.0 s (2.0 s from the session's compile cache)" in one_off_line(cost)
+    alone = _one_off_costs(recipes, [warm], base, "step", trial_run=warm)["compile"]
+    assert alone["cached"] and alone["seconds"] == pytest.approx(2.0)
+    assert "took 2.0 s from the session's compile cache" in one_off_line(alone)
+    assert _one_off_costs(recipes, [cold], base, "step")["compile"]["seconds"] == pytest.approx(18.0)
+    assert "cached_seconds" not in _one_off_costs(recipes, [cold], base, "step")["compile"]

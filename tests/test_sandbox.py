@@ -333,3 +333,41 @@ def test_a_scripts_rounds_start_ahead_in_their_copys_namespaces_and_keep_every_w
     assert digest(outside) == before and not marked(run["mark"])
     assert launch._ready == [] and not [pid for pid in waiting if psutil.pid_exists(pid)
                                         and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE]
+
+
+def test_a_scripts_runs_share_one_compile_cache_that_leaves_the_machines_alone(tmp_path, monkeypatch):
+    """torch.compile writes its cache under the machine's temp folder; in a copy of the machine
+    each run would lose it and compile again (18 s a run on a small GPT, 2 s warm). A script's runs
+    keep their writes there in a folder of the session's instead, the machine's cache read
+    beneath: the first run of a plan compiles, the next finds every graph in the session's cache,
+    neither run's writes (what its copy kept aside) hold a cache file, and the machine's cache
+    is as it was."""
+    from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+
+    from advisor.harness import run_measurement
+    from advisor.harness.lifetime import session_folder
+    from advisor.kinds import kind_of, load_config
+
+    machines = Path(default_cache_dir())  # read beneath the session's cache, never written
+    listing = lambda: sorted((str(p), p.stat().st_mtime_ns) for p in machines.rglob("*")) if machines.is_dir() else []  # noqa: E731
+    before = listing()
+    (tmp_path / "train.py").write_text(
+        "import torch\n"
+        "model = torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))\n"
+        "optimizer = torch.optim.SGD(model.parameters(), lr=0.1)\n"
+        "for step in range(400):\n"
+        "    loss = model(torch.randn(16, 8)).square().mean()\n"
+        "    optimizer.zero_grad(); loss.backward(); optimizer.step()\n")
+    (tmp_path / "advisor.yaml").write_text(json.dumps({
+        "name": "cached", "workload": {"kind": "script", "script": "train.py"}, "measure": {"warmup_steps": 2, "steps": 6}}))
+    monkeypatch.chdir(tmp_path)
+    config = load_config(tmp_path / "advisor.yaml")
+    plan = {**kind_of(config).baseline_plan(config), "compile.mode": "default"}
+    first, second = (run_measurement(config, plan, "full", 6, 180) for _ in range(2))
+    assert first.ok and second.ok, (first.reason, second.reason)
+    assert first.environment["sandboxed"] and first.compile_cache.get("misses"), first.compile_cache
+    assert second.compiled_from_cache and not first.compiled_from_cache, second.compile_cache
+    cache = Path(session_folder("compile-cache"))
+    assert any(cache.rglob("*")) and not any("inductor" in write or str(cache) in write
+                                             for run in (first, second) for write in run.environment["writes"])
+    assert listing() == before

@@ -25,7 +25,7 @@ def main(spec_path: str, result_path: str, interpreter: str, config: bytes) -> i
     with open(spec_path) as handle:
         spec = json.load(handle)
     try:
-        result = {"status": "ok", **run_spec(spec, config), "interpreter": interpreter}
+        result = {"status": "ok", **run_spec(spec, config), "interpreter": interpreter, "compile_cache": compile_cache_use()}
     except UserError as exc:
         reason = str(exc)
         if not reason.startswith(spec["config"]):
@@ -47,6 +47,17 @@ def run_spec(spec: dict, pickled: bytes) -> dict:
     imports the loop it runs, never the parent's judgement."""
     config = read_config(pickled)
     return config.workload.run_child(config, spec)
+
+
+def compile_cache_use() -> dict:
+    """The graphs torch.compile found in its cache ("hits") and compiled anew ("misses") in this
+    run; {} where nothing compiled. A run of hits alone paid little of a compile's one-off cost."""
+    if "torch._dynamo" not in sys.modules:
+        return {}
+    from torch._dynamo.utils import counters
+
+    found = {"hits": counters["inductor"]["fxgraph_cache_hit"], "misses": counters["inductor"]["fxgraph_cache_miss"]}
+    return found if any(found.values()) else {}
 
 
 def read_config(pickled: bytes):

@@ -294,6 +294,22 @@ def prepare_child() -> None:
     resource_tracker._resource_tracker = resource_tracker.ResourceTracker()
 
 
+def compile_cache_kept(folder: Optional[str]) -> dict[str, str]:
+    """Where torch.compile keeps its cache (the temp folder's `torchinductor_<user>`, and
+    `TORCHINDUCTOR_CACHE_DIR` where the user set one), each with the folder of the session's cache
+    that keeps a script's writes there across its runs (`sandbox.kept_across_runs`): what one run
+    compiled, its precompiled headers too, the next finds; the machine's own cache is read beneath."""
+    if not folder:
+        return {}
+    try:
+        from torch._inductor.runtime.cache_dir_utils import default_cache_dir
+    except ImportError:
+        return {}
+    places = sorted({os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir()),
+                     os.path.abspath(default_cache_dir())})
+    return {place: os.path.join(folder, str(index)) for index, place in enumerate(places)}
+
+
 def run_child_spec(spec_path: str, result_path: str, log_path: str, config: bytes, interpreter: str,
                    entered: bool = False) -> Optional[int]:
     """Runs one spec in this process, its output to `log_path`; returns the exit status a
@@ -319,7 +335,9 @@ def run_child_spec(spec_path: str, result_path: str, log_path: str, config: byte
     if sandboxed:  # from here on, a copy of the machine (`advisor.harness.sandbox`)
         from advisor.harness.sandbox import enter, move_into_copy
 
-        (move_into_copy if entered else enter)(spec["scratch"])
+        (move_into_copy if entered else enter)(spec["scratch"], compile_cache_kept(spec.get("compile_cache")))
+    elif spec.get("compile_cache"):  # without a copy, torch is told where (read when the script first compiles)
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = spec["compile_cache"]
     limit_data_segment(spec["memory_limit_mb"])
     code = main(spec_path, result_path, interpreter, config)
     if sandboxed:

@@ -65,6 +65,21 @@ def run_folder_prefix() -> str:
     return owned_prefix(RUN_FOLDER_PREFIX)
 
 
+_session_folders: dict[str, str] = {}
+
+
+def session_folder(name: str) -> str:
+    """A folder of this process's that its runs share (`name` says what for), made once, removed
+    at its exit, or by the next start's sweep where it was killed (`remove_orphaned_run_folders`)."""
+    if name not in _session_folders:
+        import atexit
+
+        folder = tempfile.mkdtemp(prefix=f"{run_folder_prefix()}{name}-")
+        atexit.register(shutil.rmtree, folder, True)
+        _session_folders[name] = folder
+    return _session_folders[name]
+
+
 def remove_orphans(folder: str | os.PathLike, prefix: str) -> int:
     """Removes what processes that were killed left in `folder` under names `owned_prefix(prefix)`
     began; returns how many. Only those of this pid namespace are judged: a container sharing the

@@ -134,15 +134,15 @@ def mounts() -> list[tuple[str, str, bool]]:
     return found
 
 
-def enter(scratch: str) -> None:
+def enter(scratch: str, kept: Optional[dict[str, str]] = None) -> None:
     """Moves this measurement child into its copy of the machine. Returns in the process that
     runs the script (pid 1 of the new namespace, its root the copy, its folder the same); the
     process that forked it waits for it and exits with its status, never returning. The
     copy's layers live in `scratch/sandbox`; `scratch` itself stays the real folder (the run's
-    result, log and progress files are written there)."""
+    result, log and progress files are written there). `kept`: as `build_root`'s."""
     enter_namespaces()
     become_pid_one()
-    move_into_copy(scratch)
+    move_into_copy(scratch, kept)
 
 
 def become_pid_one() -> None:
@@ -159,19 +159,21 @@ def become_pid_one() -> None:
     die_with_parent()  # pid 1: its end ends every process of the namespace
 
 
-def move_into_copy(scratch: str) -> None:
+def move_into_copy(scratch: str, kept: Optional[dict[str, str]] = None) -> None:
     """Builds the run's copy of the machine (its layers in `scratch`) and makes it this process's
-    root, in the same folder as before."""
+    root, in the same folder as before. `kept`: as `build_root`'s."""
     here = os.getcwd()
-    root = build_root(Path(scratch))
+    root = build_root(Path(scratch), kept)
     os.chroot(root)
     os.chdir(here)
 
 
-def build_root(scratch: Path) -> str:
+def build_root(scratch: Path, kept: Optional[dict[str, str]] = None) -> str:
     """The copy: an overlay of every writable file system (its upper layer under `scratch`), the
     read-only ones and the kernel's views bound as they are, /proc anew for the pid namespace,
-    /dev/shm a tmpfs of its own, and `scratch` bound back in as the real folder."""
+    /dev/shm a tmpfs of its own, and `scratch` bound back in as the real folder. `kept`: paths
+    whose writes the session's runs keep for each other (torch.compile's cache), each in a
+    folder of advisor's (`kept_across_runs`)."""
     layers = scratch / FOLDER
     root = layers / "root"
     root.mkdir(parents=True)
@@ -195,7 +197,28 @@ def build_root(scratch: Path) -> str:
     if os.path.isdir(str(root) + "/dev/shm"):
         mount("tmpfs", str(root) + "/dev/shm", "tmpfs", 0, "mode=1777")
     mount(str(scratch), str(root) + str(scratch), None, MS_BIND)
+    for path, folder in (kept or {}).items():
+        kept_across_runs(str(root), path, Path(folder))
     return str(root)
+
+
+def kept_across_runs(root: str, path: str, folder: Path) -> None:
+    """`path`, in the copy at `root`, written through to `folder`: over the machine's files there
+    (read beneath, never changed) an overlay whose upper layer lies in `folder`; where the machine
+    has no such folder, `folder`'s layer itself. Where it cannot be mounted so (overlayfs gives an
+    upper layer to one mount at a time: another run of the session holds it), the run keeps its
+    writes there in its own copy, as everywhere else."""
+    upper, work = folder / "upper", folder / "work"
+    upper.mkdir(parents=True, exist_ok=True)
+    work.mkdir(exist_ok=True)
+    try:
+        if os.path.isdir(path):
+            overlay(path, upper, work, root + path)
+        else:
+            os.makedirs(root + path, exist_ok=True)
+            mount(str(upper), root + path, None, MS_BIND)
+    except OSError:
+        pass
 
 
 def layered(lower: str, target: str, layers: Path) -> None:

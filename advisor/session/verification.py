@@ -198,7 +198,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
             reason=verdict.reason, numerics=asdict(numerics) if numerics else {},
             peak_memory_mb=verdict.peak_memory_mb, snippet=_snippet_for(trial.plan, recipes, session.context),
             trial=trial.number, samples_per_s=_mean_rate(runs),
-            one_off=_one_off_costs(recipes, runs, rounds.baseline, kind_of(config.kind).per),
+            one_off=_one_off_costs(recipes, runs, rounds.baseline, kind_of(config.kind).per, trial.measurement),
             step_breakdown_ms=step_breakdown(runs), failed_runs=len(verdict.failures),
             busy_share=max((r.other_cpu_share for r in [*runs, *rounds.baseline] if r.ok), default=0.0),
             rounds=len(runs), set_aside_rounds=set_aside[0], set_aside_share=set_aside[1],
@@ -499,12 +499,25 @@ def verify_candidates(session: Session, candidates: list[search.TrialResult], ve
 
 
 def _one_off_costs(recipes: tuple[Recipe, ...], runs: list[Measurement], reference_runs: list[Measurement],
-                   per: str) -> dict:
+                   per: str, trial_run: Optional[Measurement] = None) -> dict:
     """Each recipe's one-off cost (a compile, a cache's build), by its name (`Recipe.one_off_cost`),
-    from the runs that paid it: a run in a kept interpreter found an earlier run's work done."""
-    runs = [run for run in runs if run.interpreter != "kept"]
-    costs = {recipe.name: recipe.one_off_cost(runs, reference_runs, per) for recipe in recipes if recipe.one_off_cost}
-    return {name: cost for name, cost in costs.items() if cost}
+    from the runs that paid it, its trial's too: not a run in a kept interpreter (it found an
+    earlier run's work done), nor one whose compiled graphs all came from torch.compile's cache
+    (a script's runs share one a session: the first compiles). What such a run paid is the cost
+    once cached (`cached_seconds`); where no run paid in full, the cost is that one, said so."""
+    fresh = [run for run in runs if run.interpreter != "kept"]
+    paid = [run for run in [*fresh, *([trial_run] if trial_run is not None else [])] if not run.compiled_from_cache]
+    cached = [run for run in fresh if run.compiled_from_cache]
+    costs = {}
+    for recipe in (recipe for recipe in recipes if recipe.one_off_cost):
+        full, warm = recipe.one_off_cost(paid, reference_runs, per), recipe.one_off_cost(cached, reference_runs, per)
+        if full and warm:
+            full["cached_seconds"] = warm["seconds"]
+        elif warm:
+            full = {**warm, "cached": True}
+        if full:
+            costs[recipe.name] = full
+    return costs
 
 
 def choose_candidates(session: Session, trials: list[search.TrialResult],
