@@ -583,6 +583,36 @@ def test_the_shares_of_an_unverified_winner_are_not_measured():
     assert calls and set(left_out) == {"amp", "threads"} and set(ranked[0].contributions) == {"amp", "threads"}
 
 
+def test_the_shares_rounds_stop_at_the_first_look_where_none_astride_1x_would_likely_be_shown():
+    """On a job whose runs swing +-30%, each share of a verified #1 reads near 1x after 3 rounds,
+    its interval wide: the 2 rounds left would hardly clear one of 1x, so the shares' rounds stop
+    there and say so; a share already clear of 1x (amp's, 2x) does not hold them. A steady
+    share of 1.02-1.05x a round, astride 1x after 3 rounds, likely is clear of it after 5: the
+    rounds go on, and show it."""
+    from advisor.session.ranking import _with_shares
+
+    rates = {"amp=0": [50.0, 52.0, 49.0, 51.0, 50.0], "threads=0": [130.0, 75.0, 110.0, 70.0, 125.0]}
+    calls, lines = [], []
+
+    def measure(plan):
+        calls.append(plan)
+        name = "amp=0" if plan["amp.dtype"] is None else "threads=0" if plan["threads.intra_op"] == 2 else ""
+        rate = rates[name][sum(1 for p in calls if p == plan) - 1] if name else 100.0
+        return dataclasses.replace(run(rate), plan=plan)
+
+    plan, baseline = {"amp.dtype": "bfloat16", "threads.intra_op": 1}, {"amp.dtype": None, "threads.intra_op": 2}
+    top = dataclasses.replace(recommended(4, plan, 2.1, amp=(1.0, 0.9, 1.1), threads=(1.0, 0.9, 1.1)), contributions={})
+    ranked, _ = _with_shares([top], baseline, measure, 5, lines.append)
+    assert len(calls) == 9, len(calls)
+    assert any(line.startswith("  the shares' rounds stop: 5 rounds would hardly show any (threads: ") for line in lines), lines
+    amp, threads = ranked[0].contributions["amp"], ranked[0].contributions["threads"]
+    assert amp["shown"] and not threads["shown"] and threads["interval"][0] < 1.0 < threads["interval"][1]
+    calls.clear()
+    rates = {"amp=0": [50.0] * 5, "threads=0": [96.0, 98.5, 95.0, 97.0, 96.0]}  # threads adds 1.02-1.05x a round
+    ranked, _ = _with_shares([top], baseline, measure, 5, lines.append)
+    assert len(calls) == 15 and ranked[0].contributions["threads"]["shown"], len(calls)
+
+
 def test_once_a_verdict_is_left_straddling_only_one_that_could_clear_the_bar_gets_more_rounds(tmp_path):
     """After 5 rounds #1 straddles the bar near it (hardly decided by 12 rounds) and #2 (0.97x)
     would likely settle under it by 12: but with #1 left straddling the session cannot say that

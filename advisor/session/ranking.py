@@ -17,7 +17,7 @@ from advisor.session.bundle import Session
 from advisor.session.margins import MEMORY_TIE_SAVING
 from advisor.session.results import Progress, Recommendation
 from advisor.session.verification import Verified, verify_each
-from advisor.verdict import FIRST_LOOK, look_confidence, paired_interval, reported_confidence
+from advisor.verdict import FIRST_LOOK, FUTILE_UNDER, chance_to_settle, chance_words, look_confidence, paired_interval, reported_confidence
 from advisor.verify import ANSWERED, Rounds, interleave
 
 
@@ -137,13 +137,18 @@ def without_what_slows(ranked: list[Recommendation], left_out: dict, verify: Cal
 def _leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, progress: Progress) -> tuple[dict, dict]:
     """Each recipe's factor: the plan against itself without that recipe, paired round by round.
     The rounds look after FIRST_LOOK and stop there when every factor is already clear of 1x at
-    Pocock's level for the two looks (as a verification does); else they run `pairs` rounds.
+    Pocock's level for the two looks (as a verification does), or when none that is not is
+    likely to be by the last (`_shares_futile`); else they run `pairs` rounds.
     Returns the shares, and by recipe the plan without it with its runs."""
     without = {recipe: without_recipe(top.plan, baseline, recipe) for recipe in top.recipes}
     schedule = tuple(sorted({min(FIRST_LOOK, pairs), pairs}))
     progress(f"measuring each recipe's share of #1 by leaving it out: looking after {', '.join(map(str, schedule))} rounds:")
+
+    def enough(so_far: Rounds) -> bool:
+        return _shares_settled(so_far, top.recipes, schedule) or _shares_futile(so_far, top.recipes, schedule, progress)
+
     rounds = interleave(top.plan, {f"without {recipe}": plan for recipe, plan in without.items()}, measure, pairs,
-                        progress, reference="#1", enough=lambda so_far: _shares_settled(so_far, top.recipes, schedule))
+                        progress, reference="#1", enough=enough)
     confidence = reported_confidence(schedule, len(rounds.baseline), _shares_settled(rounds, top.recipes, schedule))
     shares = {}
     for recipe in top.recipes:
@@ -179,6 +184,31 @@ def _shares_settled(rounds: Rounds, recipes: tuple[str, ...], schedule: tuple[in
         _, low, high = paired_interval(factors, level)
         if low <= 1.0 <= high:
             return False
+    return True
+
+
+def _shares_futile(rounds: Rounds, recipes: tuple[str, ...], schedule: tuple[int, ...], progress: Progress) -> bool:
+    """At a look before the last, whether every factor still astride 1x is unlikely (under
+    FUTILE_UNDER) to be clear of it by the last (`chance_to_settle`): on a job whose runs swing,
+    the rounds left would most likely leave every share "not shown", at their full cost. The
+    intervals are then drawn at the whole schedule's level, as where the rounds run out. Said
+    when it stops them."""
+    done = len(rounds.baseline)
+    if done not in schedule[:-1] or not all(run.ok for run in rounds.baseline):
+        return False
+    level, last, astride = look_confidence(len(schedule)), schedule[-1], {}
+    for recipe in recipes:
+        factors = _factors(rounds, recipe)
+        if any(out_of_memory(run) for run in rounds.candidates[f"without {recipe}"]):
+            continue
+        _, low, high = paired_interval(factors, level) if len(factors) >= 2 else (1.0, 0.0, math.inf)
+        if not low <= 1.0 <= high:
+            continue  # clear of 1x already
+        astride[recipe] = chance_to_settle(factors, 1.0, last, level)
+    if not astride or max(astride.values()) >= FUTILE_UNDER:
+        return False
+    progress(f"  the shares' rounds stop: {last} rounds would hardly show any ("
+             + ", ".join(f"{recipe}: {chance_words(chance)}" for recipe, chance in astride.items()) + ")")
     return True
 
 
