@@ -93,3 +93,30 @@ def test_the_report_names_the_trials_that_ruled_plans_out():
         "3 plan(s) not measured: each adds to a plan that ran clearly slower than the baseline's trial "
         "(#1: a=1, b=1, at most 0.70x; #4: t=1, at most 0.68x); the same plans without those changes were measured instead"]
     assert ruled_out_plan_lines({**payload, "ruled_out": []}) == []
+
+
+def test_a_trial_slowed_by_other_processes_is_measured_again_once_quiet_and_rules_nothing_out(tmp_path):
+    """`t=1` changes nothing here, but its first run was slowed by other processes (they took 60%
+    of the CPU: it read 0.5x), which would rule out every plan that adds to it, the winner among
+    them: it is measured again once the machine is quiet, the quieter run kept, and nothing is
+    ruled out. A quiet run is taken once."""
+    from advisor.session.trials import taken_again_when_quiet
+
+    calls, lines = [], []
+
+    def busy_once(plan: dict, **options) -> Measurement:
+        calls.append(plan)
+        slowed = plan == {**BASELINE, "t": 1} and calls.count(plan) == 1
+        rate = 100.0 * (1.3 if plan["a"] else 1.0) * (0.5 if slowed else 1.0)
+        return Measurement(mode="full", plan=plan, status="ok", samples_per_s=rate, other_cpu_share=0.6 if slowed else 0.02)
+
+    study = study_for(tmp_path / "quiet", 8)
+    search.run_trials(study, SPACE, BASELINE, taken_again_when_quiet(busy_once, lines.append, quiet_wait_s=1.0), 8,
+                      time.time() + 120, None, rule_out_under=UNDER)
+    assert not search.ruled_out_trials(study) and len(search.finished_trials(study)) == 8
+    assert calls.count({**BASELINE, "t": 1}) == 2 and len(calls) == 9, calls
+    assert any("other processes took 60% of the CPU during this trial's run" in line for line in lines), lines
+    calls.clear()
+    study = study_for(tmp_path / "as-measured", 8)  # the busy run kept as it was rules out t=1's variants
+    search.run_trials(study, SPACE, BASELINE, busy_once, 8, time.time() + 120, None, rule_out_under=UNDER)
+    assert len(search.ruled_out_trials(study)) == 3

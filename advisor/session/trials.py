@@ -14,7 +14,7 @@ from advisor.errors import UserError
 from advisor.evidence import Evidence
 from advisor.harness.lifetime import SLOTS_ENV, measuring_here
 from advisor.kinds import kind_of
-from advisor.measure import Measurement
+from advisor.measure import BUSY_SHARE, QUIET_WAIT_S, Measurement, wait_for_quiet
 from advisor.plan import active_recipes, plan_key
 from advisor.secrets import shown
 from advisor.session.bundle import Session, measure_with
@@ -31,7 +31,7 @@ def run_search(session: Session, study, verified: Verified, diagnosed_now: Optio
     `diagnosed_now`: the baseline's runs taken in this session, whose full run is the baseline's
     trial when it was measured as one (trial #0 then costs nothing)."""
     config, facts = session.config, session.facts
-    measure = session.measure
+    measure = taken_again_when_quiet(session.measure, session.progress)
     if diagnosed_now is not None and baseline_trial_is_diagnosed(config, diagnosed_now):
         measure = with_first_run(measure, facts.baseline, diagnosed_now.full)
     budget = search.trial_budget(config, facts.space)
@@ -53,6 +53,27 @@ def run_search(session: Session, study, verified: Verified, diagnosed_now: Optio
     search.run_trials(study, facts.space, facts.baseline, measure, budget, time.time() + config.search.time_budget_s,
                       config.constraints.max_memory_mb, session.progress, trial_done, stop_reason=stop_reason,
                       prune=prunable(config, facts.baseline), rule_out_under=RULE_OUT_UNDER)
+
+
+def taken_again_when_quiet(measure: Callable[..., Measurement], progress: Progress,
+                           quiet_wait_s: float = QUIET_WAIT_S) -> Callable[..., Measurement]:
+    """`measure`, except that a trial run during which other processes took BUSY_SHARE or more of
+    the CPU is taken once more after the machine quiets (`wait_for_quiet`), the quieter of the two
+    kept: a trial is a single draw, and one slowed by the machine can rule out every plan that
+    adds to it (`search.dominance`), the winner among them. A run stopped midway (pruned) or
+    failed stands as it is."""
+
+    def measure_quietly(plan: dict, **options) -> Measurement:
+        run = measure(plan, **options)
+        if not run.ok or run.other_cpu_share < BUSY_SHARE:
+            return run
+        progress(f"  other processes took {run.other_cpu_share:.0%} of the CPU during this trial's run: "
+                 "it is measured again once the machine is quiet")
+        wait_for_quiet(quiet_wait_s, progress)
+        again = measure(plan, **options)
+        return min((run, again), key=lambda taken: (not taken.ok, taken.other_cpu_share))
+
+    return measure_quietly
 
 
 def trial_recorder(study, facts: SessionFacts, config: AdvisorConfig,
