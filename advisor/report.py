@@ -293,6 +293,9 @@ def verdict_line(payload: dict) -> list[str]:
         return []
     if any(was_busy(rec) for rec in recs):
         return ["nothing verified: the machine was busy while the fixes were verified; run it again on a quiet machine"]
+    if not recs and payload.get("trials"):  # no verification ran: say so, not only that none passed
+        return [f"nothing clears the bar: no trial with unchanged results ran faster than the baseline's "
+                f"({len(payload['trials'])} measured), so none was verified"]
     return [f"nothing clears the bar: no fix was verified at >= {payload['min_speedup']:.2f}x with unchanged results",
             *ruled_out_lines(recs, payload["min_speedup"])]
 

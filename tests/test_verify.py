@@ -610,7 +610,8 @@ def test_the_interval_column_holds_a_level_range_and_a_tenfold_speedup():
 def test_a_session_that_verifies_nothing_says_what_it_ruled_out_or_that_it_is_not_settled():
     """Nothing verified is an answer where every interval fell under the bar (none of these fixes
     reaches it, the fastest at most so much), and says so; an interval astride the bar is no answer,
-    and the most any fix could be is what the rounds still ruled out."""
+    and the most any fix could be is what the rounds still ruled out. Where no trial beat the
+    baseline's, nothing was verified at all, and that is what it says."""
     from advisor.report import verdict_line
 
     short = {"recipes": ["amp"], "speedup": 0.97, "interval": [0.93, 1.02], "verified": False, "status": "short",
@@ -619,6 +620,8 @@ def test_a_session_that_verifies_nothing_says_what_it_ruled_out_or_that_it_is_no
     lines = verdict_line(payload)
     assert lines[0].startswith("nothing clears the bar")
     assert lines[1] == "ruled out at 95%: none of the 2 fix(es) verified is 1.05x or more; the fastest, amp, is at most 1.02x"
+    assert verdict_line({**payload, "recommendations": [], "trials": [{}] * 9}) == [
+        "nothing clears the bar: no trial with unchanged results ran faster than the baseline's (9 measured), so none was verified"]
     payload["recommendations"][1] = {**short, "recipes": ["dataloader"], "speedup": 1.18, "interval": [1.01, 1.38], "rounds": 12}
     assert verdict_line(payload)[1:] == ["not settled: dataloader 1.18x (1.01-1.38x, 12 rounds) may or may not reach 1.05x; "
                                          "more rounds (search.max_pairs) or a quieter machine would tell",
