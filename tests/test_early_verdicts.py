@@ -416,9 +416,11 @@ def test_a_session_ends_on_the_winner_without_the_recipe_that_slowed_it(tmp_path
 
 
 def test_a_verdict_straddling_the_bar_during_the_search_gives_way_after_search_pairs_rounds(tmp_path):
-    """A trial far over the bar is verified at once, but its rounds swing (1.5x, 0.8x, ...): after
-    `search.pairs` rounds its verdict still straddles the bar, so it stops there rather than grow
-    to `search.max_pairs`, stays unjudged, and is a candidate again at the search's end."""
+    """A trial far over the bar is verified at once, but its rounds swing (1.2x, 1.1x, 1.25x,
+    0.95x, 1.0x): after `search.pairs` rounds its verdict still straddles the bar, so it stops
+    there rather than grow to `search.max_pairs`, stays unjudged, and is a candidate again at the
+    search's end. Where its rounds swing so (1.5x, 0.8x, 1.4x) that even `search.pairs` rounds
+    would hardly decide it, it gives way at the first look."""
     import json
     import time
 
@@ -430,7 +432,7 @@ def test_a_verdict_straddling_the_bar_during_the_search_gives_way_after_search_p
 
     config = load_config(write_config(tmp_path, merged(TINY, {"search": {"recipes": ["amp"], "trials": 4}})))
     facts = plan_session(config, Evidence.from_dict(json.loads((FIXTURES / "evidence" / "compute_bound.json").read_text())))
-    swings = iter([150.0, 80.0, 140.0, 85.0, 130.0, 90.0] * 10)
+    swings = iter([120.0, 110.0, 125.0, 95.0, 100.0] * 10)
     measured_rounds = []
 
     def measure(plan, **options):
@@ -450,6 +452,10 @@ def test_a_verdict_straddling_the_bar_during_the_search_gives_way_after_search_p
     assert any("straddles the bar after 5 rounds" in line for line in lines), lines
     policy.after_trial(None, [base, fast])
     assert measured_rounds.count("bfloat16") == config.search.pairs, "one early verification at most"
+    swings, lines[:], measured_rounds[:] = iter([150.0, 80.0, 140.0] * 10), [], []
+    EarlyVerification(session, Verified(time.time(), lines.append)).after_trial(None, [base, fast])
+    assert measured_rounds.count("bfloat16") == 3, lines
+    assert any(line.startswith("  the rounds stop: 5 rounds (search.pairs) would hardly decide") for line in lines), lines
 
 
 def test_a_verification_whose_verdict_is_unlikely_to_settle_stops_at_search_pairs(tmp_path):

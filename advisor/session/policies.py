@@ -58,7 +58,8 @@ class StackSingles(SearchPolicy):
 class EarlyVerification(SearchPolicy):
     """The first trial that clears the bar by EARLY_MARGIN, its numerics matching, is verified
     at once (one early verification at most, none with `verify_top: 0`); the search goes on.
-    A verdict that still straddles the bar after `search.pairs` rounds gives way: the search
+    A verdict that still straddles the bar after `search.pairs` rounds gives way (at an earlier
+    look where those rounds would hardly decide it: `Stopping`'s futility): the search
     goes on, and the trial is a candidate again at its end, verified afresh beside the others
     (a noisy job's straddling verdict would otherwise hold the search for `search.max_pairs`
     rounds of its own, and share none of them)."""

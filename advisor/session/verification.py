@@ -246,6 +246,11 @@ class Stopping:
         """The level of the intervals the verdicts report (`reported_confidence`)."""
         return reported_confidence(self.schedule, self.quiet_rounds, self.settled_at_stop)
 
+    @property
+    def last_look(self) -> int:
+        """The rounds the verification runs at most: `search.pairs` during the search (`give_way`)."""
+        return self.config.search.pairs if self.give_way else self.schedule[-1]
+
     def round_of(self, rounds_run: int) -> int:
         """What a round's progress line counts up to: the look it leads to (set-aside rounds added)."""
         following = next((look for look in self.schedule if look > self.quiet_rounds), self.schedule[-1])
@@ -286,14 +291,15 @@ class Stopping:
             return not self._grow(done, len(rounds.baseline), (
                 f"{self.pinned_name} is verified, its speedup known to +-{reach:.0%}; about {self.pinned} rounds pin it "
                 f"to +-{search_config.precision:.0%} (search.precision)"))
+        if all_futile and not self.memory_fix and (done >= search_config.pairs or self.give_way):
+            self.futile.update(chances)
+            self.progress(f"  the rounds stop: {self.last_look} rounds ({'search.pairs' if self.give_way else 'search.max_pairs'}) "
+                          "would hardly decide a verdict straddling the bar "
+                          f"({', '.join(f'{name}: {chance_words(chance)}' for name, chance in chances.items())})")
+            return True
         if done < search_config.pairs or self.memory_fix:
             return False
         if self.give_way:
-            return True
-        if all_futile:
-            self.futile.update(chances)
-            self.progress(f"  the rounds stop: {self.schedule[-1]} rounds (search.max_pairs) would hardly decide a verdict "
-                          f"straddling the bar ({', '.join(f'{name}: {chance_words(chance)}' for name, chance in chances.items())})")
             return True
         return not self._grow(done, len(rounds.baseline), "a verdict still straddles the bar")
 
@@ -305,7 +311,7 @@ class Stopping:
         wherever the rounds stop). Settling under the bar decides something only while the session
         can still say that no fix reaches it: once one verdict is left straddling (or is about to
         be), only a verdict that could clear the bar is worth more rounds."""
-        bar, last = self.config.search.min_speedup, self.schedule[-1]
+        bar, last = self.config.search.min_speedup, self.last_look
         ratios_of = {name: quiet.ratios(name, basis) for name in self.names}
         straddling = {name: ratios for name, ratios in ratios_of.items()
                       if not settled(ratios, bar, rounds.failures(name), self.deciding)}
