@@ -335,7 +335,7 @@ def run_child_spec(spec_path: str, result_path: str, log_path: str, config: byte
     if sandboxed:  # from here on, a copy of the machine (`advisor.harness.sandbox`)
         from advisor.harness.sandbox import enter, move_into_copy
 
-        (move_into_copy if entered else enter)(spec["scratch"], compile_cache_kept(spec.get("compile_cache")))
+        (move_into_copy if entered else enter)(spec["scratch"], lambda: compile_cache_kept(spec.get("compile_cache")))
     elif spec.get("compile_cache"):  # without a copy, torch is told where (read when the script first compiles)
         os.environ["TORCHINDUCTOR_CACHE_DIR"] = spec["compile_cache"]
     limit_data_segment(spec["memory_limit_mb"])

@@ -25,7 +25,7 @@ import os
 import stat
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
 MS_BIND, MS_REC, MS_PRIVATE = 0x1000, 0x4000, 0x40000
@@ -134,7 +134,7 @@ def mounts() -> list[tuple[str, str, bool]]:
     return found
 
 
-def enter(scratch: str, kept: Optional[dict[str, str]] = None) -> None:
+def enter(scratch: str, kept: Optional[Callable[[], dict[str, str]]] = None) -> None:
     """Moves this measurement child into its copy of the machine. Returns in the process that
     runs the script (pid 1 of the new namespace, its root the copy, its folder the same); the
     process that forked it waits for it and exits with its status, never returning. The
@@ -159,11 +159,13 @@ def become_pid_one() -> None:
     die_with_parent()  # pid 1: its end ends every process of the namespace
 
 
-def move_into_copy(scratch: str, kept: Optional[dict[str, str]] = None) -> None:
+def move_into_copy(scratch: str, kept: Optional[Callable[[], dict[str, str]]] = None) -> None:
     """Builds the run's copy of the machine (its layers in `scratch`) and makes it this process's
-    root, in the same folder as before. `kept`: as `build_root`'s."""
+    root, in the same folder as before. `kept`: as `build_root`'s, asked here, in the namespaces
+    entered (working the paths out may import torch, whose threads would make unshare(2) refuse
+    a user namespace)."""
     here = os.getcwd()
-    root = build_root(Path(scratch), kept)
+    root = build_root(Path(scratch), kept() if kept else None)
     os.chroot(root)
     os.chdir(here)
 
