@@ -371,3 +371,17 @@ def test_a_scripts_runs_share_one_compile_cache_that_leaves_the_machines_alone(t
     assert any(cache.rglob("*")) and not any("inductor" in write or str(cache) in write
                                              for run in (first, second) for write in run.environment["writes"])
     assert listing() == before
+
+
+def test_one_run_at_a_time_holds_the_sessions_compile_cache(tmp_path):
+    """Two overlays over one upper layer see each other's writes undefined, so a run holds the
+    session's cache alone (a lock its pid 1 keeps until it ends); a run at the same moment is
+    refused it, and keeps its writes in its own copy."""
+    from advisor.harness.sandbox import held_alone
+
+    lock = tmp_path / "lock"
+    assert held_alone(lock) and not held_alone(lock)
+    child = subprocess.run([sys.executable, "-c", "import sys; from pathlib import Path; "
+                            "from advisor.harness.sandbox import held_alone; sys.exit(0 if held_alone(Path(sys.argv[1])) else 3)",
+                            str(lock)])
+    assert child.returncode == 3

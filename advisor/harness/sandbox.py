@@ -207,12 +207,15 @@ def build_root(scratch: Path, kept: Optional[dict[str, str]] = None) -> str:
 def kept_across_runs(root: str, path: str, folder: Path) -> None:
     """`path`, in the copy at `root`, written through to `folder`: over the machine's files there
     (read beneath, never changed) an overlay whose upper layer lies in `folder`; where the machine
-    has no such folder, `folder`'s layer itself. Where it cannot be mounted so (overlayfs gives an
-    upper layer to one mount at a time: another run of the session holds it), the run keeps its
+    has no such folder, `folder`'s layer itself. One run at a time holds it (a lock this process
+    keeps until it ends: two overlays over one upper layer see each other's writes undefined);
+    another run of the session at that moment, or one where it cannot be mounted, keeps its
     writes there in its own copy, as everywhere else."""
     upper, work = folder / "upper", folder / "work"
     upper.mkdir(parents=True, exist_ok=True)
     work.mkdir(exist_ok=True)
+    if not held_alone(folder / "lock"):
+        return
     try:
         if os.path.isdir(path):
             overlay(path, upper, work, root + path)
@@ -221,6 +224,23 @@ def kept_across_runs(root: str, path: str, folder: Path) -> None:
             mount(str(upper), root + path, None, MS_BIND)
     except OSError:
         pass
+
+
+_held: list[int] = []  # the locks this process holds for as long as it lives
+
+
+def held_alone(lock: Path) -> bool:
+    """Whether this process now holds `lock` (flock(2), not waited for), until it ends."""
+    import fcntl
+
+    handle = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        os.close(handle)
+        return False
+    _held.append(handle)
+    return True
 
 
 def layered(lower: str, target: str, layers: Path) -> None:
