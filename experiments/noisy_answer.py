@@ -8,6 +8,7 @@ unmodified but for one line: each process draws its own pace once, from the oper
 entropy (never from a seed advisor sets), and sleeps that long after every step, so its rate
 moves by about +-`--spread` from run to run, as on a machine whose other work comes and goes.
 `--check-spread N` first runs the script N times plainly and prints the rates, to show the spread.
+`--logs DIR` keeps each session's output, each line stamped with the seconds since its start.
 
 Each session is `advisor optimize -- python noisy_gpt.py ...` with the defaults, in a fresh
 folder. Prints, a session a line: when its first fix was verified (if one was), when the
