@@ -289,6 +289,16 @@ def test_autocast_spans_the_forward_and_the_loss_and_compile_applies_in_place(tm
     assert len(record.losses) == 0 and len(record.ends) == 2
 
 
+def test_a_scripts_warm_up_steps_are_timed_for_a_one_off_cost_its_first_step_left_out():
+    """The first step holds the script's start-up; compile, applied after the first backward,
+    lands in the second: the warm-up's steps after the first are what a one-off cost is read from."""
+    from advisor.kinds.script.loop import Steps
+
+    record = Steps(warmup=3, steps=2, ends=[10.0, 25.0, 25.1, 25.2, 25.3, 25.4])
+    assert record.warmup_ms() == pytest.approx([15_000.0, 100.0, 100.0])
+    assert record.step_seconds() == pytest.approx([0.1, 0.1])
+
+
 def test_a_script_that_never_reaches_a_backward_is_stopped_in_one_line(tmp_path):
     (tmp_path / "serve.py").write_text("import time\nwhile True:\n    time.sleep(0.05)  # never trains\n")
     config = write_config(tmp_path, {"name": "idle", "workload": {"kind": "script", "script": "serve.py"},

@@ -132,6 +132,13 @@ class Steps:
         timed = self.ends[self.warmup:]
         return [later - earlier for earlier, later in zip(timed, timed[1:])]
 
+    def warmup_ms(self) -> list[float]:
+        """The warm-up's steps after the first (which holds the script's own start-up), in ms:
+        where a plan's one-off cost lands (compile's, in place after the first backward, in the
+        second step), for `Recipe.one_off_cost`."""
+        warm = self.ends[:self.warmup + 1]
+        return [1000 * (later - earlier) for earlier, later in zip(warm, warm[1:])]
+
 
 def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str, in_copy: bool = False) -> dict:
     """Runs the script until its timed window is measured; returns the measurement fields.
@@ -176,7 +183,7 @@ def run(config: AdvisorConfig, plan: dict, mode: str, steps: int, scratch: str, 
                    "ended_processes": alive_beside_me() if in_copy else [], **seen}
     fields.update(losses=record.losses, parameters=record.checksums, environment=environment, device=device.type,
                   sample_probe=record.sample_probe(),
-                  setup_s=record.ends[0] - started, window=(started_at, ended_at),
+                  setup_s=record.ends[0] - started, warmup_ms=record.warmup_ms(), window=(started_at, ended_at),
                   cpu_util=min(1.0, (cpu_end - cpu_start) / (wall * (os.cpu_count() or 1))),
                   other_cpu_share=other_cpu_share(busy_end - busy_start, cpu_end - cpu_start, wall))
     if profiler is not None:
