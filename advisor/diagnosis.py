@@ -18,7 +18,7 @@ from advisor.findings import SEVERITY_ORDER, THRESHOLDS, Diagnosis, Thresholds
 from advisor.fingerprint import fingerprint
 from advisor.harness import run_measurement
 from advisor.kinds import kind_of
-from advisor.measure import BUSY_SHARE, QUIET_WAIT_S, Measurement, wait_for_quiet
+from advisor.measure import QUIET_WAIT_S, Measurement, taken_again_once_quiet
 from advisor.recipes import fixes_for
 from advisor.report import busy_line
 
@@ -71,15 +71,9 @@ def measured_when_quiet(measure: Callable[[], Measurement], progress: Progress,
     BUSY_SHARE or more of its CPU during it: on a busy machine every share of the step moves (the
     step itself slows), so the bottleneck named can be the wrong one, and a study keeps its
     diagnosis for its whole life (a resume reuses it). Of the two, the quieter run is kept."""
-    run = measure()
-    progress(f"      {describe_run(run)}")
-    if run.other_cpu_share < BUSY_SHARE:
-        return run
-    progress("      measured again once the machine is quiet: a busy machine's shares can name the wrong bottleneck")
-    wait_for_quiet(quiet_wait_s, progress)
-    again = measure()
-    progress(f"      {describe_run(again)}")
-    return min((run, again), key=lambda taken: (not taken.ok, taken.other_cpu_share))
+    return taken_again_once_quiet(
+        measure, lambda run: "      measured again once the machine is quiet: a busy machine's shares can name the wrong bottleneck",
+        progress, quiet_wait_s, heard=lambda run: progress(f"      {describe_run(run)}"))
 
 
 def with_derived(evidence: Evidence) -> Evidence:

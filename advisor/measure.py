@@ -189,6 +189,23 @@ def wait_for_quiet(most_s: float, progress: Callable[[str], None] = lambda line:
             said = True
 
 
+def taken_again_once_quiet(measure: Callable[[], Measurement], said: Callable[[Measurement], str],
+                           progress: Callable[[str], None], quiet_wait_s: float = QUIET_WAIT_S,
+                           heard: Callable[[Measurement], None] = lambda run: None) -> Measurement:
+    """A run, taken once more after the machine quiets (`wait_for_quiet`) where other processes
+    took BUSY_SHARE or more of its CPU (`said` gives the line that says so), the quieter of the
+    two kept; a failed run stands as it is. `heard` hears each run taken."""
+    run = measure()
+    heard(run)
+    if not run.ok or run.other_cpu_share < BUSY_SHARE:
+        return run
+    progress(said(run))
+    wait_for_quiet(quiet_wait_s, progress)
+    again = measure()
+    heard(again)
+    return min((run, again), key=lambda taken: (not taken.ok, taken.other_cpu_share))
+
+
 def other_cpu_share(machine_busy_s: float, own_cpu_s: float, wall_s: float) -> float:
     """The share of the machine's CPU that processes outside the measured tree took in a window;
     0 for a window too short to tell (/proc/stat counts 10 ms ticks: over a 16 ms window of

@@ -96,10 +96,12 @@ def one_off_line(cost: dict) -> str:
     """A recipe's one-off cost (`Recipe.one_off_cost`), and when the faster plan pays it back."""
     after, per = cost.get("paid_back_after"), cost.get("per", "step")
     when = f"{after:,.0f} {per}{'s' if after != 1 else ''}" if after else f"never (no faster per {per})"
+    took = f"{cost['seconds']:.1f} s"
     if cost.get("cached"):  # every run found it in torch.compile's cache: a first run on a machine pays more
-        return f"     one-off: {cost['what']} took {cost['seconds']:.1f} s from the session's compile cache, paid back after {when}"
-    cached = f" ({cost['cached_seconds']:.1f} s from the session's compile cache)" if "cached_seconds" in cost else ""
-    return f"     one-off: {cost['what']} took {cost['seconds']:.1f} s{cached}, paid back after {when}"
+        took += " from the session's compile cache"
+    elif "cached_seconds" in cost:
+        took += f" ({cost['cached_seconds']:.1f} s from the session's compile cache)"
+    return f"     one-off: {cost['what']} took {took}, paid back after {when}"
 
 
 def latency_text(latency: dict) -> str:

@@ -305,8 +305,8 @@ def compile_cache_kept(folder: Optional[str]) -> dict[str, str]:
         from torch._inductor.runtime.cache_dir_utils import default_cache_dir
     except ImportError:
         return {}
-    places = sorted({os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default_cache_dir()),
-                     os.path.abspath(default_cache_dir())})
+    default = os.path.abspath(default_cache_dir())
+    places = sorted({default, os.path.abspath(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or default)})
     return {place: os.path.join(folder, str(index)) for index, place in enumerate(places)}
 
 

@@ -174,11 +174,7 @@ def _shares_settled(rounds: Rounds, recipes: tuple[str, ...], schedule: tuple[in
     if done not in schedule or not all(run.ok for run in rounds.baseline):
         return False
     level = look_confidence(len(schedule))
-    for recipe in recipes:
-        runs = rounds.candidates[f"without {recipe}"]
-        if any(out_of_memory(run) for run in runs):
-            continue
-        factors = _factors(rounds, recipe)
+    for factors in _judged_factors(rounds, recipes).values():
         if len(factors) < done:
             return False
         _, low, high = paired_interval(factors, level)
@@ -197,19 +193,21 @@ def _shares_futile(rounds: Rounds, recipes: tuple[str, ...], schedule: tuple[int
     if done not in schedule[:-1] or not all(run.ok for run in rounds.baseline):
         return False
     level, last, astride = look_confidence(len(schedule)), schedule[-1], {}
-    for recipe in recipes:
-        factors = _factors(rounds, recipe)
-        if any(out_of_memory(run) for run in rounds.candidates[f"without {recipe}"]):
-            continue
+    for recipe, factors in _judged_factors(rounds, recipes).items():
         _, low, high = paired_interval(factors, level) if len(factors) >= 2 else (1.0, 0.0, math.inf)
-        if not low <= 1.0 <= high:
-            continue  # clear of 1x already
-        astride[recipe] = chance_to_settle(factors, 1.0, last, level)
+        if low <= 1.0 <= high:  # one clear of 1x already holds nothing up
+            astride[recipe] = chance_to_settle(factors, 1.0, last, level)
     if not astride or max(astride.values()) >= FUTILE_UNDER:
         return False
     progress(f"  the shares' rounds stop: {last} rounds would hardly show any ("
              + ", ".join(f"{recipe}: {chance_words(chance)}" for recipe, chance in astride.items()) + ")")
     return True
+
+
+def _judged_factors(rounds: Rounds, recipes: tuple[str, ...]) -> dict[str, list[float]]:
+    """Each recipe's factors so far, but for those whose absence broke the memory budget (needed, whatever the factor)."""
+    return {recipe: _factors(rounds, recipe) for recipe in recipes
+            if not any(out_of_memory(run) for run in rounds.candidates[f"without {recipe}"])}
 
 
 def without_recipe(plan: dict, baseline: dict, recipe: str) -> dict:

@@ -14,7 +14,7 @@ from advisor.errors import UserError
 from advisor.evidence import Evidence
 from advisor.harness.lifetime import SLOTS_ENV, measuring_here
 from advisor.kinds import kind_of
-from advisor.measure import BUSY_SHARE, QUIET_WAIT_S, Measurement, wait_for_quiet
+from advisor.measure import QUIET_WAIT_S, Measurement, taken_again_once_quiet
 from advisor.plan import active_recipes, plan_key
 from advisor.secrets import shown
 from advisor.session.bundle import Session, measure_with
@@ -58,20 +58,15 @@ def run_search(session: Session, study, verified: Verified, diagnosed_now: Optio
 def taken_again_when_quiet(measure: Callable[..., Measurement], progress: Progress,
                            quiet_wait_s: float = QUIET_WAIT_S) -> Callable[..., Measurement]:
     """`measure`, except that a trial run during which other processes took BUSY_SHARE or more of
-    the CPU is taken once more after the machine quiets (`wait_for_quiet`), the quieter of the two
+    the CPU is taken once more after the machine quiets (`taken_again_once_quiet`), the quieter of the two
     kept: a trial is a single draw, and one slowed by the machine can rule out every plan that
     adds to it (`search.dominance`), the winner among them. A run stopped midway (pruned) or
     failed stands as it is."""
 
     def measure_quietly(plan: dict, **options) -> Measurement:
-        run = measure(plan, **options)
-        if not run.ok or run.other_cpu_share < BUSY_SHARE:
-            return run
-        progress(f"  other processes took {run.other_cpu_share:.0%} of the CPU during this trial's run: "
-                 "it is measured again once the machine is quiet")
-        wait_for_quiet(quiet_wait_s, progress)
-        again = measure(plan, **options)
-        return min((run, again), key=lambda taken: (not taken.ok, taken.other_cpu_share))
+        return taken_again_once_quiet(lambda: measure(plan, **options), lambda run: (
+            f"  other processes took {run.other_cpu_share:.0%} of the CPU during this trial's run: "
+            "it is measured again once the machine is quiet"), progress, quiet_wait_s)
 
     return measure_quietly
 
