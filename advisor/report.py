@@ -369,12 +369,13 @@ def detail_lines(rec: dict, payload: dict) -> list[str]:
     if not rec["verified"]:
         lines.append(f"     not verified: {rec['reason']}")
     gap = rec.get("gap_recovered")
+    where = ("found by the diagnosis" if rec.get("ideal_source") == "diagnosis"
+             else "measured beside the baseline in the first rounds")
     if gap is not None and gap > 1.0:
-        lines.append(f"     faster than the ideal measured beside the baseline ({rec['ideal_speedup']:.2f}x): "
+        lines.append(f"     faster than the ideal {where} ({rec['ideal_speedup']:.2f}x): "
                      "a measurement fault to look into, not a result")
     elif gap is not None:
-        lines.append(f"     recovers {gap:.0%} of the gap to the ideal throughput (measured beside the baseline in the first rounds, "
-                     f"{rec['ideal_speedup']:.2f}x)")
+        lines.append(f"     recovers {gap:.0%} of the gap to the ideal throughput ({where}, {rec['ideal_speedup']:.2f}x)")
     return lines
 
 

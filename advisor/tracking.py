@@ -11,9 +11,11 @@ config, so `advisor report` and `advisor ui` find it from any working directory.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import json
 import logging
 import os
+import threading
 import time
 import urllib.parse
 from pathlib import Path
@@ -103,8 +105,13 @@ class SessionLog:
         self.verified_at: dict[str, tuple[float, float]] = {}  # a plan's verification rounds, start and end
         self.tags = tags or {}  # the session run opens with the first thing logged (`_call`), dated from now
         self.started = time.time()
+        self.store_loaded = store_loaded_ahead(tracking_uri(config))
 
     def _open(self, tags: dict) -> None:
+        self.store_loaded.join()
+        self._start_session(tags)
+
+    def _start_session(self, tags: dict) -> None:
         from advisor.harness.lifetime import owner
 
         self.tracker = Tracker(self.config)
@@ -253,6 +260,25 @@ def close_abandoned_sessions(tracker: "Tracker") -> list[str]:
             tracker.client.set_terminated(run.info.run_id, "KILLED")
             closed.append(run.info.run_id)
     return closed
+
+
+DATABASE_STORE_MODULE = "mlflow.store.tracking.sqlalchemy_store"  # what a database store's first client imports
+
+
+def store_loaded_ahead(uri: str) -> threading.Thread:
+    """Imports a database store's module in the background, now: MLflow imports it with the first
+    client (SQLAlchemy's models, 1 s of CPU here), which the first trial's log would otherwise wait
+    on, between the trials. Begun as the session starts, it runs while the fork server imports
+    torch and the session waits on it. Nothing is written, so a session refused while diagnosing
+    still leaves MLflow as it was. A tracking server's client needs no such module."""
+    def load() -> None:
+        with contextlib.suppress(Exception):  # an import that fails here fails again, said, where it is used
+            importlib.import_module(DATABASE_STORE_MODULE)
+
+    needed = store_scheme(uri) not in (*SERVED_SCHEMES, "file")
+    thread = threading.Thread(target=load if needed else lambda: None, name="advisor-mlflow-store", daemon=True)
+    thread.start()
+    return thread
 
 
 class Tracker:

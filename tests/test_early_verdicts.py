@@ -458,6 +458,52 @@ def test_a_verdict_straddling_the_bar_during_the_search_gives_way_after_search_p
     assert any(line.startswith("  the rounds stop: 5 rounds (search.pairs) would hardly decide") for line in lines), lines
 
 
+def test_an_early_verification_runs_no_ideal_and_reads_its_gap_against_the_diagnosis(tmp_path):
+    """A verification during the search is the user's first verified fix: its rounds run the
+    baseline and the fix alone, where an input-bound session's final verification also runs the
+    ideal in its first rounds (0.6 s a round on the quickstart). Its gap to the ideal is read
+    against the ideal the diagnosis measured, and the report says so."""
+    import json
+    import time
+
+    from conftest import FIXTURES, merged
+
+    from advisor.diagnosis import diagnose
+    from advisor.evidence import Evidence
+    from advisor.report import detail_lines
+    from advisor.session import Session, plan_session
+    from advisor.session.gate import with_reference
+    from advisor.session.policies import EarlyVerification
+
+    config = load_config(write_config(tmp_path, merged(TINY, {"search": {"recipes": ["dataloader"], "trials": 4}})))
+    evidence = Evidence.from_dict(json.loads((FIXTURES / "evidence" / "quickstart.json").read_text()))
+    diagnoses = diagnose(evidence)
+    facts = plan_session(config, evidence, diagnoses)
+    fix = {**facts.baseline, "dataloader.num_workers": 2}
+    modes = []
+
+    def measure(plan, **options):
+        modes.append("fix" if plan == fix else "baseline")
+        return dataclasses.replace(run(300.0 if plan == fix else 100.0), plan=plan)
+
+    lines = []
+    session = Session(config, facts, diagnoses, measure, measure, lines.append, started=time.time(), round_measure=measure,
+                      round_reference=measure)
+    base = TrialResult(0, facts.baseline, dataclasses.replace(run(100.0), plan=facts.baseline), True)
+    fast = TrialResult(1, fix, dataclasses.replace(run(290.0), plan=fix), True)
+    assert with_reference(session, [base, fast]).reference.with_ideal, "input-bound: the final verification runs the ideal"
+    verified = Verified(time.time(), lines.append)
+    EarlyVerification(session, verified).after_trial(None, [base, fast])
+    [found] = verified.recommendations
+    rounds = [line for line in lines if line.startswith("  round ")]
+    assert rounds and not any("ideal" in line for line in rounds), lines
+    ideal = evidence.derived["ideal_samples_per_s"] / evidence.full.samples_per_s
+    assert found.verified and found.ideal_source == "diagnosis" and math.isclose(found.ideal_speedup, ideal)
+    assert math.isclose(found.gap_recovered, (found.speedup - 1) / (ideal - 1))
+    said = detail_lines(found.to_dict(), {"baseline": {}, "unit": "samples/s"})
+    assert any(f"of the gap to the ideal throughput (found by the diagnosis, {ideal:.2f}x)" in line for line in said), said
+
+
 def test_a_verification_whose_verdict_is_unlikely_to_settle_stops_at_search_pairs(tmp_path):
     """At the end of the search, a candidate's rounds straddle the bar (1.08x, per-round sd about
     0.12): by 12 rounds it would settle with under FUTILE_UNDER chance, so the rounds stop at

@@ -353,6 +353,26 @@ def test_mlflows_usage_telemetry_is_off_unless_the_user_turned_it_on(tmp_path):
     assert (plain.stdout.strip(), chosen.stdout.strip()) == ("True", "False"), plain.stderr[-2000:] + chosen.stderr[-2000:]
 
 
+def test_a_sessions_log_loads_the_database_stores_module_ahead_and_writes_nothing_before_its_first_trial(tmp_path):
+    """The first trial's log once waited 0.8 s on MLflow importing its database store (between
+    the trials, before the first verified fix); the log now imports it in the background from
+    its start. Loading writes nothing: a session refused before its first trial leaves no store.
+    A tracking server's log loads no database module."""
+    import subprocess
+    import sys
+
+    config = write_config(tmp_path, TINY)
+    ask = ("import sys, advisor.tracking as t; from advisor.kinds import load_config; "
+           f"log = t.SessionLog(load_config({str(config)!r})); log.store_loaded.join(); "
+           "print(t.DATABASE_STORE_MODULE in sys.modules)")
+    database = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, timeout=120,
+                              env={**__import__("os").environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'store.db'}"})
+    served = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, timeout=120,
+                            env={**__import__("os").environ, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"})
+    assert (database.stdout.strip(), served.stdout.strip()) == ("True", "False"), database.stderr[-2000:] + served.stderr[-2000:]
+    assert not (tmp_path / "store.db").exists() and not (tmp_path / "mlflow.db").exists(), "nothing written"
+
+
 def test_a_relative_sqlite_store_is_the_file_sqlite_opens_from_the_working_folder(tmp_path, monkeypatch):
     """sqlite:///store/mlflow.db is store/mlflow.db under the working folder, as sqlite opens it:
     the checks once read it as /store/mlflow.db, refusing a folder that was there or checking a

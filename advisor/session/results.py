@@ -44,6 +44,7 @@ class Recommendation:
     set_aside_rounds: int = 0  # rounds set aside because other processes disturbed them (run again)
     set_aside_share: float = 0.0  # the most CPU other processes took in those
     ideal_speedup: Optional[float] = None  # input-bound jobs: the ideal over the baseline, in the first rounds (IDEAL_ROUNDS)
+    ideal_source: str = ""  # where that ideal was measured: "rounds" (its verification's), "diagnosis" (one found early)
     gap_recovered: Optional[float] = None  # the share of the gap to that ideal the fix recovers
     latency_ms: dict = field(default_factory=dict)  # inference: p50, p95, p99 and cold start over its verification runs
     load_curve: list = field(default_factory=list)  # objective capacity: the rates its last run replayed (`capacity.Point`)

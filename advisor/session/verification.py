@@ -174,6 +174,10 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
     plans = {f"#{t.number}": t for t in candidates}
     announce = verified.settled if verified is not None else lambda name, interval: None
     every_round, stopping, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce, give_way)
+    ideal_source = "rounds" if ideal_speedup is not None else ""
+    if ideal_speedup is None and give_way:
+        ideal_speedup = diagnosed_ideal(session)
+        ideal_source = "diagnosis" if ideal_speedup is not None else ""
     rounds, set_aside = every_round.quiet(), every_round.set_aside()
     basis = basis_of(config, rounds.baseline)
     recommendations, rejections = [], []
@@ -202,7 +206,8 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
             step_breakdown_ms=step_breakdown(runs), failed_runs=len(verdict.failures),
             busy_share=max((r.other_cpu_share for r in [*runs, *rounds.baseline] if r.ok), default=0.0),
             rounds=len(runs), set_aside_rounds=set_aside[0], set_aside_share=set_aside[1],
-            ideal_speedup=ideal_speedup, gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
+            ideal_speedup=ideal_speedup, ideal_source=ideal_source,
+            gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
             latency_ms=latency_of(runs), load_curve=load_curve_of(runs), speedup_basis=basis, epoch=epoch_of(runs),
             page_faults_per_step=page_faults_of(runs), status=verdict.status.value, confidence=verdict.confidence,
             settle_chance=stopping.futile.get(name),
@@ -370,6 +375,9 @@ class Stopping:
 # rounds a verdict or its precision asks for after them; and over half the job's timed steps
 # (IDEAL_STEPS at least): compute alone on one batch runs steadily from step to step. On the
 # quickstart that spares 0.8 s of a 7 s round from the third round on, 0.3 s before it.
+# A verification during the search runs none: its first look is the user's first verified fix,
+# and the ideal's runs (0.6 s a round on the quickstart) would only delay it; its gap is read
+# against the ideal the diagnosis measured (`diagnosed_ideal`).
 IDEAL_ROUNDS = 2
 IDEAL_STEPS = 10
 
@@ -388,7 +396,7 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
     intervals to report, the ideal's speedup over the reference, and when the rounds began and
     ended. `announce` hears the fastest verified candidate as soon as its verdict settles."""
     config, reference = session.config, session.reference
-    with_ideal = reference is not None and reference.with_ideal
+    with_ideal = reference is not None and reference.with_ideal and not give_way
     reference_plan = reference.run.plan if reference is not None and reference.run is not None else session.baseline
     arms = {name: t.plan for name, t in plans.items()}
     ideal_plan = dict(reference_plan)  # told apart by identity: the same plan, another mode
@@ -421,6 +429,17 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
     ideal_ratios = rounds.quiet().ratios("ideal") if with_ideal else []
     ideal = paired_interval(ideal_ratios)[0] if ideal_ratios else None
     return rounds, stopping, ideal, stopping.started, time.time()
+
+
+def diagnosed_ideal(session: Session) -> Optional[float]:
+    """The ideal over the baseline as the diagnosis found it (its synthetic-batch run over its full
+    run), for an input-bound session; None where it has none."""
+    reference, evidence = session.reference, session.facts.evidence
+    ideal = evidence.derived.get("ideal_samples_per_s")
+    full = evidence.full.samples_per_s if evidence.full is not None and evidence.full.ok else 0.0
+    if reference is None or not reference.with_ideal or not ideal or full <= 0:
+        return None
+    return ideal / full
 
 
 def reference_envelope(session: Session) -> Callable[[], Optional[Envelope]]:
