@@ -105,15 +105,12 @@ class SessionLog:
         self.verified_at: dict[str, tuple[float, float]] = {}  # a plan's verification rounds, start and end
         self.tags = tags or {}  # the session run opens with the first thing logged (`_call`), dated from now
         self.started = time.time()
-        self.store_loaded = store_loaded_ahead(tracking_uri(config))
+        self.store_loaded = store_loaded_ahead(config)
 
     def _open(self, tags: dict) -> None:
-        self.store_loaded.join()
-        self._start_session(tags)
-
-    def _start_session(self, tags: dict) -> None:
         from advisor.harness.lifetime import owner
 
+        self.store_loaded.join()
         self.tracker = Tracker(self.config)
         close_abandoned_sessions(self.tracker)
         self.session = self.tracker.start(
@@ -265,17 +262,19 @@ def close_abandoned_sessions(tracker: "Tracker") -> list[str]:
 DATABASE_STORE_MODULE = "mlflow.store.tracking.sqlalchemy_store"  # what a database store's first client imports
 
 
-def store_loaded_ahead(uri: str) -> threading.Thread:
+def store_loaded_ahead(config: AdvisorConfig) -> threading.Thread:
     """Imports a database store's module in the background, now: MLflow imports it with the first
     client (SQLAlchemy's models, 1 s of CPU here), which the first trial's log would otherwise wait
     on, between the trials. Begun as the session starts, it runs while the fork server imports
     torch and the session waits on it. Nothing is written, so a session refused while diagnosing
-    still leaves MLflow as it was. A tracking server's client needs no such module."""
+    still leaves MLflow as it was. A tracking server's client needs no such module; and where the
+    study is in a database too, Optuna imports SQLAlchemy on the main thread meanwhile, and two
+    threads importing one package at once can each meet the other's half-made modules."""
     def load() -> None:
         with contextlib.suppress(Exception):  # an import that fails here fails again, said, where it is used
             importlib.import_module(DATABASE_STORE_MODULE)
 
-    needed = store_scheme(uri) not in (*SERVED_SCHEMES, "file")
+    needed = store_scheme(tracking_uri(config)) not in (*SERVED_SCHEMES, "file") and "://" not in (config.search.storage or "")
     thread = threading.Thread(target=load if needed else lambda: None, name="advisor-mlflow-store", daemon=True)
     thread.start()
     return thread

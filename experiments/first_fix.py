@@ -6,7 +6,8 @@ Each run copies the config and the Python files beside it into an empty folder, 
 and runs `advisor optimize` there with the defaults. It reads the session's own line "first
 verified fix N s after the start" (counted from advisor's start), and the wall time of the
 command from its launch (interpreter start and imports included). Without `--whole` a run is
-interrupted (Ctrl-C, which advisor handles as a user's) once the first fix is said; with it, the
+interrupted (SIGTERM, which advisor handles as a user's Ctrl-C; SIGINT would be lost on a run
+started from a background shell, which ignores it) once the first fix is said; with it, the
 session runs to its end. Prints each run, then the minimum, median and maximum.
 """
 
@@ -44,7 +45,7 @@ def one_run(config: Path, whole: bool) -> tuple[Optional[float], Optional[float]
             if found and first is None:
                 first, named = float(found.group(1)), found.group(2)[:70]
                 if not whole:
-                    os.killpg(process.pid, signal.SIGINT)
+                    os.killpg(process.pid, signal.SIGTERM)
         process.wait()
         return first, (time.perf_counter() - started) if whole else None, named
 

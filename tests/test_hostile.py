@@ -357,19 +357,27 @@ def test_a_sessions_log_loads_the_database_stores_module_ahead_and_writes_nothin
     """The first trial's log once waited 0.8 s on MLflow importing its database store (between
     the trials, before the first verified fix); the log now imports it in the background from
     its start. Loading writes nothing: a session refused before its first trial leaves no store.
-    A tracking server's log loads no database module."""
+    A tracking server's log loads no database module, nor does a log whose study is in a database
+    (Optuna imports SQLAlchemy on the main thread meanwhile)."""
+    import os
     import subprocess
     import sys
 
+    def loaded(config: Path, uri: str) -> str:
+        ask = ("import sys, advisor.tracking as t; from advisor.kinds import load_config; "
+               f"log = t.SessionLog(load_config({str(config)!r})); log.store_loaded.join(); "
+               "print(t.DATABASE_STORE_MODULE in sys.modules)")
+        done = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, timeout=120,
+                              env={**os.environ, "MLFLOW_TRACKING_URI": uri})
+        return done.stdout.strip() or done.stderr[-2000:]
+
+    (tmp_path / "shared").mkdir()
     config = write_config(tmp_path, TINY)
-    ask = ("import sys, advisor.tracking as t; from advisor.kinds import load_config; "
-           f"log = t.SessionLog(load_config({str(config)!r})); log.store_loaded.join(); "
-           "print(t.DATABASE_STORE_MODULE in sys.modules)")
-    database = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, timeout=120,
-                              env={**__import__("os").environ, "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'store.db'}"})
-    served = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, timeout=120,
-                            env={**__import__("os").environ, "MLFLOW_TRACKING_URI": "http://127.0.0.1:9"})
-    assert (database.stdout.strip(), served.stdout.strip()) == ("True", "False"), database.stderr[-2000:] + served.stderr[-2000:]
+    shared = write_config(tmp_path / "shared", merged(TINY, {"search": {"storage": "postgresql://advisor@127.0.0.1:9/study"}}))
+    database = f"sqlite:///{tmp_path / 'store.db'}"
+    assert loaded(config, database) == "True"
+    assert loaded(config, "http://127.0.0.1:9") == "False"
+    assert loaded(shared, database) == "False"
     assert not (tmp_path / "store.db").exists() and not (tmp_path / "mlflow.db").exists(), "nothing written"
 
 
