@@ -359,25 +359,21 @@ def test_a_sessions_log_loads_the_database_stores_module_ahead_and_writes_nothin
     its start. Loading writes nothing: a session refused before its first trial leaves no store.
     A tracking server's log loads no database module, nor does a log whose study is in a database
     (Optuna imports SQLAlchemy on the main thread meanwhile)."""
-    import os
     import subprocess
     import sys
-
-    def loaded(config: Path, uri: str) -> str:
-        ask = ("import sys, advisor.tracking as t; from advisor.kinds import load_config; "
-               f"log = t.SessionLog(load_config({str(config)!r})); log.store_loaded.join(); "
-               "print(t.DATABASE_STORE_MODULE in sys.modules)")
-        done = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, timeout=120,
-                              env={**os.environ, "MLFLOW_TRACKING_URI": uri})
-        return done.stdout.strip() or done.stderr[-2000:]
 
     (tmp_path / "shared").mkdir()
     config = write_config(tmp_path, TINY)
     shared = write_config(tmp_path / "shared", merged(TINY, {"search": {"storage": "postgresql://advisor@127.0.0.1:9/study"}}))
     database = f"sqlite:///{tmp_path / 'store.db'}"
-    assert loaded(config, database) == "True"
-    assert loaded(config, "http://127.0.0.1:9") == "False"
-    assert loaded(shared, database) == "False"
+    ask = ("import os, sys, advisor.tracking as t; from advisor.kinds import load_config\n"  # one interpreter, the loads last
+           f"for path, uri in [({str(config)!r}, 'http://127.0.0.1:9'), ({str(shared)!r}, {database!r}),\n"
+           f"                  ({str(config)!r}, {database!r})]:\n"
+           "    os.environ['MLFLOW_TRACKING_URI'] = uri\n"
+           "    t.SessionLog(load_config(path)).store_loaded.join()\n"
+           "    print(t.DATABASE_STORE_MODULE in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", ask], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["False", "False", "True"], done.stdout + done.stderr[-2000:]
     assert not (tmp_path / "store.db").exists() and not (tmp_path / "mlflow.db").exists(), "nothing written"
 
 
