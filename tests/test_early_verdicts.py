@@ -480,10 +480,8 @@ def test_an_early_verification_runs_no_ideal_and_reads_its_gap_against_the_diagn
     diagnoses = diagnose(evidence)
     facts = plan_session(config, evidence, diagnoses)
     fix = {**facts.baseline, "dataloader.num_workers": 2}
-    modes = []
 
     def measure(plan, **options):
-        modes.append("fix" if plan == fix else "baseline")
         return dataclasses.replace(run(300.0 if plan == fix else 100.0), plan=plan)
 
     lines = []
