@@ -556,9 +556,10 @@ def test_the_chance_to_settle_falls_as_the_rounds_pin_a_mean_near_the_bar():
     assert chance_to_settle([1.1], 1.05, 12, level) == 1.0, "one round tells nothing"
 
 
-def _verification(tmp_path, rates: dict[str, list[float]], **search):
+def _verification(tmp_path, rates: dict[str, list[float]], ahead=None, **search):
     """verify_each over candidates whose runs read `rates` in turn (the baseline 100/s), on the
-    compute_bound evidence: the recommendations, the progress lines, each candidate's runs."""
+    compute_bound evidence (`ahead`: a fix verified before): the recommendations, the progress
+    lines, each candidate's runs."""
     import json
     import time
 
@@ -585,7 +586,7 @@ def _verification(tmp_path, rates: dict[str, list[float]], **search):
     session = Session(config, facts, [], measure, measure, lines.append, started=time.time(), round_measure=measure,
                       round_reference=measure)
     candidates = [TrialResult(index, plan, run(120.0), True) for index, plan in enumerate(plans.values(), start=1)]
-    recommendations, _, _ = verify_each(session, candidates)
+    recommendations, _, _ = verify_each(session, candidates, ahead=ahead)
     return {r.trial: r for r in recommendations}, lines, list(measured.values())
 
 
@@ -610,6 +611,31 @@ def test_a_candidate_settled_under_the_bar_ends_while_the_verified_one_is_pinned
     assert runs[0] == 3 and runs[1] > 3, (runs, lines)
     assert any("no more rounds for #1 (settled under the bar)" in line for line in lines), lines
     assert not found[1].verified and found[1].rounds == 3 and found[2].verified and found[2].rounds == runs[1]
+
+
+def test_a_fix_verified_under_one_pinned_before_stops_at_its_verdict(tmp_path):
+    """A candidate verified at a look (1.5x, noisy enough that pinning it to +-10% asks more
+    rounds) has its number pinned; but where a fix verified and pinned before is faster
+    (2.0x) and no heavier, the user adopts that one: the candidate's rounds stop at its verdict,
+    said, and it is not marked pinned. A leaner one (ranked first when tied) is still pinned."""
+    from advisor.session.verification import pinned_ahead
+
+    noisy, pin = {"faster": [170.0, 130.0, 150.0, 140.0]}, {"precision": 0.1}
+    alone, _, runs = _verification(tmp_path, noisy, **pin)
+    assert runs[0] > 5 and alone[1].verified and alone[1].pinned, runs
+    ahead = dataclasses.replace(verified_at(7, 200.0).recommendations[0], pinned=True)
+    behind, lines, runs = _verification(tmp_path, noisy, ahead=ahead, **pin)
+    assert runs[0] == 5 and behind[1].verified and not behind[1].pinned, (runs, lines)
+    assert any(line.startswith("  #1 is verified at 1.") and "under the 2.00x of trial #7, verified before" in line
+               for line in lines), lines
+    slower = dataclasses.replace(ahead, speedup=1.2)
+    assert _verification(tmp_path, noisy, ahead=slower, **pin)[2][0] > 5, "a faster candidate's number is pinned"
+    heavier = dataclasses.replace(ahead, peak_memory_mb=1000.0)
+    assert _verification(tmp_path, noisy, ahead=heavier, **pin)[2][0] > 5, "a much leaner one may lead: pinned"
+    ledger = verified_at(7, 200.0)
+    assert pinned_ahead(ledger) is None, "a fix whose rounds did not pin it leaves a later one's to pin"
+    ledger.recommendations[0] = ahead
+    assert pinned_ahead(ledger) is ahead
 
 
 def test_the_shares_of_an_unverified_winner_are_not_measured():

@@ -53,6 +53,7 @@ class Recommendation:
     epoch: dict = field(default_factory=dict)  # training with workers: an epoch's end, its share charged (`epoch_of`)
     page_faults_per_step: float = 0.0  # training: minor page faults a step over its verification runs
     settle_chance: Optional[float] = None  # not settled where its rounds stopped as unlikely to: its chance by the schedule's end
+    pinned: bool = False  # its rounds ran to those search.precision asked for its number (`rounds_to_pin`)
     mlflow_run_id: Optional[str] = None
 
     def to_dict(self) -> dict:

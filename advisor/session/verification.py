@@ -22,7 +22,7 @@ from advisor.recipes import Context, Recipe
 from advisor.session.bundle import Session, round_measures
 from advisor.session.gate import gate_candidates, rounding_envelope, worst_numerics
 from advisor.session.kept_rounds import KeptRounds, arms_key
-from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, SECOND_LOOK_MARGIN
+from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, MEMORY_TIE_SAVING, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
 from advisor.verdict import (
     FUTILE_UNDER,
@@ -157,7 +157,8 @@ def confirm_beside_fix(candidates: list[search.TrialResult], verified: Verified,
 
 
 def verify_each(session: Session, candidates: list[search.TrialResult], verified: Optional[Verified] = None,
-                give_way: bool = False) -> tuple[list[Recommendation], list[Measurement], list[Rejection]]:
+                give_way: bool = False, ahead: Optional[Recommendation] = None,
+                ) -> tuple[list[Recommendation], list[Measurement], list[Rejection]]:
     """Re-measures the candidates interleaved with the reference (the baseline, run as the user
     runs it: without the memory budget the candidates must keep), for as many rounds as the
     verdicts need (`_interleaved`), judged on the quiet ones. Once the
@@ -167,13 +168,16 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
     recovers compares like with like. `verified`, the session's ledger, hears each verdict, and
     the first fix verified as soon as its verdict settles. With `give_way` (a verification during
     the search), a verdict that still straddles the bar after `search.pairs` rounds stops there.
+    `ahead`, a fix verified before (`pinned_ahead`): a candidate that verifies slower and no
+    leaner has its rounds stop at its verdict (`Stopping.behind`).
 
     Returns the recommendations (unranked), the reference's runs and the rejections."""
     config, baseline = session.config, session.baseline
     memory_fix = session.reference is not None and session.reference.memory_fix
     plans = {f"#{t.number}": t for t in candidates}
     announce = verified.settled if verified is not None else lambda name, interval: None
-    every_round, stopping, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce, give_way)
+    every_round, stopping, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce, give_way,
+                                                                           ahead)
     ideal_source = "rounds" if ideal_speedup is not None else ""
     if ideal_speedup is None and give_way:
         ideal_speedup = diagnosed_ideal(session)
@@ -210,7 +214,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
             gap_recovered=gap_recovered(verdict.speedup, 1.0, ideal_speedup),
             latency_ms=latency_of(runs), load_curve=load_curve_of(runs), speedup_basis=basis, epoch=epoch_of(runs),
             page_faults_per_step=page_faults_of(runs), status=verdict.status.value, confidence=verdict.confidence,
-            settle_chance=stopping.futile.get(name),
+            settle_chance=stopping.futile.get(name), pinned=stopping.pinned_name == name and len(runs) >= (stopping.pinned or 0),
         ))
     return recommendations, rounds.baseline, rejections
 
@@ -240,6 +244,7 @@ class Stopping:
     give_way: bool = False  # a verification during the search: a verdict still straddling after search.pairs stops there
     futile: dict = field(default_factory=dict)  # verdicts whose rounds stopped as unlikely to be decided: each one's chance
     limits: dict = field(default_factory=dict)  # arms that run in their first rounds only: the ideal's, and those `_end_arms` ends
+    ahead: Optional[Recommendation] = None  # a fix verified before, its number pinned: what a candidate must outrun to be pinned
 
     def __post_init__(self) -> None:
         search_config = self.config.search
@@ -290,6 +295,8 @@ class Stopping:
                                                               functools.partial(level_stopping_at, self.schedule))
                 if self.pinned_name is not None and done < self.pinned and not basis_may_change(quiet.baseline):
                     self.announce(self.pinned_name, paired_interval(quiet.ratios(self.pinned_name, basis), self.confidence))
+                if self.pinned_name is not None and self.behind(self.pinned_name, quiet, basis):
+                    self.pinned_name, self.pinned = None, done
             if done >= self.pinned:
                 return True
             reach = half_width(quiet.ratios(self.pinned_name, basis), self.confidence)
@@ -307,6 +314,21 @@ class Stopping:
         if self.give_way:
             return True
         return not self._grow(done, len(rounds.baseline), "a verdict still straddles the bar")
+
+    def behind(self, name: str, quiet: Rounds, basis: str) -> bool:
+        """Whether the fix verified before (`ahead`) is the one a user adopts over `name`: faster,
+        on the same basis, and `name` not leaner by MEMORY_TIE_SAVING (`ranking.rank`'s rule for
+        a lean fix to lead). Then `name`'s rounds stop at its verdict (said), rather than pin a
+        number ranked under one already pinned."""
+        ahead, speedup = self.ahead, paired_interval(quiet.ratios(name, basis))[0]
+        peaks = [run.peak_memory_mb for run in quiet.candidates[name] if run.ok]
+        if ahead is None or ahead.speedup_basis != basis or speedup > ahead.speedup or not peaks:
+            return False
+        if max(peaks) < (1 - MEMORY_TIE_SAVING) * ahead.peak_memory_mb:
+            return False
+        self.progress(f"  {name} is verified at {speedup:.2f}x, under the {ahead.speedup:.2f}x of trial #{ahead.trial}, "
+                      "verified before and no heavier: its rounds stop at the verdict (the number to adopt is pinned)")
+        return True
 
     def chances_to_decide(self, rounds: Rounds, quiet: Rounds, basis: str) -> dict[str, float]:
         """Each verdict still straddling the bar, and its chance that more rounds, up to the
@@ -388,8 +410,8 @@ def ideal_steps(steps: int) -> int:
 
 
 def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_fix: bool,
-                 announce: Callable[[str, tuple[float, float, float]], None],
-                 give_way: bool = False) -> tuple[Rounds, Stopping, Optional[float], float, float]:
+                 announce: Callable[[str, tuple[float, float, float]], None], give_way: bool = False,
+                 ahead: Optional[Recommendation] = None) -> tuple[Rounds, Stopping, Optional[float], float, float]:
     """The verification rounds: the reference and each candidate (and the ideal, for an input
     fix) back to back, until `Stopping` says they are enough (past `search.pairs`, a service's
     runs serve twice the requests: `Stopping.longer_runs`). Returns the rounds, the level of the
@@ -404,7 +426,7 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
         arms["ideal"] = ideal_plan
     limits = {"ideal": IDEAL_ROUNDS}  # arms of the first rounds only, and the candidates `Stopping` ends (interleave reads it)
     stopping = Stopping(config, list(plans), memory_fix, session.progress, announce=announce, give_way=give_way,
-                        limits=limits)
+                        limits=limits, ahead=ahead)
     planned = (session.round_measure, session.round_reference)
     longer = round_measures(more_requests(config)) if config.workload.SERVED else planned
 
@@ -518,9 +540,18 @@ def gap_recovered(speedup: float, baseline_rate: float, ideal_rate: Optional[flo
 
 
 def verify_candidates(session: Session, candidates: list[search.TrialResult], verified: "Verified") -> None:
-    """Verifies the candidates (when there are any) into the session's ledger."""
+    """Verifies the candidates (when there are any) into the session's ledger, beside the fix
+    verified so far (`pinned_ahead`)."""
     if candidates:
-        verified.add(*verify_each(session, candidates, verified))
+        verified.add(*verify_each(session, candidates, verified, ahead=pinned_ahead(verified)))
+
+
+def pinned_ahead(verified: "Verified") -> Optional[Recommendation]:
+    """The fastest verified fix so far, where its rounds pinned its number to `search.precision`
+    (`Recommendation.pinned`); None otherwise (a later candidate's number may then be the one to pin)."""
+    good = [r for r in verified.recommendations if r.verified]
+    best = max(good, key=lambda r: r.speedup, default=None)
+    return best if best is not None and best.pinned else None
 
 
 def _one_off_costs(recipes: tuple[Recipe, ...], runs: list[Measurement], reference_runs: list[Measurement],
