@@ -167,9 +167,8 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
     round: the ideal an input fix can reach, measured beside it, so the share of the gap a fix
     recovers compares like with like. `verified`, the session's ledger, hears each verdict, and
     the first fix verified as soon as its verdict settles. With `give_way` (a verification during
-    the search), a verdict that still straddles the bar after `search.pairs` rounds stops there.
-    `ahead`, a fix verified before (`pinned_ahead`): a candidate that verifies slower and no
-    leaner has its rounds stop at its verdict (`Stopping.behind`).
+    the search), a verdict that still straddles the bar after `search.pairs` rounds stops there;
+    `ahead` (`pinned_ahead`) is the fix verified before that a new one must outrun to be pinned.
 
     Returns the recommendations (unranked), the reference's runs and the rejections."""
     config, baseline = session.config, session.baseline
