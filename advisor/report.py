@@ -368,6 +368,7 @@ def detail_lines(rec: dict, payload: dict) -> list[str]:
                      f"{rec['rounds']} quiet rounds")
     if not rec["verified"]:
         lines.append(f"     not verified: {rec['reason']}")
+    lines += unpinned_lines(rec, payload)
     gap = rec.get("gap_recovered")
     where = ("found by the diagnosis" if rec.get("ideal_source") == "diagnosis"
              else "measured beside the baseline in the first rounds")
@@ -377,6 +378,19 @@ def detail_lines(rec: dict, payload: dict) -> list[str]:
     elif gap is not None:
         lines.append(f"     recovers {gap:.0%} of the gap to the ideal throughput ({where}, {rec['ideal_speedup']:.2f}x)")
     return lines
+
+
+def unpinned_lines(rec: dict, payload: dict) -> list[str]:
+    """Why a verified fix's interval is wider than the pinned one's: a faster fix verified before
+    it had its number pinned, so its own rounds stopped at its verdict (`Stopping.behind`)."""
+    if not rec["verified"] or rec.get("pinned", True):
+        return []
+    faster = [r for r in payload.get("recommendations", [])
+              if r is not rec and r["verified"] and r.get("pinned") and r["speedup"] > rec["speedup"]]
+    if not faster:
+        return []
+    return [f"     its rounds stopped at its verdict, after {rec.get('rounds', 0)}: the faster "
+            f"#{faster[0]['rank']} is the number to adopt, pinned to search.precision"]
 
 
 def contribution_lines(rec: dict, payload: dict) -> list[str]:

@@ -628,6 +628,13 @@ def test_a_fix_verified_under_one_pinned_before_stops_at_its_verdict(tmp_path):
     assert runs[0] == 5 and behind[1].verified and not behind[1].pinned, (runs, lines)
     assert any(line.startswith("  #1 is verified at 1.") and "under the 2.00x of trial #7, verified before" in line
                for line in lines), lines
+    from advisor.report import detail_lines
+
+    first, second = dataclasses.replace(ahead, rank=1).to_dict(), dataclasses.replace(behind[1], rank=2).to_dict()
+    said = detail_lines(second, {"baseline": {}, "recommendations": [first, second]})
+    assert "     its rounds stopped at its verdict, after 5: the faster #1 is the number to adopt, pinned to " \
+           "search.precision" in said, said
+    assert not any("stopped at its verdict" in line for line in detail_lines(first, {"baseline": {}, "recommendations": [first, second]}))
     slower = dataclasses.replace(ahead, speedup=1.2)
     assert _verification(tmp_path, noisy, ahead=slower, **pin)[2][0] > 5, "a faster candidate's number is pinned"
     heavier = dataclasses.replace(ahead, peak_memory_mb=1000.0)
