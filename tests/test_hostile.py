@@ -936,7 +936,8 @@ def test_a_results_file_is_written_whole_or_not_at_all(tmp_path, monkeypatch):
 def test_ctrl_c_during_verification_keeps_the_finished_rounds_for_the_resume(tmp_path):
     """Once a resume started its verification again at round 1 (one case lost 11 rounds): the
     rounds finished before Ctrl-C are kept in the study, and the resumed session goes on from
-    the next one."""
+    the next one, before any new trial (a new trial ran first, and a faster one was verified
+    afresh, the kept rounds left unused)."""
     import os
     import re
     import signal
@@ -964,3 +965,6 @@ def test_ctrl_c_during_verification_keeps_the_finished_rounds_for_the_resume(tmp
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "2 round(s) kept from before: going on from round 3" in resumed.stderr, resumed.stderr[-3000:]
     assert not re.search(r"^\s+round [12]/\d+: baseline", resumed.stderr, re.M), "no round measured twice"
+    going_on = resumed.stderr.index("2 round(s) kept from before")
+    new_trial = re.search(r"^\s+trial #\d+ \[", resumed.stderr, re.M)
+    assert new_trial is None or going_on < new_trial.start(), "the cut-off verification goes on before a new trial"

@@ -42,6 +42,9 @@ def run_search(session: Session, study, verified: Verified, diagnosed_now: Optio
 
     def trial_done(*args) -> None:
         session.hooks.trial(*args)
+        heard_by_policies()
+
+    def heard_by_policies() -> None:
         finished = search.finished_trials(study, pruned=True)
         for policy in policies:
             policy.after_trial(study, finished)
@@ -50,7 +53,10 @@ def run_search(session: Session, study, verified: Verified, diagnosed_now: Optio
         finished = search.finished_trials(study, pruned=True)  # a pruned trial found nothing faster either
         return next((why for policy in policies if (why := policy.stop_reason(study, finished))), "")
 
-    search.run_trials(study, facts.space, facts.baseline, measure, budget, time.time() + config.search.time_budget_s,
+    deadline = time.time() + config.search.time_budget_s
+    if search.finished_trials(study, pruned=True):  # resumed: an early verification the stop cut off goes on from its
+        heard_by_policies()  # kept rounds now, not after a new trial that may pick another candidate and drop them
+    search.run_trials(study, facts.space, facts.baseline, measure, budget, deadline,
                       config.constraints.max_memory_mb, session.progress, trial_done, stop_reason=stop_reason,
                       prune=prunable(config, facts.baseline), rule_out_under=RULE_OUT_UNDER)
 
