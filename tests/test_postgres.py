@@ -146,11 +146,11 @@ def test_optimize_and_two_workers_share_a_postgresql_study(tmp_path, postgres_ur
     runners = Counter(t.user_attrs[search.WORKER_ATTR] for t in finished)
     assert len(runners) >= 2, f"the leader and the surviving worker both ran trials: {runners}"
     assert "worker finished: ran" in helper_out
-    again = f"#{again[0].number} ({again[0].state.name.lower()})"
+    copy = f"#{again[0].number} ({again[0].state.name.lower()})"
     failed_by = "Optuna's heartbeat" if elsewhere else "advisor's pid check"
     print(f"\n{len(finished)} trials measured by {dict(runners)}; trial #{dead.number} killed with its worker "
           f"({killed.user_attrs[search.WORKER_ATTR]}), failed by {failed_by}, "
-          f"queued again as {again}; " + "; ".join(line.strip() for line in leader_out.splitlines() + leader_err.splitlines()
+          f"queued again as {copy}; " + "; ".join(line.strip() for line in leader_out.splitlines() + leader_err.splitlines()
                                                 if "waiting for" in line))
 
 

@@ -40,22 +40,21 @@ def run_search(session: Session, study, verified: Verified, diagnosed_now: Optio
     session.progress(f"trials ({budget}, at most {config.search.time_budget_s:.0f} s), "
                      f"study in {shown(search.storage_url(config))}:")
 
-    def trial_done(*args) -> None:
-        session.hooks.trial(*args)
-        heard_by_policies()
-
-    def heard_by_policies() -> None:
-        finished = search.finished_trials(study, pruned=True)
+    def heard_by_policies(finished: list[search.TrialResult]) -> None:
         for policy in policies:
             policy.after_trial(study, finished)
+
+    def trial_done(*args) -> None:
+        session.hooks.trial(*args)
+        heard_by_policies(search.finished_trials(study, pruned=True))
 
     def stop_reason(study) -> str:
         finished = search.finished_trials(study, pruned=True)  # a pruned trial found nothing faster either
         return next((why for policy in policies if (why := policy.stop_reason(study, finished))), "")
 
     deadline = time.time() + config.search.time_budget_s
-    if search.finished_trials(study, pruned=True):  # resumed: an early verification the stop cut off goes on from its
-        heard_by_policies()  # kept rounds now, not after a new trial that may pick another candidate and drop them
+    if resumed := search.finished_trials(study, pruned=True):  # an early verification the stop cut off goes on from
+        heard_by_policies(resumed)  # its kept rounds now, not after a new trial that may pick another and drop them
     search.run_trials(study, facts.space, facts.baseline, measure, budget, deadline,
                       config.constraints.max_memory_mb, session.progress, trial_done, stop_reason=stop_reason,
                       prune=prunable(config, facts.baseline), rule_out_under=RULE_OUT_UNDER)

@@ -87,10 +87,15 @@ class Verified:
         return {r.trial for r in self.recommendations} | {r.trial for r in self.rejections}
 
     @property
+    def best(self) -> Optional[Recommendation]:
+        """The fastest verified fix, if any."""
+        return max((r for r in self.recommendations if r.verified), key=lambda r: r.speedup, default=None)
+
+    @property
     def best_trial(self) -> Optional[int]:
         """The trial of the fastest verified fix, if any."""
-        good = [r for r in self.recommendations if r.verified]
-        return max(good, key=lambda r: r.speedup).trial if good else None
+        best = self.best
+        return best.trial if best is not None else None
 
     @property
     def best_rate(self) -> float:
@@ -319,9 +324,12 @@ class Stopping:
         on the same basis, and `name` not leaner by MEMORY_TIE_SAVING (`ranking.rank`'s rule for
         a lean fix to lead). Then `name`'s rounds stop at its verdict (said), rather than pin a
         number ranked under one already pinned."""
-        ahead, speedup = self.ahead, paired_interval(quiet.ratios(name, basis))[0]
+        ahead = self.ahead
+        if ahead is None or ahead.speedup_basis != basis:
+            return False
+        speedup = paired_interval(quiet.ratios(name, basis))[0]
         peaks = [run.peak_memory_mb for run in quiet.candidates[name] if run.ok]
-        if ahead is None or ahead.speedup_basis != basis or speedup > ahead.speedup or not peaks:
+        if speedup > ahead.speedup or not peaks:
             return False
         if max(peaks) < (1 - MEMORY_TIE_SAVING) * ahead.peak_memory_mb:
             return False
@@ -548,8 +556,7 @@ def verify_candidates(session: Session, candidates: list[search.TrialResult], ve
 def pinned_ahead(verified: "Verified") -> Optional[Recommendation]:
     """The fastest verified fix so far, where its rounds pinned its number to `search.precision`
     (`Recommendation.pinned`); None otherwise (a later candidate's number may then be the one to pin)."""
-    good = [r for r in verified.recommendations if r.verified]
-    best = max(good, key=lambda r: r.speedup, default=None)
+    best = verified.best
     return best if best is not None and best.pinned else None
 
 
