@@ -142,12 +142,17 @@ def rounds_until_settled(draw: Callable[[], float], schedule: tuple[int, ...], d
     """The verifier's stopping rule over drawn ratios (`Stopping`, without its time budget):
     rounds up to each look of `schedule`, stopping at the first look where the verdict is
     settled at the `deciding` level and, where it is verified, has the rounds `rounds_to_pin`
-    asked at the first settled look to pin it to `precision`; or, from `pairs` rounds on, where
+    asked at the first settled look to pin it to `precision` (or at those rounds themselves,
+    between looks, where it is still settled there); or, from `pairs` rounds on, where
     it is not settled and its chance to settle by the schedule's end is under `futile_under`
     (`chance_to_settle`; 0: never)."""
     ratios: list[float] = []
     pinned = None
     for look in schedule:
+        if pinned is not None and len(ratios) < pinned < look:  # a stop of its own, before this look
+            ratios += [draw() for _ in range(pinned - len(ratios))]
+            if settled(ratios, BAR, confidence=deciding):
+                break
         ratios += [draw() for _ in range(look - len(ratios))]
         if not settled(ratios, BAR, confidence=deciding):
             if pairs <= look < schedule[-1] and chance_to_settle(ratios, BAR, schedule[-1], deciding) < futile_under:

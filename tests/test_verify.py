@@ -293,6 +293,34 @@ def test_the_stopping_rule_measures_a_wide_verified_claim_on(tiny_config):
     assert len(announced) == 1 and lines[announced[0] - 1].startswith("  round 3/3:"), "said once, at the settled look"
 
 
+def test_the_pinning_rounds_stop_where_they_land_between_looks(tiny_config):
+    """A fix verified at 3 rounds whose spread asks 7 to pin it stops after 7 (fixed at its
+    verdict), not at the look of 8; the progress lines count to 7 and its interval is drawn
+    at the level of a third look, the stop taking the place of the look at 8. Where the verdict no longer clears the
+    bar there, the rounds go on to the next look."""
+    from advisor.session.verification import Stopping
+    from advisor.verdict import look_confidence
+
+    def verify(draws: list[float]) -> tuple[int, list[str], Stopping]:
+        config = load_config(tiny_config(search={"precision": 0.1}))
+        spread = iter(draws)
+        measure = lambda plan: Measurement("full", plan, "ok", samples_per_s=100 * (next(spread) if plan["x"] else 1))  # noqa: E731
+        lines: list[str] = []
+        stopping = Stopping(config, ["#1"], memory_fix=False, progress=lines.append)
+        rounds = interleave({"x": 0}, {"#1": {"x": 1}}, measure, 20, lines.append, enough=stopping,
+                            rounds_total=stopping.round_of)
+        return len(rounds.baseline), lines, stopping
+
+    steady = [3 * r for r in [1.0, 1.08, 0.93] * 7]
+    rounds, lines, stopping = verify(steady)
+    assert rounds == 7 and stopping.settled_at_stop, lines
+    assert "  round 7/7: baseline 100/s, #1 300/s" in lines and not any("/8:" in line for line in lines), lines
+    assert any(line.endswith("(search.precision): 2 more rounds") for line in lines), lines
+    assert stopping.confidence == pytest.approx(look_confidence(3)), "the stop is a look: 3, 5 and 7"
+    undone = steady[:6] + [0.5, 0.5, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0]  # two slow rounds: at 7 it straddles the bar
+    rounds, lines, stopping = verify(undone)
+    assert rounds > 7 and any(line.startswith("  round 8/") for line in lines), lines
+
 def test_the_first_fix_is_announced_at_its_settled_look_and_taken_back_if_its_rounds_undo_it():
     """`Verified` says "first verified fix" when a verdict settles, before the rounds that pin its
     number; the verdict at the end does not say it again, and one that the rounds undid says so

@@ -266,9 +266,14 @@ class Stopping:
         return self.config.search.pairs if self.give_way else self.schedule[-1]
 
     def round_of(self, rounds_run: int) -> int:
-        """What a round's progress line counts up to: the look it leads to (set-aside rounds added)."""
-        following = next((look for look in self.schedule if look > self.quiet_rounds), self.schedule[-1])
-        return following + rounds_run - 1 - self.quiet_rounds
+        """What a round's progress line counts up to: the stop it leads to (set-aside rounds added)."""
+        return self.next_stop(self.quiet_rounds) + rounds_run - 1 - self.quiet_rounds
+
+    def next_stop(self, done: int) -> int:
+        """The rounds after `done` at which the verification next asks whether to stop: the next
+        look, or the rounds that pin the fastest verified candidate's number where they come first."""
+        following = next((look for look in self.schedule if look > done), self.schedule[-1])
+        return min(following, self.pinned) if self.pinned_name is not None and done < (self.pinned or 0) else following
 
     def __call__(self, rounds: Rounds) -> bool:
         search_config, quiet = self.config.search, rounds.quiet()
@@ -280,7 +285,7 @@ class Stopping:
             wait_for_quiet(QUIET_WAIT_S, self.progress)
             return False
         if done not in self.schedule:
-            return False
+            return self._pinned_between_looks(rounds, quiet, done)
         self.basis = basis = basis_of(self.config, quiet.baseline)
         self.settled_at_stop = all(settled(quiet.ratios(name, basis), search_config.min_speedup, rounds.failures(name),
                                            self.deciding) for name in self.names)
@@ -318,6 +323,18 @@ class Stopping:
         if self.give_way:
             return True
         return not self._grow(done, len(rounds.baseline), "a verdict still straddles the bar")
+
+    def _pinned_between_looks(self, rounds: Rounds, quiet: Rounds, done: int) -> bool:
+        """Whether the rounds stop between looks, at those `rounds_to_pin` fixed at the settled
+        look: their count was set before they ran, so stopping there reads nothing into them;
+        the stop is a look of its own (`reported_confidence`), and every verdict must still be
+        settled there, or the rounds go on to the next look."""
+        if self.memory_fix or self.pinned_name is None or done != self.pinned:
+            return False
+        self.basis = basis = basis_of(self.config, quiet.baseline)
+        self.settled_at_stop = all(settled(quiet.ratios(name, basis), self.config.search.min_speedup,
+                                           rounds.failures(name), self.deciding) for name in self.names)
+        return self.settled_at_stop
 
     def behind(self, name: str, quiet: Rounds, basis: str) -> bool:
         """Whether the fix verified before (`ahead`) is the one a user adopts over `name`: faster,
@@ -387,13 +404,14 @@ class Stopping:
         return self.config.workload.SERVED and done >= self.config.search.pairs and self.basis == OBJECTIVE
 
     def _grow(self, done: int, rounds_run: int, why: str) -> bool:
-        """Whether the next look's rounds fit the time budget (said, with `why`, when they do)."""
+        """Whether the rounds up to the next stop fit the time budget (said, with `why`, when they do)."""
         served = self.longer_runs(done)
-        following = self.schedule[self.schedule.index(done) + 1]
+        following = self.next_stop(done)
         elapsed = time.time() - self.started
         if elapsed + elapsed / rounds_run * (following - done) * (2 if served else 1) > self.config.search.time_budget_s:
             return False
-        self.progress(f"  {why}: {following - done} more rounds"
+        more = following - done
+        self.progress(f"  {why}: {more} more round{'' if more == 1 else 's'}"
                       + (", serving twice the requests per run" if served else ""))
         return True
 

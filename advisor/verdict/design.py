@@ -39,19 +39,19 @@ def look_confidence(looks: int) -> float:
 def reported_confidence(schedule: tuple[int, ...], rounds: int, settled_there: bool) -> float:
     """The level of the interval a verification reports, having stopped after `rounds`: where
     every verdict was settled there (at Pocock's level for the whole schedule), Pocock's level
-    for the looks taken so far, PLAIN_LEVEL at the first; otherwise (the schedule's end, or its
-    time budget) the whole schedule's. Stopping at a settled look, the narrower interval says
-    the same verdict; a verification that stops at its first look is not widened for looks it
-    never took. `python -m experiments.calibrate --coverage` measures the coverage."""
-    looks = sum(look <= rounds for look in schedule)
-    return look_confidence(max(1, looks) if settled_there else len(schedule))
+    for the looks taken so far, the stop itself counted as one (a stop between looks, at the
+    rounds `rounds_to_pin` asked, takes the place of the look after it), PLAIN_LEVEL at the first; otherwise (the
+    schedule's end, or its time budget) the whole schedule's. Stopping at a settled look, the
+    narrower interval says the same verdict; a verification that stops at its first look is not
+    widened for looks it never took. `python -m experiments.calibrate --coverage` measures the
+    coverage."""
+    looks = min(len(schedule), sum(look < rounds for look in schedule) + 1)
+    return look_confidence(looks if settled_there else len(schedule))
 
 
 def level_stopping_at(schedule: tuple[int, ...], rounds: int) -> float:
-    """The level a verification reports where it stops settled at the first look of `schedule`
-    from `rounds` on (the schedule's last, past it)."""
-    look = next((look for look in schedule if look >= rounds), schedule[-1])
-    return reported_confidence(schedule, look, True)
+    """The level a verification reports where it stops settled after `rounds`."""
+    return reported_confidence(schedule, rounds, True)
 
 
 def settled(ratios: Sequence[float], min_speedup: float, failures: Sequence[str] = (),
