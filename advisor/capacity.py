@@ -10,11 +10,16 @@ the service: it breaks the SLO whatever it reads, and the curve shows no percent
 
 from __future__ import annotations
 
+import heapq
 import math
 from dataclasses import asdict, dataclass
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
-PRECISION = 1.04  # bracketing stops once the rate that broke the SLO is within 4% of the one that kept it
+# Bracketing stops once the rate that broke the SLO is within 10% of the one that kept it: near the
+# edge a p95 over a few hundred requests moves more than that between replays (the 25 ms encoder
+# of experiments/capacity_time.py read 56, 61, 67 and 72 ms at 14.3-16.4/s, in no order), so
+# narrower brackets chased the noise, a full replay of 10-15 s each (4%: 6 full replays a plan)
+PRECISION = 1.1
 MAX_POINTS = 14  # rates replayed at most, per capacity
 HALVINGS = 4  # below its start rate / 2**4 a plan is said to keep the SLO at no rate
 SERVED_SHARE = 0.9  # saturated: fewer answers than this share of the arrivals, over the same window ...
@@ -25,6 +30,11 @@ GROWTH = 1.5  # ... and the last quarter's median latency this many times the fi
 # at 3 s a replay, the 20 ms encoder of experiments/capacity_time.py read 40/s where 200 requests read 22-28/s)
 OPEN_S, OPEN_MOST_S = 1.0, 5.0
 MIN_REQUESTS = 40
+# From a predicted capacity (`predicted_capacity`) the search steps this factor up or down, in
+# full replays (short ones over-read near the edge, where a guided search's replays all are),
+# the step squared after each move the same way: a prediction a few tens of percent off costs a
+# step or two, where doubling from the configured rate walked down in full replays of seconds each
+GUIDED_STEP = 1.2
 
 
 @dataclass(frozen=True)
@@ -79,19 +89,54 @@ def requests_at(rate_per_s: float, full: bool, most: int) -> int:
     return max(1, min(most, wanted, math.ceil(rate_per_s * OPEN_MOST_S)))
 
 
+def predicted_capacity(service_s: Sequence[float], slo_ms: float, unit_arrivals: Sequence[float],
+                       servers: int = 1) -> Optional[float]:
+    """Where a capacity search starts: the highest arrival rate at which `servers` serving in
+    arrival order, one request at a time in the measured service times (`service_s`, taken in
+    turn), keep the p95 of a request's time in the system within `slo_ms`, over the replay's own
+    seeded arrivals (`unit_arrivals`, at 1 a second: a replay at rate r arrives at them / r).
+    Each request's time only grows with the rate, so bisection finds it. None where even one
+    at a time breaks the SLO. A guess from the service alone, never a figure: the replays decide."""
+    if not service_s or not unit_arrivals:
+        return None
+
+    def p95_ms(rate: float) -> float:
+        free = [0.0] * servers
+        sojourns = []
+        for index, arrival in enumerate(unit_arrivals):
+            arrival /= rate
+            start = max(arrival, heapq.heappop(free))
+            done = start + service_s[index % len(service_s)]
+            heapq.heappush(free, done)
+            sojourns.append(done - arrival)
+        sojourns.sort()
+        return 1000 * sojourns[min(len(sojourns) - 1, int(0.95 * (len(sojourns) - 1)))]
+
+    low, high = 0.0, servers * len(service_s) / math.fsum(service_s)  # past it, the queue grows for good
+    if p95_ms(high * 1e-6) > slo_ms:
+        return None
+    for _ in range(40):
+        middle = (low + high) / 2
+        low, high = (middle, high) if p95_ms(middle) <= slo_ms else (low, middle)
+    return low if low > 0 else None
+
+
 def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per_s: float,
-            out_of_time: Callable[[], bool] = lambda: False) -> tuple[float, list[Point]]:
+            out_of_time: Callable[[], bool] = lambda: False, guided: bool = False) -> tuple[float, list[Point]]:
     """The highest rate found to keep the SLO (0.0: none down to the start / 2**HALVINGS), and
     every point replayed, by rate. Doubles from `start_per_s` until a rate breaks the SLO (or
     halves, when the start already does), in short replays; replays the highest rate that kept
     the SLO again in full, halving while a full replay breaks it; then narrows the bracket in
-    full replays until the two are within `PRECISION`, each step at the rate the two ends' p95
-    point to (`toward_the_slo`), or after a step that kept the SLO at the geometric middle. The
+    full replays until the two are within `PRECISION`, each other step at the rate the two ends'
+    p95 point to (`toward_the_slo`), the others at the geometric middle (a p95 barely over the SLO
+    would otherwise hold every step near its end). The
     rate it reports kept the SLO in a full replay. At most `MAX_POINTS` replays in all, and none begun once `out_of_time` says so
     (the rate that last kept the SLO in full is then the figure, less precise). While doubling,
     a rate that breaks the SLO is replayed once more before it bounds the search: one stall in
     one replay (a p95 over a few hundred requests rests on its slowest few) would otherwise
-    halve the figure.
+    halve the figure. `guided`: the start is a predicted capacity (`predicted_capacity`), and the
+    search steps from it by GUIDED_STEP (squared after each move the same way) in full replays,
+    a break bounding it at once (a stall then costs a step, not half the figure).
     `measure_at(rate, full)`: `full`, over every timed request (`requests_at`)."""
     points: list[Point] = []
     confirmed = [0.0]  # the rates that kept the SLO in a full replay
@@ -109,14 +154,18 @@ def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per
         return kept
 
     low, high, rate = 0.0, math.inf, start_per_s
+    step = GUIDED_STEP if guided else 2.0
     while high == math.inf and len(points) < MAX_POINTS and not out_of_time():
-        if keeps(rate) or (low > 0 and keeps(rate)):  # a hiccup must not halve the capacity: confirmed once
-            low, rate = rate, rate * 2
+        if keeps(rate, guided) or (low > 0 and not guided and keeps(rate)):  # a hiccup must not halve the capacity
+            low, rate = rate, rate * step
+            step = min(2.0, step * step) if guided else step
         else:
             high = rate
+    step = GUIDED_STEP if guided else 2.0
     while low == 0.0 and high > start_per_s / 2 ** HALVINGS and len(points) < MAX_POINTS and not out_of_time():
-        rate = high / 2
-        if keeps(rate):
+        rate = high / step
+        step = min(2.0, step * step) if guided else step
+        if keeps(rate, guided):
             low = rate
         else:
             high = rate
@@ -128,7 +177,7 @@ def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per
         middle = toward_the_slo(low, high, p95_at.get(low), p95_at.get(high), slo_ms) if read_off else math.sqrt(low * high)
         kept = keeps(middle, full=True)
         low, high = (middle, high) if kept else (low, middle)
-        read_off = not kept  # after a step that kept the SLO, a plain bisection: the bracket halves (in log) every two steps
+        read_off = not read_off  # read off, then a plain bisection: the bracket halves (in log) every two steps at least
     return max(confirmed), sorted(points, key=lambda p: p.offered_per_s)
 
 

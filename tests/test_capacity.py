@@ -12,6 +12,7 @@ import torch
 from advisor import capacity
 from advisor.harness import instances
 from advisor.kinds.infer.loop import latency_summary, open_loop
+from advisor.measure import percentile
 
 
 def service_with_capacity(limit: float, calls: list):
@@ -109,6 +110,58 @@ def test_a_capacity_search_past_its_time_reports_what_kept_the_slo_in_full_and_b
     assert found in [p.offered_per_s for p in points] and found <= 437.0, calls
     none_in_time, nothing = capacity.bracket(service_with_capacity(437.0, []), 50.0, 100.0, lambda: True)
     assert none_in_time == 0.0 and nothing == []
+
+
+def test_the_capacity_predicted_from_one_at_a_time_keeps_the_slo_there_and_breaks_it_past():
+    """A queue of requests served in 25 ms each, arriving as the replay's seeded arrivals do: the
+    prediction is the rate where the simulated p95 crosses the SLO (so a slower service, or a
+    tighter SLO, predicts less, and two servers more than one); one that breaks the SLO one at a
+    time predicts nothing."""
+    from advisor.kinds.infer.loop import poisson_arrivals
+
+    unit = poisson_arrivals(200, 1.0, seed=0)
+    one = capacity.predicted_capacity([0.025] * 50, 60.0, unit)
+    assert 10.0 < one < 40.0, one
+    assert capacity.predicted_capacity([0.030] * 50, 60.0, unit) < one > capacity.predicted_capacity([0.025] * 50, 45.0, unit)
+    assert capacity.predicted_capacity([0.025] * 50, 60.0, unit, servers=2) > 1.5 * one
+    assert capacity.predicted_capacity([0.070] * 50, 60.0, unit) is None
+    fast = capacity.predicted_capacity([0.005] * 50, 12.0, unit)  # a 5 ms server, 12 ms p95: about 2 s a replay
+    latencies, _, _, _, _ = open_loop([sleeper(0.005)], list(range(200)), 0.9 * fast, 1, 0.0, seed=0)
+    assert percentile([1000 * x for x in latencies], 95) <= 12.0 * 1.25, "the real queue sits near the prediction"
+
+
+def test_a_search_guided_by_a_prediction_replays_in_full_from_it_and_lands_in_few_steps():
+    """From a prediction 15% over the capacity (40/s), or twice it, or a third of it: every
+    replay is full (short ones over-read near the edge, where a guided search's replays are),
+    the figure lands within PRECISION under the limit, in 3 full replays from the close guess and
+    no more than 7 from the far ones; a break bounds the search at once (no second look)."""
+    for start, most in ((46.0, 3), (80.0, 7), (13.0, 7)):
+        replays = []
+
+        def queue(rate: float, full: bool) -> capacity.Point:
+            replays.append((rate, full))
+            return service_with_capacity(40.0, [])(rate, full)
+
+        found, _ = capacity.bracket(queue, 50.0, start, guided=True)
+        assert 40.0 / capacity.PRECISION <= found <= 40.0, replays
+        assert all(full for _, full in replays) and len(replays) <= most, (start, replays)
+        assert len({rate for rate, _ in replays}) == len(replays), "no rate replayed twice"
+
+
+def test_a_replay_stops_once_its_p95_is_sure_to_break_the_slo():
+    """A 20 ms server offered 100 requests/s falls behind: once enough requests have waited past
+    a 50 ms SLO that the p95 over all 200 must break it, the replay stops, its p95 over the
+    requests kept (answered, or waiting past the SLO) breaking it too. A 5 ms server offered 25/s
+    keeps the SLO, and every request is answered."""
+    from advisor.kinds.infer.loop import sure_over
+
+    assert sure_over(200) == 11 and sure_over(20) == 2 and sure_over(1) == 1
+    started = time.perf_counter()
+    latencies, _, _, arrivals, _ = open_loop([sleeper(0.02)], list(range(200)), 100.0, 1, 0.0, seed=0, slo_ms=50.0)
+    assert len(latencies) < 60 and time.perf_counter() - started < 1.5, len(latencies)
+    assert percentile([1000 * x for x in latencies], 95) > 50.0 and len(arrivals) == len(latencies)
+    latencies, _, _, _, _ = open_loop([sleeper(0.005)], list(range(50)), 25.0, 1, 0.0, seed=0, slo_ms=50.0)
+    assert len(latencies) == 50 and percentile([1000 * x for x in latencies], 95) <= 50.0
 
 
 def sleeper(seconds: float):

@@ -349,8 +349,9 @@ def test_batching_raises_throughput_within_the_slo_the_baseline_breaks(tmp_path)
 def test_capacity_under_the_slo_is_verified_with_its_load_curve(tmp_path):
     """Objective capacity on the batching reference, reduced: the baseline's and #1's capacity
     (the highest Poisson rate within the p95 SLO), dynamic batching's gain verified on their
-    paired ratios, each load curve of at least 4 rates in recommendations.json, the report
-    and MLflow; past its capacity the baseline saturates, said so."""
+    paired ratios, each load curve (at least 3 rates: the guided search's replays near the edge,
+    `capacity.predicted_capacity`) in recommendations.json, the report and MLflow; past its
+    capacity the baseline saturates, said so."""
     import json
 
     from mlflow import MlflowClient
@@ -365,7 +366,7 @@ def test_capacity_under_the_slo_is_verified_with_its_load_curve(tmp_path):
     assert top.recipes == ("dynamic_batching",) and top.verified, (top.speedup, top.interval, top.reason)
     assert top.latency_ms["capacity_per_s"] > 1.5 * base["capacity_per_s"] > 0
     curves = json.loads((done.folder / "recommendations.json").read_text())["load_curve"]
-    assert curves["slo_ms"] == 20 and len(curves["baseline"]) >= 4 and len(curves["#1"]) >= 4
+    assert curves["slo_ms"] == 20 and len(curves["baseline"]) >= 3 and len(curves["#1"]) >= 3
     for point in curves["baseline"] + curves["#1"]:
         assert (point["p95_ms"] is None) == point["saturated"] and point["served_per_s"] > 0
         assert point["saturated"] or point["p50_ms"] <= point["p95_ms"] <= point["p99_ms"]

@@ -14,6 +14,7 @@ has arrived, up to the batch size, waiting at most the plan's wait for more.
 
 from __future__ import annotations
 
+import bisect
 import queue
 import random
 import statistics
@@ -138,16 +139,28 @@ def timed_replay(config: AdvisorConfig, servers: list, requests: list, plan: dic
 
 
 def open_replay(servers: list, timed: list, rate_per_s: float, batch: int, wait_s: float, seed: int,
-                cold_start_ms: float, load_s: float, report: Optional[Report] = None, full_load: bool = False) -> dict:
+                cold_start_ms: float, load_s: float, report: Optional[Report] = None, full_load: bool = False,
+                slo_ms: Optional[float] = None) -> dict:
     """The timed requests replayed as open load at one rate, summarised (saturation included);
-    with `full_load`, replayed again all queued at once, for `full_load_rate`."""
+    with `full_load`, replayed again all queued at once, for `full_load_rate`; with `slo_ms`,
+    stopped once its p95 is sure to break it (`open_loop`), then `over_slo_at` says after how
+    many requests."""
     start = time.perf_counter()
-    latencies, services, sizes, arrivals, completions = open_loop(servers, timed, rate_per_s, batch, wait_s, seed, report)
+    latencies, services, sizes, arrivals, completions = open_loop(servers, timed, rate_per_s, batch, wait_s, seed, report,
+                                                                  slo_ms)
     summary = latency_summary(latencies, services, sizes, time.perf_counter() - start, cold_start_ms, load_s,
                               arrivals, completions)
+    if len(latencies) < len(timed):
+        summary["over_slo_at"] = len(latencies)
     if full_load:
         summary["full_load_per_s"] = full_load_rate(servers, timed, batch, wait_s, seed)
     return {**summary, "rate_per_s": rate_per_s}
+
+
+def sure_over(count: int) -> int:
+    """How many of `count` requests must take longer than an SLO for their p95 (`percentile`,
+    interpolated) to break it, whatever the others take: those from its lower rank up."""
+    return count - int((count - 1) * 0.95)
 
 
 AT_ONCE_PER_S = 1e9  # an arrival rate at which every request is queued before the first is served
@@ -186,22 +199,28 @@ def capacity_replay(servers: list, timed: list, config: AdvisorConfig, batch: in
     def measure_at(rate: float, full: bool) -> capacity.Point:
         offered = timed[:capacity.requests_at(rate, full, len(timed))]
         summaries[rate] = summary = open_replay(servers, offered, rate, batch, wait_s, config.measure.seed, cold_start_ms,
-                                                load_s)
+                                                load_s, slo_ms=slo)
         shown = None if summary["saturated"] else summary
         return capacity.Point(rate, summary["served_per_s"], shown and shown["p50_ms"], shown and shown["p95_ms"],
                               shown and shown["p99_ms"], summary["saturated"])
 
-    found, points = 0.0, []
+    found, points, predicted = 0.0, [], None
     if single_p95 <= slo:
-        start_rate = config.load.rate_per_s or 500.0 / statistics.fmean(single_ms)  # half of one-at-a-time's pace
+        # one request at a time in the times just measured, queued as the replays' arrivals come: where the
+        # capacity most likely is (a batching server's service time is not one request's: it starts as before)
+        predicted = capacity.predicted_capacity(single, slo, poisson_arrivals(len(timed), 1.0, config.measure.seed),
+                                                len(servers)) if batch == 1 else None
+        start_rate = predicted or config.load.rate_per_s or 500.0 / statistics.fmean(single_ms)  # half of one-at-a-time's pace
         deadline = time.monotonic() + CAPACITY_SHARE * config.measure.timeout_s  # never the run's time limit: "hung"
-        found, points = capacity.bracket(measure_at, slo, start_rate, lambda: time.monotonic() > deadline)
+        found, points = capacity.bracket(measure_at, slo, start_rate, lambda: time.monotonic() > deadline,
+                                         guided=predicted is not None)
     if not summaries:
         summary = latency_summary(single, single, [1] * len(single), sum(single), cold_start_ms, load_s)
         summaries[0.0] = {**summary, "rate_per_s": None}
     at = summaries[found] if found else summaries[min(summaries)]
     return {**at, "capacity": {
         "per_s": found, "slo_ms": slo, "single_p95_ms": single_p95, "points": [p.to_dict() for p in points],
+        "predicted_per_s": predicted,
         "replayed": len(points), "saturates_at_per_s": capacity.saturates_at(points),
     }}
 
@@ -346,13 +365,20 @@ class Arrivals:
         self.arrivals, self.max_batch, self.max_wait_s, self.start = arrivals, max_batch, max_wait_s, start
         self.index = 0
         self.lock = threading.Lock()
+        self.stopped = False  # the replay was stopped: no server takes another request
+
+    def waiting_past(self, arrived_by: float) -> list[int]:
+        """The positions of the requests not yet taken that arrived by `arrived_by` (seconds from the start)."""
+        index = self.index
+        return list(range(index, max(index, bisect.bisect_right(self.arrivals, arrived_by))))
 
     def take(self) -> Optional[tuple[int, int]]:
-        """The next batch's first and past-last positions; None when every request is taken."""
+        """The next batch's first and past-last positions; None when every request is taken, or
+        the replay was stopped."""
         arrivals, count = self.arrivals, len(self.arrivals)
         with self.lock:
             index = self.index
-            if index >= count:
+            if index >= count or self.stopped:
                 return None
             now = time.perf_counter() - self.start
             if arrivals[index] > now:
@@ -372,22 +398,27 @@ class Arrivals:
 
 
 def open_loop(servers: list, requests: list, rate_per_s: float, max_batch: int, max_wait_s: float,
-              seed: int, report: Optional[Report] = None) -> tuple[list, list, list, list, list]:
+              seed: int, report: Optional[Report] = None,
+              slo_ms: Optional[float] = None) -> tuple[list, list, list, list, list]:
     """Poisson arrivals served in order by the servers (one, or a model instance each); a
     request's latency runs from its arrival (queueing included) to its output. With `max_batch`
     > 1 a server takes what has arrived, and waits up to `max_wait_s` after the first for more,
     up to `max_batch`. Returns latencies, service times, batch sizes, arrivals and completions
-    (seconds from the start)."""
+    (seconds from the start). With `slo_ms`, the replay stops once `sure_over` of its requests
+    took longer (answered, or still waiting past it): the p95 breaks the SLO whatever the rest
+    take. Its lists then hold the requests answered and those waiting past the SLO (their time
+    so far: less than they will take), a p95 over them breaking it too."""
     arrivals = poisson_arrivals(len(requests), rate_per_s, seed)
     latencies, completions = [0.0] * len(requests), [0.0] * len(requests)
     services, sizes = [], []
     lock = threading.Lock()
     start = time.perf_counter()
     waiting = Arrivals(arrivals, max_batch, max_wait_s, start)
-    answered = 0
+    answered, over, needed = 0, 0, sure_over(len(requests)) if slo_ms is not None else 0
+    late: list[int] = []  # waiting past the SLO when the replay stopped
 
     def server_loop(serve: Callable) -> None:
-        nonlocal answered
+        nonlocal answered, over
         while (taken := waiting.take()) is not None:
             index, end = taken
             t0 = time.perf_counter()
@@ -399,11 +430,22 @@ def open_loop(servers: list, requests: list, rate_per_s: float, max_batch: int, 
                 for position in range(index, end):
                     latencies[position] = done - start - arrivals[position]
                     completions[position] = done - start
+                    over += slo_ms is not None and 1000 * latencies[position] > slo_ms
                 answered += end - index
                 if report:
                     report(answered, latencies, done - start)
+                if needed and not waiting.stopped:
+                    waited = waiting.waiting_past(done - start - slo_ms / 1000)
+                    if over + len(waited) >= needed:
+                        waiting.stopped = True
+                        late.extend(waited)
+                        for position in waited:
+                            latencies[position], completions[position] = done - start - arrivals[position], done - start
 
     together(server_loop, servers)
+    if waiting.stopped:
+        kept = sorted(set(range(waiting.index)) | set(late))
+        return ([latencies[i] for i in kept], services, sizes, [arrivals[i] for i in kept], [completions[i] for i in kept])
     return latencies, services, sizes, arrivals, completions
 
 
