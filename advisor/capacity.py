@@ -13,7 +13,9 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import asdict, dataclass
-from typing import Callable, Optional, Sequence
+from typing import Callable, Iterator, Optional, Sequence
+
+from advisor.measure import percentile
 
 # Bracketing stops once the rate that broke the SLO is within 10% of the one that kept it: near the
 # edge a p95 over a few hundred requests moves more than that between replays (the 25 ms encoder
@@ -109,8 +111,7 @@ def predicted_capacity(service_s: Sequence[float], slo_ms: float, unit_arrivals:
             done = start + service_s[index % len(service_s)]
             heapq.heappush(free, done)
             sojourns.append(done - arrival)
-        sojourns.sort()
-        return 1000 * sojourns[min(len(sojourns) - 1, int(0.95 * (len(sojourns) - 1)))]
+        return percentile(sojourns, 95) * 1000
 
     low, high = 0.0, servers * len(service_s) / math.fsum(service_s)  # past it, the queue grows for good
     if p95_ms(high * 1e-6) > slo_ms:
@@ -118,7 +119,7 @@ def predicted_capacity(service_s: Sequence[float], slo_ms: float, unit_arrivals:
     for _ in range(40):
         middle = (low + high) / 2
         low, high = (middle, high) if p95_ms(middle) <= slo_ms else (low, middle)
-    return low if low > 0 else None
+    return low  # above 0: the rates under high * 1e-6 keep the SLO
 
 
 def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per_s: float,
@@ -154,17 +155,15 @@ def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per
         return kept
 
     low, high, rate = 0.0, math.inf, start_per_s
-    step = GUIDED_STEP if guided else 2.0
+    steps = step_factors(guided)
     while high == math.inf and len(points) < MAX_POINTS and not out_of_time():
         if keeps(rate, guided) or (low > 0 and not guided and keeps(rate)):  # a hiccup must not halve the capacity
-            low, rate = rate, rate * step
-            step = min(2.0, step * step) if guided else step
+            low, rate = rate, rate * next(steps)
         else:
             high = rate
-    step = GUIDED_STEP if guided else 2.0
+    steps = step_factors(guided)
     while low == 0.0 and high > start_per_s / 2 ** HALVINGS and len(points) < MAX_POINTS and not out_of_time():
-        rate = high / step
-        step = min(2.0, step * step) if guided else step
+        rate = high / next(steps)
         if keeps(rate, guided):
             low = rate
         else:
@@ -179,6 +178,15 @@ def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per
         low, high = (middle, high) if kept else (low, middle)
         read_off = not read_off  # read off, then a plain bisection: the bracket halves (in log) every two steps at least
     return max(confirmed), sorted(points, key=lambda p: p.offered_per_s)
+
+
+def step_factors(guided: bool) -> Iterator[float]:
+    """The factors a bracket moves by, one move after another the same way: 2 each, or from a
+    prediction (`guided`) GUIDED_STEP squared after each move, up to 2."""
+    step = GUIDED_STEP if guided else 2.0
+    while True:
+        yield step
+        step = min(2.0, step * step)
 
 
 def toward_the_slo(low: float, high: float, low_p95: Optional[float], high_p95: Optional[float], slo_ms: float) -> float:

@@ -143,15 +143,12 @@ def open_replay(servers: list, timed: list, rate_per_s: float, batch: int, wait_
                 slo_ms: Optional[float] = None) -> dict:
     """The timed requests replayed as open load at one rate, summarised (saturation included);
     with `full_load`, replayed again all queued at once, for `full_load_rate`; with `slo_ms`,
-    stopped once its p95 is sure to break it (`open_loop`), then `over_slo_at` says after how
-    many requests."""
+    stopped once its p95 is sure to break it (`open_loop`)."""
     start = time.perf_counter()
     latencies, services, sizes, arrivals, completions = open_loop(servers, timed, rate_per_s, batch, wait_s, seed, report,
                                                                   slo_ms)
     summary = latency_summary(latencies, services, sizes, time.perf_counter() - start, cold_start_ms, load_s,
                               arrivals, completions)
-    if len(latencies) < len(timed):
-        summary["over_slo_at"] = len(latencies)
     if full_load:
         summary["full_load_per_s"] = full_load_rate(servers, timed, batch, wait_s, seed)
     return {**summary, "rate_per_s": rate_per_s}
@@ -367,10 +364,10 @@ class Arrivals:
         self.lock = threading.Lock()
         self.stopped = False  # the replay was stopped: no server takes another request
 
-    def waiting_past(self, arrived_by: float) -> list[int]:
+    def waiting_past(self, arrived_by: float) -> range:
         """The positions of the requests not yet taken that arrived by `arrived_by` (seconds from the start)."""
         index = self.index
-        return list(range(index, max(index, bisect.bisect_right(self.arrivals, arrived_by))))
+        return range(index, max(index, bisect.bisect_right(self.arrivals, arrived_by)))
 
     def take(self) -> Optional[tuple[int, int]]:
         """The next batch's first and past-last positions; None when every request is taken, or
