@@ -13,7 +13,7 @@ from pathlib import Path
 import optuna
 import psutil
 import pytest
-from conftest import ROOT, free_port
+from conftest import FIXTURES, ROOT, free_port
 from test_search import load_study, measured_trials, quick_config, wait_for
 
 from advisor import search
@@ -133,6 +133,23 @@ def test_kill_9_leaves_no_process_and_the_rerun_finishes_the_budget_exactly(tmp_
     report = start_advisor("report", str(path), tmpdir=tmpdir)
     stdout, stderr = report.communicate(timeout=120)
     assert report.returncode == 0 and sessions[1].info.run_id in stdout, stderr[-2000:]
+
+
+@pytest.mark.integration
+def test_kill_9_ends_the_fork_servers_child_with_the_server(short_tmp):
+    """multiprocessing hands each child the fork server forks the writing end of the pipe the
+    server ends on, and the server lives while any holder does: a child that kept it would wait on
+    the server (dying with its parent) while the server waited on it, long after advisor's kill -9
+    (a capacity replay served its requests on, 90 s and counting)."""
+    parent = subprocess.Popen([sys.executable, str(FIXTURES / "forked_child.py")], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "TMPDIR": str(short_tmp)})
+    try:
+        pair = [psutil.Process(int(pid)) for pid in parent.stdout.readline().split()]  # the child, its server
+        assert len(pair) == 2 and alive(pair) != [], "both run before the kill"
+    finally:
+        parent.kill()
+        parent.wait(10)
+    assert gone_within(pair, 5.0) == [], "the fork server and its child ended with the process that started them"
 
 
 def stopped_by(signum: int, tmp_path: Path) -> tuple:

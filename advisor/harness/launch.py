@@ -289,9 +289,29 @@ def prepare_child() -> None:
     from advisor.harness.lifetime import die_with_parent
 
     die_with_parent()
+    let_the_fork_server_end()
     os.setsid()
     multiprocessing.set_start_method(multiprocessing.get_all_start_methods()[0], force=True)
     resource_tracker._resource_tracker = resource_tracker.ResourceTracker()
+
+
+def let_the_fork_server_end() -> None:
+    """Closes what a child forked by the fork server holds of advisor's pipe to it. multiprocessing
+    hands each such child the pipe's writing end (so it could fork through the server too), and the
+    server runs on while any holder lives: after advisor's kill -9 the server would wait on the
+    child, and the child, dying only with the server (`die_with_parent`), on the server. Closed, the
+    server ends with advisor and the child with the server. A new interpreter holds none."""
+    from multiprocessing import forkserver
+
+    server = forkserver._forkserver
+    fd = getattr(server, "_forkserver_alive_fd", None)
+    if fd is None or getattr(server, "_forkserver_pid", None):
+        return  # none held, or this process started the server: its end is the one that must stay
+    server._forkserver_alive_fd = None
+    try:
+        os.close(fd)
+    except OSError:
+        pass
 
 
 def compile_cache_kept(folder: Optional[str]) -> dict[str, str]:

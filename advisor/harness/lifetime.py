@@ -2,9 +2,10 @@
 
 Each process advisor starts asks the kernel for SIGKILL when its parent dies
 (PR_SET_PDEATHSIG): the measurement child (whose parent is the fork server, which exits the
-moment advisor's end of its pipe closes) and each DataLoader worker advisor builds (the setting
-is not inherited across fork). The folders a run keeps its spec and logs in carry the owner's
-pid, so the next start removes those whose owner is gone.
+moment advisor's end of its pipe closes, the child having closed the copy multiprocessing gave
+it) and each DataLoader worker advisor builds (the setting is not inherited across fork). The
+folders a run keeps its spec and logs in carry the owner's pid, so the next start removes those
+whose owner is gone.
 """
 
 from __future__ import annotations
