@@ -32,6 +32,10 @@ GROWTH = 1.5  # ... and the last quarter's median latency this many times the fi
 # at 3 s a replay, the 20 ms encoder of experiments/capacity_time.py read 40/s where 200 requests read 22-28/s)
 OPEN_S, OPEN_MOST_S = 1.0, 5.0
 MIN_REQUESTS = 40
+# A full replay offers every timed request, but at most FULL_MOST_S of arrivals (FULL_LEAST
+# requests at least: a p95 on the slowest 3): a service whose p95 barely fits its SLO keeps it only
+# at a few requests a second, where 200 requests took 110 s a replay and the search 234 s a plan
+FULL_MOST_S, FULL_LEAST = 20.0, 60
 # From a predicted capacity (`predicted_capacity`) the search steps this factor up or down, in
 # full replays (short ones over-read near the edge, where a guided search's replays all are),
 # the step squared after each move the same way: a prediction a few tens of percent off costs a
@@ -80,15 +84,19 @@ def served_rate(arrivals: list[float], completions: list[float]) -> float:
     return len(completions) / span if span > 0 else 0.0
 
 
-def requests_at(rate_per_s: float, full: bool, most: int) -> int:
+def requests_at(rate_per_s: float, full: bool, most: int, left_s: float = math.inf) -> int:
     """How many of the `most` timed requests a replay at this rate offers: all of them where it
-    decides the capacity (`full`), else about `OPEN_S` of arrivals (`MIN_REQUESTS` at least,
-    `OPEN_MOST_S` at most). The open bracket so costs seconds at any start rate, where the full
-    count took minutes at a low one (400 requests at 20/s: 20 s a replay)."""
+    decides the capacity (`full`; `FULL_MOST_S` of arrivals at most, `FULL_LEAST` at least), else
+    about `OPEN_S` of arrivals (`MIN_REQUESTS` at least, `OPEN_MOST_S` at most). The open bracket
+    so costs seconds at any start rate, where the full count took minutes at a low one (400
+    requests at 20/s: 20 s a replay). Nor does a replay run past the search's deadline, `left_s`
+    away, by more than `MIN_REQUESTS` need: a replay begun just before it once ran 100 s past."""
     if full:
-        return most
-    wanted = max(MIN_REQUESTS, math.ceil(rate_per_s * OPEN_S))
-    return max(1, min(most, wanted, math.ceil(rate_per_s * OPEN_MOST_S)))
+        wanted = max(FULL_LEAST, math.ceil(rate_per_s * FULL_MOST_S))
+    else:
+        wanted = min(max(MIN_REQUESTS, math.ceil(rate_per_s * OPEN_S)), math.ceil(rate_per_s * OPEN_MOST_S))
+    in_time = most if math.isinf(left_s) else max(MIN_REQUESTS, math.ceil(rate_per_s * max(left_s, 0.0)))
+    return max(1, min(most, wanted, in_time))
 
 
 def predicted_capacity(service_s: Sequence[float], slo_ms: float, unit_arrivals: Sequence[float],

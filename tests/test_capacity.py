@@ -79,6 +79,18 @@ def test_the_open_bracket_replays_briefly_and_the_capacity_kept_the_slo_in_a_ful
     assert capacity.requests_at(1.0, False, 400) == 5, "a rate far under any service's edge: seconds, not minutes"
 
 
+def test_a_full_replay_at_a_few_requests_a_second_lasts_seconds_and_none_runs_far_past_the_deadline():
+    """A service whose p95 barely fits its SLO keeps it only at a few requests a second: there all
+    of 200 timed requests took 110 s a replay. A full replay spans FULL_MOST_S of arrivals at most
+    (FULL_LEAST requests at least), and one begun near the search's deadline offers what fits."""
+    assert capacity.requests_at(50.0, True, 200) == 200, "where 200 requests arrive within the bound, every one"
+    assert capacity.requests_at(5.0, True, 200) == math.ceil(5.0 * capacity.FULL_MOST_S)
+    assert capacity.requests_at(1.0, True, 200) == capacity.FULL_LEAST, "a p95 on its slowest few, not on one"
+    assert capacity.requests_at(50.0, True, 200, left_s=2.0) == 100, "2 s left at 50/s: what arrives by the deadline"
+    assert capacity.requests_at(50.0, True, 200, left_s=-5.0) == capacity.MIN_REQUESTS, "past it: the least a p95 needs"
+    assert capacity.requests_at(50.0, False, 200, left_s=0.1) == capacity.MIN_REQUESTS
+
+
 def test_the_bracket_narrows_where_the_two_p95s_point_and_takes_fewer_full_replays():
     """A queue with one server (100 requests/s): its p95 is ln(20) / (100/s - the arrival rate),
     so its capacity within 60 ms is 50.07/s. Each full replay's rate is read off the two ends' p95

@@ -193,8 +193,10 @@ def capacity_replay(servers: list, timed: list, config: AdvisorConfig, batch: in
             break
     summaries: dict[float, dict] = {}
 
+    deadline = time.monotonic() + CAPACITY_SHARE * config.measure.timeout_s  # never the run's time limit: "hung"
+
     def measure_at(rate: float, full: bool) -> capacity.Point:
-        offered = timed[:capacity.requests_at(rate, full, len(timed))]
+        offered = timed[:capacity.requests_at(rate, full, len(timed), deadline - time.monotonic())]
         summaries[rate] = summary = open_replay(servers, offered, rate, batch, wait_s, config.measure.seed, cold_start_ms,
                                                 load_s, slo_ms=slo)
         shown = None if summary["saturated"] else summary
@@ -208,7 +210,6 @@ def capacity_replay(servers: list, timed: list, config: AdvisorConfig, batch: in
         predicted = capacity.predicted_capacity(single, slo, poisson_arrivals(len(timed), 1.0, config.measure.seed),
                                                 len(servers)) if batch == 1 else None
         start_rate = predicted or config.load.rate_per_s or 500.0 / statistics.fmean(single_ms)  # half of one-at-a-time's pace
-        deadline = time.monotonic() + CAPACITY_SHARE * config.measure.timeout_s  # never the run's time limit: "hung"
         found, points = capacity.bracket(measure_at, slo, start_rate, lambda: time.monotonic() > deadline,
                                          guided=predicted is not None)
     if not summaries:
