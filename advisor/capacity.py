@@ -90,7 +90,7 @@ def requests_at(rate_per_s: float, full: bool, most: int, left_s: float = math.i
     about `OPEN_S` of arrivals (`MIN_REQUESTS` at least, `OPEN_MOST_S` at most). The open bracket
     so costs seconds at any start rate, where the full count took minutes at a low one (400
     requests at 20/s: 20 s a replay). Nor does a replay run past the search's deadline, `left_s`
-    away, by more than `MIN_REQUESTS` need: a replay begun just before it once ran 100 s past."""
+    away, by more than `MIN_REQUESTS` need: a replay begun just before it once ran 80 s past."""
     if full:
         wanted = max(FULL_LEAST, math.ceil(rate_per_s * FULL_MOST_S))
     else:
