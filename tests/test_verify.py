@@ -758,3 +758,19 @@ def test_a_candidate_the_verification_ended_stays_ended_after_a_resume(tmp_path)
                         first_rounds_only=resumed_limits)
     assert 1 not in calls and calls.count(2) >= 2, (calls, lines)
     assert len(rounds.candidates["#1"]) == 5 and len(rounds.candidates["#2"]) == len(rounds.baseline) > 6
+
+
+def test_a_fix_past_the_ideal_is_a_fault_only_where_its_whole_interval_is_past_it():
+    """The ideal beside the baseline is a point from its first rounds, a fix's speedup rests on
+    all of its rounds: a fix whose interval holds the ideal has closed the gap, by noise a little
+    past it (the quickstart's #1 read 2.36x, 2.17-2.56x, beside an ideal of 2.26x); one whose
+    interval lies wholly above it points at a measurement gone wrong."""
+    from advisor.report import ideal_passed_line
+
+    def said(low: float) -> str:
+        return ideal_passed_line({"interval": [low, 2.56], "ideal_speedup": 2.26}, "measured beside the baseline")
+
+    inside = said(2.17)
+    assert "reaches the ideal measured beside the baseline (2.26x" in inside, inside
+    assert "fault" not in inside
+    assert "a measurement fault to look into" in said(2.30)
