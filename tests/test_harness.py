@@ -400,3 +400,21 @@ def test_new_interpreters_started_ahead_each_serve_one_run_and_none_outlives_the
     assert launch._ready == []
     assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
                    for pid in waiting + left)
+
+
+@pytest.mark.integration
+def test_a_services_children_import_no_compiler_stack_and_a_training_jobs_have_it_before_their_window():
+    """What the fork server and each interpreter started ahead import is torch, the harness and the
+    kind's own preload. A training step's optimizer imports the compiler stack (torch._dynamo, 2 s
+    of a new interpreter's 4 s) at its first step, so a training kind imports it ahead; a service
+    never steps an optimizer, and its rounds' interpreters would pay those 2 s each for nothing."""
+    import subprocess
+    import sys
+
+    probe = ("import sys, importlib; from advisor.harness import launch; from advisor.kinds import kind_of; "
+             "[importlib.import_module(m) for m in launch.PRELOAD + list(kind_of(sys.argv[1]).preload)]; "
+             "print('torch._dynamo' in sys.modules)")
+    said = {kind: subprocess.run([sys.executable, "-c", probe, kind], capture_output=True, text=True, timeout=120)
+            for kind in ("infer", "train")}
+    assert said["infer"].stdout.strip() == "False", said["infer"].stdout + said["infer"].stderr[-2000:]
+    assert said["train"].stdout.strip() == "True", said["train"].stdout + said["train"].stderr[-2000:]

@@ -16,7 +16,7 @@ from multiprocessing.context import BaseContext
 from typing import Callable, Optional
 
 UNIX_PATH_MAX = 100  # a Unix socket's path, less a margin (the kernel's limit is 108 bytes with its terminator)
-PRELOAD = ["advisor.harness.train", "torch._dynamo"]  # torch and the recipes; torch.optim imports dynamo on first use (~1 s)
+PRELOAD = ["advisor.harness.train"]  # torch and the recipes (a kind adds its own: `Kind.preload`)
 
 _context: Optional[BaseContext] = None
 _preload = list(PRELOAD)  # what the fork server imports: a new interpreter started ahead imports the same

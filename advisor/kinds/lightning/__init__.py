@@ -19,7 +19,7 @@ from advisor.recipes import settings_off
 class LightningKind(TrainKind):
     name = "lightning"
     packages: tuple[str, ...] = ("lightning",)
-    preload = ("lightning",)  # 4-5 s a child to import, once in the fork server
+    preload = ("lightning",)  # 4-5 s a child to import, once in the fork server (torch._dynamo with it)
 
     def baseline_plan(self, config: AdvisorConfig, seen: Optional[dict] = None) -> dict:
         loader = (seen or {}).get("loader", {})  # None before the first run: the loader's own settings

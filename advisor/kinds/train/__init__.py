@@ -24,7 +24,9 @@ TAKEN_FROM_THE_JOB = ("dataloader", "threads")
 
 class TrainKind:
     name = "train"
-    preload: tuple[str, ...] = ()
+    # an optimizer's first step imports the compiler stack (torch._dynamo: 2 s of a new interpreter's
+    # 4 s here), so every training child would; a service or a pipeline never steps one
+    preload: tuple[str, ...] = ("torch._dynamo",)
     packages: tuple[str, ...] = ()
     off_family = "train"  # whose recipes' settings the baseline spells off (a script, too, trains)
     recipe_family = "train"
