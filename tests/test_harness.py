@@ -412,7 +412,7 @@ def test_a_services_children_import_no_compiler_stack_and_a_training_jobs_have_i
     import sys
 
     probe = ("import sys, importlib; from advisor.harness import launch; from advisor.kinds import kind_of; "
-             "[importlib.import_module(m) for m in launch.PRELOAD + list(kind_of(sys.argv[1]).preload)]; "
+             "[importlib.import_module(m) for m in launch.preloaded(kind_of(sys.argv[1]).preload)]; "
              "print('torch._dynamo' in sys.modules)")
     said = {kind: subprocess.run([sys.executable, "-c", probe, kind], capture_output=True, text=True, timeout=120)
             for kind in ("infer", "train")}

@@ -62,10 +62,16 @@ def warm_up(preload: tuple[str, ...] = ()) -> None:
 
     global _warming, _preload
     if _context is None:
-        _preload = PRELOAD + list(preload)
+        _preload = preloaded(preload)
         context()
     _warming = threading.Thread(target=forkserver.ensure_running, daemon=True)
     _warming.start()
+
+
+def preloaded(preload: tuple[str, ...] = ()) -> list[str]:
+    """What the fork server and each interpreter started ahead import for a kind: torch and the
+    harness, then the kind's own `preload`."""
+    return PRELOAD + list(preload)
 
 
 def stop() -> None:
