@@ -3,8 +3,9 @@ stays within `constraints.p95_ms`, and the load curve the search leaves behind.
 
 Pure functions: the harness replays one arrival rate at a time (`Point`); these choose the
 rates (doubling from a start until one breaks the SLO, then bisecting between the highest that
-kept it and the lowest that broke it), and tell a queue that grows without bound (saturation)
-from one that merely waits. A saturated replay's p95 measures how long the run lasted, not
+kept it and the lowest that broke it; or, from a queue model's prediction, aiming each replay
+just under the capacity the last one's own service times read off), and tell a queue that
+grows without bound (saturation) from one that merely waits. A saturated replay's p95 measures how long the run lasted, not
 the service: it breaks the SLO whatever it reads, and the curve shows no percentile for it.
 """
 
@@ -36,17 +37,21 @@ MIN_REQUESTS = 40
 # requests at least: a p95 on the slowest 3): a service whose p95 barely fits its SLO keeps it only
 # at a few requests a second, where 200 requests took 110 s a replay and the search 234 s a plan
 FULL_MOST_S, FULL_LEAST = 20.0, 60
-# From a predicted capacity (`predicted_capacity`) the search steps this factor up or down, in
-# full replays (short ones over-read near the edge, where a guided search's replays all are),
-# the step squared after each move the same way: a prediction a few tens of percent off costs a
-# step or two, where doubling from the configured rate walked down in full replays of seconds each
+# From a predicted capacity (`predicted_capacity`), where a replay read no capacity off, the search
+# steps this factor up or down, in full replays (short ones over-read near the edge, where a guided
+# search's replays all are), the step squared after each move the same way: a prediction a few tens
+# of percent off costs a step or two, where doubling from the configured rate walked down in full
+# replays of seconds each
 GUIDED_STEP = 1.2
+AIM = math.sqrt(PRECISION)  # a guided replay's rate: this much under the capacity read off, so that it keeps the SLO
+READ_OFF_AGREEMENT = 0.05  # a replay's read-off counts where its queue model hits its p95 within this share
 
 
 @dataclass(frozen=True)
 class Point:
     """One rate's replay: what was offered, what was answered while requests arrived, the
-    latency percentiles (None when saturated), whether the queue grew without bound."""
+    latency percentiles (None when saturated), whether the queue grew without bound, and the
+    capacity its own service times read off (None where they could not: `read_off`)."""
 
     offered_per_s: float
     served_per_s: float
@@ -54,6 +59,7 @@ class Point:
     p95_ms: Optional[float]
     p99_ms: Optional[float]
     saturated: bool
+    reads_off_per_s: Optional[float] = None  # the capacity its own service times read off (`read_off`)
 
     def within(self, slo_ms: float) -> bool:
         return not self.saturated and self.p95_ms is not None and self.p95_ms <= slo_ms
@@ -99,35 +105,53 @@ def requests_at(rate_per_s: float, full: bool, most: int, left_s: float = math.i
     return max(1, min(most, wanted, in_time))
 
 
+def queued_p95_ms(service_s: Sequence[float], rate_per_s: float, unit_arrivals: Sequence[float], servers: int = 1) -> float:
+    """The p95 of a request's time in the system (ms) where `servers` serve in arrival order, one
+    request at a time in the service times `service_s` (taken in turn), the replay's seeded
+    arrivals (`unit_arrivals`, at 1 a second) scaled to `rate_per_s`. A pure function."""
+    free = [0.0] * servers
+    sojourns = []
+    for index, arrival in enumerate(unit_arrivals):
+        arrival /= rate_per_s
+        start = max(arrival, heapq.heappop(free))
+        done = start + service_s[index % len(service_s)]
+        heapq.heappush(free, done)
+        sojourns.append(done - arrival)
+    return percentile(sojourns, 95) * 1000
+
+
 def predicted_capacity(service_s: Sequence[float], slo_ms: float, unit_arrivals: Sequence[float],
                        servers: int = 1) -> Optional[float]:
-    """Where a capacity search starts: the highest arrival rate at which `servers` serving in
-    arrival order, one request at a time in the measured service times (`service_s`, taken in
-    turn), keep the p95 of a request's time in the system within `slo_ms`, over the replay's own
-    seeded arrivals (`unit_arrivals`, at 1 a second: a replay at rate r arrives at them / r).
-    Each request's time only grows with the rate, so bisection finds it. None where even one
-    at a time breaks the SLO. A guess from the service alone, never a figure: the replays decide."""
+    """Where a capacity search starts: the highest arrival rate at which the measured service
+    times, queued in the replay's own seeded arrivals (`queued_p95_ms`), keep the p95 within
+    `slo_ms`. Each request's time only grows with the rate, so bisection finds it. None where
+    even one at a time breaks the SLO. A guess from the service alone, never a figure: the
+    replays decide."""
     if not service_s or not unit_arrivals:
         return None
-
-    def p95_ms(rate: float) -> float:
-        free = [0.0] * servers
-        sojourns = []
-        for index, arrival in enumerate(unit_arrivals):
-            arrival /= rate
-            start = max(arrival, heapq.heappop(free))
-            done = start + service_s[index % len(service_s)]
-            heapq.heappush(free, done)
-            sojourns.append(done - arrival)
-        return percentile(sojourns, 95) * 1000
-
     low, high = 0.0, servers * len(service_s) / math.fsum(service_s)  # past it, the queue grows for good
-    if p95_ms(high * 1e-6) > slo_ms:
+    if queued_p95_ms(service_s, high * 1e-6, unit_arrivals, servers) > slo_ms:
         return None
     for _ in range(40):
         middle = (low + high) / 2
-        low, high = (middle, high) if p95_ms(middle) <= slo_ms else (low, middle)
+        low, high = (middle, high) if queued_p95_ms(service_s, middle, unit_arrivals, servers) <= slo_ms else (low, middle)
     return low  # above 0: the rates under high * 1e-6 keep the SLO
+
+
+def read_off(service_s: Sequence[float], rate_per_s: float, p95_ms: float, slo_ms: float,
+             unit_arrivals: Sequence[float], servers: int = 1) -> Optional[float]:
+    """The capacity a replay's own service times read off: the rate at which they, queued in
+    the same arrivals, reach the SLO (`predicted_capacity`; 0.0 where they break it at any
+    rate). None where that queue misses the replay's own p95 by more than `READ_OFF_AGREEMENT`:
+    then the model does not describe the service (servers that share cores, work that is not
+    one request at a time) and only replays may say. On the encoders of
+    experiments/capacity_time.py the queue read each replay's p95 within 0.5%, so the host's
+    noise is in the service times, which the read-off carries, not in the queueing."""
+    if not service_s or not p95_ms:
+        return None
+    if abs(queued_p95_ms(service_s, rate_per_s, unit_arrivals, servers) - p95_ms) > READ_OFF_AGREEMENT * p95_ms:
+        return None
+    return predicted_capacity(service_s, slo_ms, unit_arrivals, servers) or 0.0
 
 
 def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per_s: float,
@@ -143,10 +167,11 @@ def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per
     (the rate that last kept the SLO in full is then the figure, less precise). While doubling,
     a rate that breaks the SLO is replayed once more before it bounds the search: one stall in
     one replay (a p95 over a few hundred requests rests on its slowest few) would otherwise
-    halve the figure. `guided`: the start is a predicted capacity (`predicted_capacity`), and the
-    search steps from it by GUIDED_STEP (squared after each move the same way) in full replays,
-    a break bounding it at once (a stall then costs a step, not half the figure).
-    `measure_at(rate, full)`: `full`, over every timed request (`requests_at`)."""
+    halve the figure. `guided`: the start is a predicted capacity (`predicted_capacity`): the
+    search is `guided_bracket`'s. `measure_at(rate, full)`: `full`, over every timed request
+    (`requests_at`)."""
+    if guided:
+        return guided_bracket(measure_at, slo_ms, start_per_s, out_of_time)
     points: list[Point] = []
     confirmed = [0.0]  # the rates that kept the SLO in a full replay
     p95_at: dict[float, Optional[float]] = {}  # each rate's p95 (None: saturated), a full replay's over a short one's
@@ -163,16 +188,16 @@ def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per
         return kept
 
     low, high, rate = 0.0, math.inf, start_per_s
-    steps = step_factors(guided)
+    steps = step_factors(2.0)
     while high == math.inf and len(points) < MAX_POINTS and not out_of_time():
-        if keeps(rate, guided) or (low > 0 and not guided and keeps(rate)):  # a hiccup must not halve the capacity
+        if keeps(rate) or (low > 0 and keeps(rate)):  # a hiccup must not halve the capacity
             low, rate = rate, rate * next(steps)
         else:
             high = rate
-    steps = step_factors(guided)
+    steps = step_factors(2.0)
     while low == 0.0 and high > start_per_s / 2 ** HALVINGS and len(points) < MAX_POINTS and not out_of_time():
         rate = high / next(steps)
-        if keeps(rate, guided):
+        if keeps(rate):
             low = rate
         else:
             high = rate
@@ -188,10 +213,38 @@ def bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, start_per
     return max(confirmed), sorted(points, key=lambda p: p.offered_per_s)
 
 
-def step_factors(guided: bool) -> Iterator[float]:
-    """The factors a bracket moves by, one move after another the same way: 2 each, or from a
-    prediction (`guided`) GUIDED_STEP squared after each move, up to 2."""
-    step = GUIDED_STEP if guided else 2.0
+def guided_bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, predicted_per_s: float,
+                   out_of_time: Callable[[], bool] = lambda: False) -> tuple[float, list[Point]]:
+    """`bracket` from a predicted capacity, in full replays (short ones over-read near the edge,
+    where these all are): the first a little under the prediction (by `AIM`: one request at a
+    time reads a little fast), each next a little under what the last replay's own service
+    times read off (`read_off`), inside the bracket; where a replay read nothing off, a step of
+    GUIDED_STEP (squared after each move the same way: a break bounds the search at once, so a
+    stall costs a step, not half the figure). Done once a rate that kept the SLO and one that
+    broke it are within PRECISION, or a rate that kept it reads off less than PRECISION times
+    itself: the next step up breaks the SLO in that replay's own service times. On the 26 ms
+    encoder of experiments/capacity_time.py that is one full replay where the bracket took four.
+    The figure is a rate that kept the SLO in a replay (0.0: none down to the prediction /
+    2**HALVINGS)."""
+    points: list[Point] = []
+    low, high, rate = 0.0, math.inf, predicted_per_s / AIM
+    ups, downs = step_factors(GUIDED_STEP), step_factors(GUIDED_STEP)
+    while len(points) < MAX_POINTS and rate >= predicted_per_s / 2 ** HALVINGS and not out_of_time():
+        points.append(measure_at(rate, True))
+        kept, said = points[-1].within(slo_ms), points[-1].reads_off_per_s
+        low, high = (rate, high) if kept else (low, rate)
+        if low and (high / low <= PRECISION or (kept and said is not None and said < rate * PRECISION)):
+            break
+        aim = said / AIM if said else rate * next(ups) if kept else rate / next(downs)
+        if not low < aim < high:
+            aim = math.sqrt(low * high) if low and high < math.inf else rate * next(ups) if kept else rate / next(downs)
+        rate = aim
+    return low, sorted(points, key=lambda p: p.offered_per_s)
+
+
+def step_factors(step: float) -> Iterator[float]:
+    """The factors a bracket moves by, one move after another the same way: `step`, squared
+    after each move, up to 2 (2: doubling each time)."""
     while True:
         yield step
         step = min(2.0, step * step)
@@ -225,4 +278,4 @@ def capacity_sentence(capacity_per_s: float, slo_ms: float, points: int, baselin
     text = f"serves {capacity_per_s:,.0f} requests/s within {slo_ms:g} ms p95"
     if baseline_per_s:
         text += f" (baseline {baseline_per_s:,.0f}/s): {capacity_per_s / baseline_per_s:.2f}x capacity"
-    return text + f" ({points} rates replayed)"
+    return text + f" ({points} {'rate' if points == 1 else 'rates'} replayed)"

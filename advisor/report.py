@@ -141,10 +141,13 @@ def capacity_lines(payload: dict) -> list[str]:
     if base.get("capacity_per_s") is None:
         return []
     curve = (payload.get("load_curve") or {}).get("baseline", [])
+    search = ("replaying just under what a queue of the measured service times predicts, then just under what "
+              "each replay's own service times read off, until the next step up breaks the SLO" if base.get("guided") else
+              "doubling the rate until it breaks, then bisecting")
+    replayed = f"{len(curve)} {'rate' if len(curve) == 1 else 'rates'} replayed in the baseline's last run"
     lines = [f"capacity: the highest Poisson arrival rate whose p95 stays within {base['slo_ms']:g} ms, found by "
-             f"doubling the rate until it breaks, then bisecting ({len(curve)} rates replayed in the baseline's last run); "
-             "each verification round measures the baseline's capacity and each plan's back to back, and the "
-             "interval is over the rounds' ratios of capacities"]
+             f"{search} ({replayed}); each verification round measures the baseline's capacity and each plan's back "
+             "to back, and the interval is over the rounds' ratios of capacities"]
     if base.get("saturates_at_per_s"):
         lines.append(f"the baseline saturates at {base['saturates_at_per_s']:,.0f}/s offered (in its last run): from there "
                      "on its queue grows without bound, and no p95 is shown for those rates")

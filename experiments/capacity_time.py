@@ -39,7 +39,7 @@ def one_run(config: Path, code: Path) -> dict:
     done = subprocess.run([sys.executable, "-m", "advisor.cli", "diagnose", str(config)], cwd=config.parent,
                           capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(code)}, timeout=900)
     output = done.stdout + done.stderr
-    found = re.search(r"serves ([\d,]+) requests/s within .*?\((\d+) rates replayed\).*?, ([\d.]+) s\n", output)
+    found = re.search(r"serves ([\d,]+) requests/s within .*?\((\d+) rates? replayed\).*?, ([\d.]+) s\n", output)
     service = re.search(r"service time p50 ([\d.]+) ms", output)
     return {"exit": done.returncode, "capacity_per_s": float(found.group(1).replace(",", "")) if found else None,
             "rates": int(found.group(2)) if found else None, "run_s": float(found.group(3)) if found else None,

@@ -160,6 +160,46 @@ def test_a_search_guided_by_a_prediction_replays_in_full_from_it_and_lands_in_fe
         assert len({rate for rate, _ in replays}) == len(replays), "no rate replayed twice"
 
 
+def test_a_replay_reads_off_the_capacity_only_where_its_queue_model_hits_its_own_p95():
+    """A replay's own service times, queued in its arrivals, read off the rate where they reach
+    the SLO: that of `predicted_capacity`, where the queue reproduces the replay's p95; nothing
+    where it misses it by more than READ_OFF_AGREEMENT (the model does not describe that
+    service); 0.0 where those times break the SLO at any rate."""
+    from advisor.kinds.infer.loop import poisson_arrivals
+
+    unit, service = poisson_arrivals(200, 1.0, seed=0), [0.025] * 200
+    p95 = capacity.queued_p95_ms(service, 20.0, unit)
+    assert capacity.read_off(service, 20.0, p95, 60.0, unit) == capacity.predicted_capacity(service, 60.0, unit)
+    assert capacity.read_off(service, 20.0, p95 * 1.02, 60.0, unit) is not None
+    assert capacity.read_off(service, 20.0, p95 * (1 + 2 * capacity.READ_OFF_AGREEMENT), 60.0, unit) is None
+    assert capacity.read_off([0.070] * 200, 5.0, capacity.queued_p95_ms([0.070] * 200, 5.0, unit), 60.0, unit) == 0.0
+    assert capacity.queued_p95_ms(service, 30.0, unit) > p95 > 25.0, "a request's time grows with the rate"
+
+
+def test_a_guided_search_stops_after_one_replay_whose_service_times_read_the_edge_just_over_it():
+    """Each replay aimed just under what the last one read off (by AIM): a service whose replays
+    read off 40/s is done in one full replay, at the prediction / AIM, once that keeps the SLO and
+    reads off less than PRECISION times its rate; a first replay that reads off far more moves to
+    just under that, in full, and stops there; one whose reads are missing steps as before."""
+    def reading(said):
+        def measure_at(rate: float, full: bool) -> capacity.Point:
+            replays.append((rate, full))
+            point = service_with_capacity(40.0, [])(rate, full)
+            return capacity.Point(*list(vars(point).values())[:6], said(rate) if not point.saturated else None)
+        return measure_at
+
+    replays = []
+    found, points = capacity.bracket(reading(lambda rate: 40.0), 50.0, 40.0, guided=True)
+    assert replays == [(40.0 / capacity.AIM, True)] and found == 40.0 / capacity.AIM and len(points) == 1
+    replays = []
+    found, _ = capacity.bracket(reading(lambda rate: 40.0), 50.0, 20.0, guided=True)
+    assert [rate for rate, _ in replays] == [20.0 / capacity.AIM, 40.0 / capacity.AIM], replays
+    assert all(full for _, full in replays) and found == 40.0 / capacity.AIM
+    replays = []
+    found, _ = capacity.bracket(reading(lambda rate: None), 50.0, 20.0, guided=True)
+    assert 40.0 / capacity.PRECISION <= found <= 40.0 and len(replays) > 2, replays
+
+
 def test_a_replay_stops_once_its_p95_is_sure_to_break_the_slo():
     """A 20 ms server offered 100 requests/s falls behind: once enough requests have waited past
     a 50 ms SLO that the p95 over all 200 must break it, the replay stops, its p95 over the

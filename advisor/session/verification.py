@@ -541,7 +541,8 @@ def latency_of(runs: list[Measurement]) -> dict:
     found = [lat["capacity"] for lat in good if lat.get("capacity")]
     if found:
         figures.update(capacity_per_s=sum(f["per_s"] for f in found) / len(found), slo_ms=found[-1]["slo_ms"],
-                       saturates_at_per_s=found[-1]["saturates_at_per_s"])
+                       saturates_at_per_s=found[-1]["saturates_at_per_s"],
+                       guided=found[-1].get("predicted_per_s") is not None)
     return figures
 
 
