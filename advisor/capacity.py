@@ -142,14 +142,17 @@ def read_off(service_s: Sequence[float], rate_per_s: float, p95_ms: float, slo_m
              unit_arrivals: Sequence[float], servers: int = 1) -> Optional[float]:
     """The capacity a replay's own service times read off: the rate at which they, queued in
     the same arrivals, reach the SLO (`predicted_capacity`; 0.0 where they break it at any
-    rate). None where that queue misses the replay's own p95 by more than `READ_OFF_AGREEMENT`:
+    rate). `p95_ms`: the replay's over the requests it answered, the first len(`service_s`) to
+    arrive (all but where it stopped early, `open_loop`). None where that queue, over those
+    arrivals, misses it by more than `READ_OFF_AGREEMENT`:
     then the model does not describe the service (servers that share cores, work that is not
     one request at a time) and only replays may say. On the encoders of
     experiments/capacity_time.py the queue read each replay's p95 within 0.5%, so the host's
     noise is in the service times, which the read-off carries, not in the queueing."""
     if not service_s or not p95_ms:
         return None
-    if abs(queued_p95_ms(service_s, rate_per_s, unit_arrivals, servers) - p95_ms) > READ_OFF_AGREEMENT * p95_ms:
+    answered = unit_arrivals[:len(service_s)]
+    if abs(queued_p95_ms(service_s, rate_per_s, answered, servers) - p95_ms) > READ_OFF_AGREEMENT * p95_ms:
         return None
     return predicted_capacity(service_s, slo_ms, unit_arrivals, servers) or 0.0
 

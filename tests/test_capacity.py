@@ -174,6 +174,24 @@ def test_a_replay_reads_off_the_capacity_only_where_its_queue_model_hits_its_own
     assert capacity.read_off(service, 20.0, p95 * (1 + 2 * capacity.READ_OFF_AGREEMENT), 60.0, unit) is None
     assert capacity.read_off([0.070] * 200, 5.0, capacity.queued_p95_ms([0.070] * 200, 5.0, unit), 60.0, unit) == 0.0
     assert capacity.queued_p95_ms(service, 30.0, unit) > p95 > 25.0, "a request's time grows with the rate"
+    first = capacity.queued_p95_ms(service[:80], 20.0, unit[:80])  # a replay stopped after 80 answers: checked on those
+    assert capacity.read_off(service[:80], 20.0, first, 60.0, unit) == capacity.predicted_capacity(service[:80], 60.0, unit)
+
+
+def test_a_real_replay_reads_off_the_queues_capacity_whether_it_kept_the_slo_or_stopped_breaking_it():
+    """A 10 ms server and a 40 ms SLO: a replay under the queue's capacity and one past it (stopped
+    once its p95 is sure to break the SLO) both read off about the capacity their service times
+    predict; a batching replay reads nothing off (its service time is not one request's)."""
+    from advisor.kinds.infer.loop import open_replay, poisson_arrivals
+
+    expected = capacity.predicted_capacity([0.0101] * 200, 40.0, poisson_arrivals(200, 1.0, seed=0))
+    for rate, kept in ((0.8 * expected, True), (1.3 * expected, False)):
+        summary = open_replay([sleeper(0.01)], list(range(200)), rate, 1, 0.0, 0, 0.0, 0.0, slo_ms=40.0)
+        assert (summary["p95_ms"] <= 40.0) == kept and not summary["saturated"], summary["p95_ms"]
+        assert (len(summary["latencies_ms"]) == 200) == kept, "past the capacity the replay stopped early"
+        assert abs(summary["reads_off_per_s"] / expected - 1) < 0.15, (rate, summary["reads_off_per_s"], expected)
+    summary = open_replay([sleeper(0.01)], list(range(200)), 0.8 * expected, 4, 0.002, 0, 0.0, 0.0, slo_ms=40.0)
+    assert "reads_off_per_s" not in summary
 
 
 def test_a_guided_search_stops_after_one_replay_whose_service_times_read_the_edge_just_over_it():

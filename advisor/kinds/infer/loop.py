@@ -143,15 +143,17 @@ def open_replay(servers: list, timed: list, rate_per_s: float, batch: int, wait_
                 slo_ms: Optional[float] = None) -> dict:
     """The timed requests replayed as open load at one rate, summarised (saturation included);
     with `full_load`, replayed again all queued at once, for `full_load_rate`; with `slo_ms`,
-    stopped once its p95 is sure to break it (`open_loop`), and, where every request was
-    answered one at a time, the capacity its service times read off (`capacity.read_off`)."""
+    stopped once its p95 is sure to break it (`open_loop`), and, served one request at a time,
+    the capacity its service times read off (`capacity.read_off`: a stopped replay's too, from
+    the requests it answered, the first to arrive)."""
     start = time.perf_counter()
     latencies, services, sizes, arrivals, completions = open_loop(servers, timed, rate_per_s, batch, wait_s, seed, report,
                                                                   slo_ms)
     summary = latency_summary(latencies, services, sizes, time.perf_counter() - start, cold_start_ms, load_s,
                               arrivals, completions)
-    if slo_ms is not None and batch == 1 and len(latencies) == len(timed) and not summary["saturated"]:
-        summary["reads_off_per_s"] = capacity.read_off(services, rate_per_s, summary["p95_ms"], slo_ms,
+    if slo_ms is not None and batch == 1 and len(services) >= capacity.MIN_REQUESTS and not summary["saturated"]:
+        answered_p95 = percentile([1000 * value for value in latencies[:len(services)]], 95)  # a stopped replay's answered ones
+        summary["reads_off_per_s"] = capacity.read_off(services, rate_per_s, answered_p95, slo_ms,
                                                        poisson_arrivals(len(timed), 1.0, seed), len(servers))
     if full_load:
         summary["full_load_per_s"] = full_load_rate(servers, timed, batch, wait_s, seed)
