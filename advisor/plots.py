@@ -110,10 +110,12 @@ def plot_latency(payload: dict, path: Path) -> Path:
 def plot_load_curve(payload: dict, path: Path) -> Path:
     """Latency against the rate answered, for the baseline and #1: p50, p95 and p99 at each rate
     the capacity search replayed, the SLO drawn across; a saturated rate is marked where it
-    saturated (its percentiles measure the run's length, so they are not drawn)."""
+    saturated (its percentiles measure the run's length, so they are not drawn), and the rate a
+    replay's own service times read off (`capacity.read_off`) on the SLO, as a hollow diamond:
+    a search that ends after a replay or two still shows where the edge lies."""
     curves = payload["load_curve"]
     slo = curves["slo_ms"]
-    fig, ax = plt.subplots(figsize=(8, 4.5))
+    fig, ax = plt.subplots(figsize=(11, 4.5))
     for name, color in (("baseline", "#555555"), ("#1", "#2e8b57")):
         points = sorted(curves.get(name, []), key=lambda p: p["served_per_s"])
         kept = [p for p in points if not p["saturated"]]
@@ -121,6 +123,9 @@ def plot_load_curve(payload: dict, path: Path) -> Path:
         for key, style in (("p50_ms", ":"), ("p95_ms", "-"), ("p99_ms", "--")):
             ax.plot([p["served_per_s"] for p in kept], [p[key] for p in kept], style, color=color, marker="o",
                     markersize=3, label=f"{label} {key[:3]}" if key != "p50_ms" or name == "baseline" else None)
+        read_off = [p["reads_off_per_s"] for p in points if p.get("reads_off_per_s")]
+        ax.plot(read_off, [slo] * len(read_off), linestyle="none", marker="D", markersize=6, markerfacecolor="none",
+                color=color, label=f"{label} capacity, read off its service times" if read_off else None)
         for point in (p for p in points if p["saturated"]):
             ax.axvline(point["served_per_s"], color=color, linestyle=(0, (1, 3)), linewidth=0.8)
             ax.plot([point["served_per_s"]], [slo], marker="x", color=color, markersize=8)
@@ -129,7 +134,7 @@ def plot_load_curve(payload: dict, path: Path) -> Path:
     ax.set_xlabel("requests answered per second (x: saturated, its queue grew without bound)")
     ax.set_ylabel("latency (ms, from arrival to output)")
     ax.set_title("Latency against load: p50 dotted, p95 solid, p99 dashed")
-    ax.legend(loc="upper left", fontsize=7)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=7)  # beside the axes: a curve of one rate hides under it
     return _save(fig, path)
 
 
