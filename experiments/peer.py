@@ -1,7 +1,7 @@
 """advisor beside the closest public peer (loadtune) on one training job, both re-measured apart
 from either tool.
 
-    python -m experiments.peer --peer VENV/bin/loadtune [--config configs/quickstart.yaml] [--rounds 5]
+    python -m experiments.peer --peer VENV/bin/loadtune [--config configs/quickstart.yaml] [--rounds 5] [--logs DIR]
 
 The peer installs into a venv of its own (`python3 -m venv VENV && VENV/bin/pip install
 torch==2.13.0 loadtune`). For a training config of builders (`module.py:callable` model and
@@ -13,7 +13,8 @@ dataset, an optimizer by name, cross-entropy loss), in an empty folder each:
 3. the baseline and both plans in the plain loop (`experiments/plain_loop.py`), each run a fresh
    process, `--rounds` rounds, the order rotating round by round.
 Prints one row a tool: its wall time, what it claimed, the plain loop's speedup with its 95%
-interval, and the two plans' ratio.
+interval, and the two plans' ratio. `--logs`: advisor's session output and its report.md kept
+there (its pick is the session's to explain).
 """
 
 from __future__ import annotations
@@ -21,11 +22,13 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 import yaml
 
@@ -103,7 +106,7 @@ def run_peer(peer: str, config: Path) -> tuple[float, dict]:
         return time.perf_counter() - started, peer_pick(json.loads((Path(folder) / "raw.json").read_text()))
 
 
-def run_advisor(config: Path) -> tuple[float, dict]:
+def run_advisor(config: Path, logs: Optional[Path] = None) -> tuple[float, dict]:
     with tempfile.TemporaryDirectory(prefix="advisor-") as folder:
         path = copied_with_its_code(config, Path(folder))
         started = time.perf_counter()
@@ -111,6 +114,10 @@ def run_advisor(config: Path) -> tuple[float, dict]:
                               capture_output=True, text=True, check=True)
         wall = time.perf_counter() - started
         results = Path(re.search(r"results: (\S+)", done.stdout).group(1))
+        if logs:
+            logs.mkdir(parents=True, exist_ok=True)
+            (logs / "advisor.log").write_text(done.stdout + done.stderr)
+            shutil.copyfile(results / "report.md", logs / "report.md")
         payload = json.loads((results / "recommendations.json").read_text())
         top = next(r for r in payload["recommendations"] if r["verified"])
         return wall, {"plan": top["plan"], "changes": top["changes"], "claimed": top["speedup"]}
@@ -140,12 +147,13 @@ def main() -> None:
     parser.add_argument("--peer", required=True, help="the peer's command, in its own venv")
     parser.add_argument("--config", type=Path, default=ROOT / "configs" / "quickstart.yaml")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--logs", type=Path, help="keep advisor's session output and report here")
     args = parser.parse_args()
     config = args.config.resolve()
     peer_s, knobs = run_peer(args.peer, config)
     peer_plan = as_plan(knobs)
     print(f"peer: {peer_s:.0f} s, its pick {peer_plan}, claimed {knobs['claimed']:.2f}x", flush=True)
-    advisor_s, top = run_advisor(config)
+    advisor_s, top = run_advisor(config, args.logs)
     print(f"advisor: {advisor_s:.0f} s, its verified #1 {top['changes']}, claimed {top['claimed']:.2f}x", flush=True)
     ratios = interleaved(config, {"peer": peer_plan, "advisor": top["plan"]}, args.rounds)
     print(f"{'tool':<10}{'wall s':>8}{'claimed':>9}{'plain loop (95%)':>26}")
