@@ -13,7 +13,7 @@ dataset, an optimizer by name, cross-entropy loss), in an empty folder each:
 3. the baseline and both plans in the plain loop (`experiments/plain_loop.py`), each run a fresh
    process, `--rounds` rounds, the order rotating round by round.
 Prints one row a tool: its wall time, what it claimed, the plain loop's speedup with its 95%
-interval, and the two plans' ratio. `--logs`: advisor's session output and its report.md kept
+interval, and the two plans' ratio. `--logs`: advisor's session output, report.md and recommendations.json kept
 there (its pick is the session's to explain).
 """
 
@@ -117,7 +117,8 @@ def run_advisor(config: Path, logs: Optional[Path] = None) -> tuple[float, dict]
         if logs:
             logs.mkdir(parents=True, exist_ok=True)
             (logs / "advisor.log").write_text(done.stdout + done.stderr)
-            shutil.copyfile(results / "report.md", logs / "report.md")
+            for name in ("report.md", "recommendations.json"):
+                shutil.copyfile(results / name, logs / name)
         payload = json.loads((results / "recommendations.json").read_text())
         top = next(r for r in payload["recommendations"] if r["verified"])
         return wall, {"plan": top["plan"], "changes": top["changes"], "claimed": top["speedup"]}
