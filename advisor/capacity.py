@@ -225,8 +225,9 @@ def guided_bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, pr
     GUIDED_STEP (squared after each move the same way: a break bounds the search at once, so a
     stall costs a step, not half the figure). Done once a rate that kept the SLO and one that
     broke it are within PRECISION, or a rate that kept it reads off less than PRECISION times
-    itself: the next step up breaks the SLO in that replay's own service times. On the 26 ms
-    encoder of experiments/capacity_time.py that is one full replay where the bracket took four.
+    itself: the next step up breaks the SLO in that replay's own service times. On the 24 ms
+    encoder of experiments/capacity_time.py that took two full replays (23-27 s a plan) where
+    stepping took three or four (29-43 s).
     The figure is a rate that kept the SLO in a replay (0.0: none down to the prediction /
     2**HALVINGS)."""
     points: list[Point] = []
