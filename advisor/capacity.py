@@ -222,8 +222,10 @@ def guided_bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, pr
     where these all are): the first a little under the prediction (by `AIM`: one request at a
     time reads a little fast), each next a little under what the last replay's own service
     times read off (`read_off`), inside the bracket; where a replay read nothing off, a step of
-    GUIDED_STEP (squared after each move the same way: a break bounds the search at once, so a
-    stall costs a step, not half the figure). Done once a rate that kept the SLO and one that
+    GUIDED_STEP (squared after each move the same way), and after a break never further down
+    than that step: a break bounds the search at once, and a stall (a replay whose service
+    times stalled read off 2/s between reads of 13/s on a slow hour) costs a step, not a long
+    replay far under the edge. Done once a rate that kept the SLO and one that
     broke it are within PRECISION, or a rate that kept it reads off less than PRECISION times
     itself: the next step up breaks the SLO in that replay's own service times. On the 24 ms
     encoder of experiments/capacity_time.py that took two full replays (23-27 s a plan) where
@@ -239,9 +241,12 @@ def guided_bracket(measure_at: Callable[[float, bool], Point], slo_ms: float, pr
         low, high = (rate, high) if kept else (low, rate)
         if low and (high / low <= PRECISION or (kept and said is not None and said < rate * PRECISION)):
             break
-        aim = said / AIM if said else rate * next(ups) if kept else rate / next(downs)
+        step = rate * next(ups) if kept else rate / next(downs)
+        aim = said / AIM if said else step
+        if not kept:  # one stalled replay's read-off moves the search down a step, no more
+            aim = max(aim, step)
         if not low < aim < high:
-            aim = math.sqrt(low * high) if low and high < math.inf else rate * next(ups) if kept else rate / next(downs)
+            aim = math.sqrt(low * high) if low and high < math.inf else step
         rate = aim
     return low, sorted(points, key=lambda p: p.offered_per_s)
 

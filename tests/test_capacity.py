@@ -216,6 +216,18 @@ def test_a_guided_search_stops_after_one_replay_whose_service_times_read_the_edg
     replays = []
     found, _ = capacity.bracket(reading(lambda rate: None), 50.0, 20.0, guided=True)
     assert 40.0 / capacity.PRECISION <= found <= 40.0 and len(replays) > 2, replays
+    def stalls_first(rate: float, full: bool) -> capacity.Point:  # its first replay stalls: over the SLO, reading 4/s
+        replays.append((rate, full))
+        if len(replays) == 1:
+            return capacity.Point(rate, rate, 30.0, 80.0, 90.0, False, 4.0)
+        if rate > 40.0:
+            return capacity.Point(rate, 40.0, None, None, None, True)
+        return capacity.Point(rate, rate, 2.0, 5.0, 6.0, False, 40.0)
+
+    replays = []
+    found, _ = capacity.bracket(stalls_first, 50.0, 40.0, guided=True)
+    assert replays[1][0] == pytest.approx(replays[0][0] / capacity.GUIDED_STEP), "one stalled read-off moves a step, no more"
+    assert replays[0][0] / capacity.PRECISION <= found <= 40.0 and len(replays) <= 3, replays  # the stall bounds it
 
 
 def test_a_replay_stops_once_its_p95_is_sure_to_break_the_slo():
