@@ -287,4 +287,9 @@ def capacity_sentence(capacity_per_s: float, slo_ms: float, points: int, baselin
     text = f"serves {capacity_per_s:,.0f} requests/s within {slo_ms:g} ms p95"
     if baseline_per_s:
         text += f" (baseline {baseline_per_s:,.0f}/s): {capacity_per_s / baseline_per_s:.2f}x capacity"
-    return text + f" ({points} {'rate' if points == 1 else 'rates'} replayed)"
+    return text + f" ({rates_replayed(points)})"
+
+
+def rates_replayed(count: int) -> str:
+    """'1 rate replayed', '4 rates replayed'."""
+    return f"{count} {'rate' if count == 1 else 'rates'} replayed"

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Optional
 
-from advisor.capacity import capacity_sentence
+from advisor.capacity import capacity_sentence, rates_replayed
 from advisor.findings import Diagnosis, Finding
 from advisor.measure import BUSY_SHARE, page_faults_mb
 from advisor.outputs import write_whole
@@ -144,7 +144,7 @@ def capacity_lines(payload: dict) -> list[str]:
     search = ("replaying just under what a queue of the measured service times predicts, then just under what "
               "each replay's own service times read off, until the next step up breaks the SLO" if base.get("guided") else
               "doubling the rate until it breaks, then bisecting")
-    replayed = f"{len(curve)} {'rate' if len(curve) == 1 else 'rates'} replayed in the baseline's last run"
+    replayed = f"{rates_replayed(len(curve))} in the baseline's last run"
     lines = [f"capacity: the highest Poisson arrival rate whose p95 stays within {base['slo_ms']:g} ms, found by "
              f"{search} ({replayed}); each verification round measures the baseline's capacity and each plan's back "
              "to back, and the interval is over the rounds' ratios of capacities"]

@@ -1,6 +1,7 @@
 """Objective capacity: the bracketing search over arrival rates, saturation told from a long
 but steady queue, and model instances serving side by side (threads, and forked processes)."""
 
+import dataclasses
 import math
 import os
 import time
@@ -203,7 +204,7 @@ def test_a_guided_search_stops_after_one_replay_whose_service_times_read_the_edg
         def measure_at(rate: float, full: bool) -> capacity.Point:
             replays.append((rate, full))
             point = service_with_capacity(40.0, [])(rate, full)
-            return capacity.Point(*list(vars(point).values())[:6], said(rate) if not point.saturated else None)
+            return dataclasses.replace(point, reads_off_per_s=None if point.saturated else said(rate))
         return measure_at
 
     replays = []
