@@ -10,9 +10,11 @@ fetches min(min(T, batch) / wall_ms, 1 / its CPU per sample) samples a milliseco
 overlap their waits, one batch at a time, but Python's GIL runs their CPU work one at a time.
 P worker processes load alongside the step; with none, the main process loads between steps.
 The job then runs at the least of what the loaders deliver, what the step can take, and what the
-cores can do, and the term that binds says why. Under a memory budget, no more workers than the
-budget leaves room for, at each worker's own memory (measured by the probe). Pure functions: `advisor.session` asks for the
-plan, and the report compares it with what was measured.
+cores can do, and the term that binds says why. The plan is the cheapest that reaches the best
+rate, with loaders that deliver 1.2x it alone where one does, so the step has room at a slow
+sample. Under a memory budget, no more workers than the budget leaves room for, at each worker's
+own memory (measured by the probe). Pure functions: `advisor.session` asks for the plan, and the
+report compares it with what was measured.
 """
 
 from __future__ import annotations
@@ -24,6 +26,10 @@ FETCH_THREADS = "dataloader.fetch_threads"  # the plan keys the prediction sets
 WORKERS, PREFETCH, PERSISTENT = "dataloader.num_workers", "dataloader.prefetch_factor", "dataloader.persistent_workers"
 INTRA_OP = "threads.intra_op"  # the step's threads, set beside the loaders where the space tunes them
 NEAR_BEST = 0.97  # plans within 3% of the best predicted rate count as reaching it: the cheapest is taken
+# ...among those whose loaders alone deliver 1.2x the best rate, where any do: a loader that only
+# matches the step's mean rate leaves it waiting at each slow sample (on 2026-12-03's quickstart,
+# 1 worker x 2 threads, predicted within 3% with under 1.2x to spare, ran 8% under 2 or 3 workers)
+HEADROOM = 1.2
 OFF_BY = 1.5  # a prediction further than this from the measurement names the term that was off
 BOUNDS = {
     "threads": "the fetches in flight (workers x threads, a batch's samples at most, / the per-sample load time)",
@@ -70,12 +76,24 @@ def costs_of(derived: dict, synthetic_cpu_util: float, batch: int, cores: int) -
                        worker_mb=derived.get("loader_worker_mb", 0.0))
 
 
+def _per_process(costs: LoaderCosts, workers: int, threads: int) -> dict[str, float]:
+    """What one loading process fetches a millisecond, by the two terms that can bind it."""
+    dispatch = costs.dispatch_ms if threads > 1 else 0.0
+    handoff = costs.handoff_ms if workers > 0 else 0.0  # pickled in the worker, unpickled by the step's process
+    # a pool fetches one batch at a time, so no more than a batch is in flight
+    return {"threads": min(threads, costs.batch) / costs.wall_ms, "gil": 1 / (costs.cpu_ms + dispatch + handoff / 2)}
+
+
+def supply(costs: LoaderCosts, workers: int, threads: int) -> float:
+    """Samples/s the loading processes deliver alone, the step and the other cores aside."""
+    return 1000 * max(workers, 1) * min(_per_process(costs, workers, threads).values())
+
+
 def rate(costs: LoaderCosts, workers: int, threads: int) -> tuple[float, str]:
     """Samples/s under `workers` loading processes of `threads` threads each, and the term that binds."""
     dispatch = costs.dispatch_ms if threads > 1 else 0.0
-    handoff = costs.handoff_ms if workers > 0 else 0.0  # pickled in the worker, unpickled by the step's process
-    # samples a millisecond; a pool fetches one batch at a time, so no more than a batch is in flight
-    per_process = {"threads": min(threads, costs.batch) / costs.wall_ms, "gil": 1 / (costs.cpu_ms + dispatch + handoff / 2)}
+    handoff = costs.handoff_ms if workers > 0 else 0.0
+    per_process = _per_process(costs, workers, threads)  # samples a millisecond
     process_bound = min(per_process, key=per_process.get)
     if workers == 0:
         per_batch = costs.batch / per_process[process_bound] + costs.compute_ms
@@ -100,11 +118,13 @@ def workers_that_fit(costs: LoaderCosts, max_workers: int, spare_mb: Optional[fl
 def predict(costs: LoaderCosts, max_workers: int, thread_choices: tuple[int, ...]) -> Prediction:
     """The cheapest loader (fewest processes, then fewest threads) within 3% of the best rate the
     model sees among `max_workers` processes (`workers_that_fit` the memory budget) and
-    `thread_choices` threads each."""
+    `thread_choices` threads each, and, where any such loader has it, `HEADROOM` over that rate."""
     plans = [(workers, threads, *rate(costs, workers, threads))
              for workers in range(max_workers + 1) for threads in thread_choices]
     best = max(samples for *_, samples, _ in plans)
-    workers, threads, samples, bound = min((p for p in plans if p[2] >= NEAR_BEST * best), key=lambda p: (p[0], p[1]))
+    reaching = [p for p in plans if p[2] >= NEAR_BEST * best]
+    roomy = [p for p in reaching if p[0] and supply(costs, p[0], p[1]) >= HEADROOM * best]
+    workers, threads, samples, bound = min(roomy or reaching, key=lambda p: (p[0], p[1]))
     plan = {WORKERS: workers, FETCH_THREADS: threads}
     if workers:
         plan.update({PREFETCH: 2, PERSISTENT: True})
