@@ -19,6 +19,7 @@ report compares it with what was measured.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
@@ -70,6 +71,8 @@ def costs_of(derived: dict, synthetic_cpu_util: float, batch: int, cores: int) -
     wall, cpu, compute = derived.get("sample_wall_ms"), derived.get("sample_cpu_ms"), derived.get("ideal_step_ms")
     if not wall or cpu is None or not compute or batch <= 0:
         return None
+    # the faster of the step's two readings from memory: a run disturbed a moment reads slow, never fast
+    compute = min(compute, derived.get("cached_compute_ms") or compute)
     return LoaderCosts(wall_ms=wall, cpu_ms=max(min(cpu, wall), 1e-3), compute_ms=compute, batch=batch, cores=cores,
                        compute_cores=max(0.0, min(cores, synthetic_cpu_util * cores)),
                        dispatch_ms=derived.get("sample_dispatch_ms", 0.0), handoff_ms=derived.get("sample_handoff_ms", 0.0),
@@ -123,7 +126,11 @@ def predict(costs: LoaderCosts, max_workers: int, thread_choices: tuple[int, ...
              for workers in range(max_workers + 1) for threads in thread_choices]
     best = max(samples for *_, samples, _ in plans)
     reaching = [p for p in plans if p[2] >= NEAR_BEST * best]
-    roomy = [p for p in reaching if p[0] and supply(costs, p[0], p[1]) >= HEADROOM * best]
+    # the room is over the rate the step could take were its own CPU no burden on the loaders':
+    # the cores term charges it every core it keeps busy alone, and reads low
+    unshared = dataclasses.replace(costs, compute_cores=0.0)
+    feeds = max(rate(unshared, workers, threads)[0] for workers, threads, *_ in plans)
+    roomy = [p for p in reaching if p[0] and supply(costs, p[0], p[1]) >= HEADROOM * feeds]
     workers, threads, samples, bound = min(roomy or reaching, key=lambda p: (p[0], p[1]))
     plan = {WORKERS: workers, FETCH_THREADS: threads}
     if workers:

@@ -37,6 +37,7 @@ def derive(full: Measurement, synthetic: Measurement, cached: Measurement) -> di
             fetch_ms_per_step=fetch_ms,
             prep_ms_per_step=prep_ms,
             fetch_share_of_input=fetch_ms / (fetch_ms + prep_ms) if fetch_ms + prep_ms > 0 else 0.0,
+            cached_compute_ms=cached.step_ms_mean * (1 - cached.data_wait_share),  # the step's second reading
         )
         overheads = {"dispatch_ms": "sample_dispatch_ms", "handoff_ms": "sample_handoff_ms", "worker_mb": "loader_worker_mb"}
         derived.update({name: probe[key] for key, name in overheads.items() if key in probe})  # the loader model's
