@@ -11,8 +11,8 @@ overlap their waits, one batch at a time, but Python's GIL runs their CPU work o
 P worker processes load alongside the step; with none, the main process loads between steps.
 The job then runs at the least of what the loaders deliver, what the step can take, and what the
 cores can do, and the term that binds says why. The plan is the cheapest that reaches the best
-rate, with loaders that deliver 1.2x it alone where one does, so the step has room at a slow
-sample. Under a memory budget, no more workers than the budget leaves room for, at each worker's
+rate, with loaders that deliver 1.2x what the step could take alone where one does, so the step
+has room at a slow sample. Under a memory budget, no more workers than the budget leaves room for, at each worker's
 own memory (measured by the probe). Pure functions: `advisor.session` asks for the plan, and the
 report compares it with what was measured.
 """
@@ -27,8 +27,8 @@ FETCH_THREADS = "dataloader.fetch_threads"  # the plan keys the prediction sets
 WORKERS, PREFETCH, PERSISTENT = "dataloader.num_workers", "dataloader.prefetch_factor", "dataloader.persistent_workers"
 INTRA_OP = "threads.intra_op"  # the step's threads, set beside the loaders where the space tunes them
 NEAR_BEST = 0.97  # plans within 3% of the best predicted rate count as reaching it: the cheapest is taken
-# ...among those whose loaders alone deliver 1.2x the best rate, where any do: a loader that only
-# matches the step's mean rate leaves it waiting at each slow sample (on 2026-12-03's quickstart,
+# ...among those whose loaders alone deliver 1.2x the rate the step could take, where any do: a
+# loader that only matches the step's mean rate leaves it waiting at each slow sample (on 2026-12-03's quickstart,
 # 1 worker x 2 threads, predicted within 3% with under 1.2x to spare, ran 8% under 2 or 3 workers)
 HEADROOM = 1.2
 OFF_BY = 1.5  # a prediction further than this from the measurement names the term that was off
@@ -79,10 +79,16 @@ def costs_of(derived: dict, synthetic_cpu_util: float, batch: int, cores: int) -
                        worker_mb=derived.get("loader_worker_mb", 0.0))
 
 
-def _per_process(costs: LoaderCosts, workers: int, threads: int) -> dict[str, float]:
-    """What one loading process fetches a millisecond, by the two terms that can bind it."""
+def _overheads(costs: LoaderCosts, workers: int, threads: int) -> tuple[float, float]:
+    """A sample's CPU for thread dispatch and for the hand-off between processes, where paid."""
     dispatch = costs.dispatch_ms if threads > 1 else 0.0
     handoff = costs.handoff_ms if workers > 0 else 0.0  # pickled in the worker, unpickled by the step's process
+    return dispatch, handoff
+
+
+def _per_process(costs: LoaderCosts, workers: int, threads: int) -> dict[str, float]:
+    """What one loading process fetches a millisecond, by the two terms that can bind it."""
+    dispatch, handoff = _overheads(costs, workers, threads)
     # a pool fetches one batch at a time, so no more than a batch is in flight
     return {"threads": min(threads, costs.batch) / costs.wall_ms, "gil": 1 / (costs.cpu_ms + dispatch + handoff / 2)}
 
@@ -94,8 +100,7 @@ def supply(costs: LoaderCosts, workers: int, threads: int) -> float:
 
 def rate(costs: LoaderCosts, workers: int, threads: int) -> tuple[float, str]:
     """Samples/s under `workers` loading processes of `threads` threads each, and the term that binds."""
-    dispatch = costs.dispatch_ms if threads > 1 else 0.0
-    handoff = costs.handoff_ms if workers > 0 else 0.0
+    dispatch, handoff = _overheads(costs, workers, threads)
     per_process = _per_process(costs, workers, threads)  # samples a millisecond
     process_bound = min(per_process, key=per_process.get)
     if workers == 0:
@@ -121,7 +126,8 @@ def workers_that_fit(costs: LoaderCosts, max_workers: int, spare_mb: Optional[fl
 def predict(costs: LoaderCosts, max_workers: int, thread_choices: tuple[int, ...]) -> Prediction:
     """The cheapest loader (fewest processes, then fewest threads) within 3% of the best rate the
     model sees among `max_workers` processes (`workers_that_fit` the memory budget) and
-    `thread_choices` threads each, and, where any such loader has it, `HEADROOM` over that rate."""
+    `thread_choices` threads each, and, where any such loader has it, loaders that alone deliver
+    `HEADROOM` times the rate the step could take with its own CPU no burden on them."""
     plans = [(workers, threads, *rate(costs, workers, threads))
              for workers in range(max_workers + 1) for threads in thread_choices]
     best = max(samples for *_, samples, _ in plans)
@@ -145,7 +151,7 @@ def step_threads(costs: LoaderCosts, prediction: Prediction, most: int) -> int:
     if not prediction.plan.get(WORKERS):
         return most
     threads = int(prediction.plan.get(FETCH_THREADS) or 1)
-    per_sample = costs.cpu_ms + (costs.dispatch_ms if threads > 1 else 0.0) + costs.handoff_ms
+    per_sample = costs.cpu_ms + sum(_overheads(costs, prediction.plan[WORKERS], threads))
     busy = prediction.samples_per_s / 1000 * per_sample  # cores the loaders keep busy
     return max(1, min(most, round(costs.cores - busy)))
 
