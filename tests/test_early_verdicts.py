@@ -215,9 +215,15 @@ def test_a_plateau_first_measures_the_best_plans_neighbours():
              "dataloader.persistent_workers": Choice((False, True))}
     best = {"dataloader.num_workers": 8, "dataloader.prefetch_factor": 2, "dataloader.persistent_workers": True}
     steps = search.neighbours(best, space)
-    assert [s for s in steps if s != best] == steps and len(steps) == 4, steps  # 7 workers; prefetch 4, 8; not persistent
+    assert [s for s in steps if s != best] == steps and len(steps) == 3, steps  # 7 workers; prefetch 4; not persistent
     assert {"dataloader.num_workers": 8, "dataloader.prefetch_factor": 4, "dataloader.persistent_workers": True} in steps
+    assert {**best, "dataloader.prefetch_factor": 8} not in steps, "a choice of numbers moves to the option beside it"
     assert search.neighbours({"b": 64}, {"b": IntRange(16, 64, log=True)}) == [{"b": 32}], "a log range moves by 2x"
+    threads = {"t": Choice((1, 2, 4, 8, 16, 32, 64))}
+    assert search.neighbours({"t": 1}, threads) == [{"t": 2}] and search.neighbours({"t": 8}, threads) == [{"t": 4}, {"t": 16}]
+    assert search.neighbours({"m": None}, {"m": Choice((None, "default", "max-autotune"))}) == [{"m": "default"}, {"m": "max-autotune"}], \
+        "a mode is no number: every other option is one step"
+    assert search.neighbours({"c": None}, {"c": Choice((None, 1000, 10000))}) == [{"c": 1000}, {"c": 10000}], "off among numbers: no order"
 
     study = optuna.create_study(direction="maximize")
     study.enqueue_trial({**best, "dataloader.num_workers": 7})

@@ -86,7 +86,8 @@ def taken_plans(study: optuna.Study, baseline: dict) -> set[str]:
 
 def neighbours(params: dict, space: dict[str, Param]) -> list[dict]:
     """The plans one step from `params`: one knob moved to an adjacent value (an integer by one,
-    or by a factor of two on a log range), or a choice swapped for another of its options."""
+    or by a factor of two on a log range; a choice of numbers to the option beside it), or a
+    choice of anything else swapped for another of its options."""
     steps = []
     for key, param in space.items():
         value = params[key]
@@ -94,9 +95,20 @@ def neighbours(params: dict, space: dict[str, Param]) -> list[dict]:
             moves = (value // 2, value * 2) if param.log else (value - 1, value + 1)
             moves = [v for v in moves if param.low <= v <= param.high and v != value]
         else:
-            moves = [option for option in param.options if option != value]
+            moves = adjacent_options(param.options, value)
         steps += [{**params, key: move} for move in moves]
     return steps
+
+
+def adjacent_options(options: tuple, value: object) -> list:
+    """The options one step from `value`: where the options are all numbers (fetch threads 1, 2,
+    4 ... 64; a prefetch depth), the one below and the one above it in order, as an integer
+    range moves; else every other option (a mode, a flag, "off" among numbers). A pure function."""
+    if value in options and all(isinstance(o, (int, float)) and not isinstance(o, bool) for o in options):
+        ordered = sorted(options)
+        place = ordered.index(value)
+        return [ordered[i] for i in (place - 1, place + 1) if 0 <= i < len(ordered)]
+    return [option for option in options if option != value]
 
 
 def unmeasured_neighbour(study: optuna.Study, space: dict[str, Param], baseline: dict, params: dict) -> Optional[dict]:
