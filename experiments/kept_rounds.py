@@ -9,7 +9,9 @@ interpreter started before it, a batch at once (`launch.ready_interpreter`, the 
 "kept", the rounds past the first `kept.DRAWS` run again in the first ones' interpreters. Prints
 each round's rates, then per way: the seconds a round took, the baseline's mean rate, and the
 ratios' geometric mean with its spread; the kept rounds past the first `DRAWS` are shown
-apart, since they are the runs that differ.
+apart, since they are the runs that differ. An "ahead" round also says how much of it advisor
+waited on its interpreters' imports (the fork server and those interpreters import what a
+session's do: torch, the harness and the kind's own `preload`).
 """
 
 from __future__ import annotations
@@ -29,6 +31,25 @@ def geomean(values: list[float]) -> float:
     return math.exp(statistics.fmean(math.log(v) for v in values)) if values else float("nan")
 
 
+IMPORTS_WAITED = [0.0]  # seconds spent waiting for interpreters started ahead to import
+
+
+def timing_imports() -> None:
+    """Counts the seconds `launch.ready_interpreter` takes (a batch's imports, where none waits) in IMPORTS_WAITED."""
+    from advisor.harness import launch
+
+    untimed = launch.ready_interpreter
+
+    def timed(*args, **kwargs):
+        started = time.perf_counter()
+        try:
+            return untimed(*args, **kwargs)
+        finally:
+            IMPORTS_WAITED[0] += time.perf_counter() - started
+
+    launch.ready_interpreter = timed
+
+
 def one_block(config, baseline: dict, plan: dict, rounds: int, way: str) -> list[dict]:
     from advisor.harness import kept, run_measurement
 
@@ -36,12 +57,12 @@ def one_block(config, baseline: dict, plan: dict, rounds: int, way: str) -> list
     found = []
     try:
         for index in range(rounds):
-            started = time.perf_counter()
+            started, IMPORTS_WAITED[0] = time.perf_counter(), 0.0
             base = run_measurement(config, baseline, "full", config.measure.steps, config.measure.timeout_s, fresh=fresh)
             fixed = run_measurement(config, plan, "full", config.measure.steps, config.measure.timeout_s, fresh=fresh)
             seconds = time.perf_counter() - started
             ratio = fixed.samples_per_s / base.samples_per_s if base.ok and fixed.ok and base.samples_per_s else None
-            found.append({"way": way, "round": index, "seconds": seconds, "base": base.samples_per_s,
+            found.append({"way": way, "round": index, "seconds": seconds, "imports_s": IMPORTS_WAITED[0], "base": base.samples_per_s,
                           "plan": fixed.samples_per_s, "ratio": ratio, "interpreters": [base.interpreter, fixed.interpreter],
                           "peak_mb": [base.peak_memory_mb, fixed.peak_memory_mb]})
             print(json.dumps(found[-1]), flush=True)
@@ -55,14 +76,16 @@ def summary(rows: list[dict], label: str) -> str:
         return f"{label:>22}: no rounds"
     ratios = [row["ratio"] for row in rows if row["ratio"]]
     spread = statistics.stdev(math.log(r) for r in ratios) if len(ratios) > 1 else float("nan")
-    return (f"{label:>22}: {len(rows):2d} rounds, {statistics.fmean(r['seconds'] for r in rows):5.1f} s a round, "
+    imports = statistics.fmean(r["imports_s"] for r in rows)
+    waited = f" ({imports:.1f} s of it waiting on imports)" if imports > 0.05 else ""
+    return (f"{label:>22}: {len(rows):2d} rounds, {statistics.fmean(r['seconds'] for r in rows):5.1f} s a round{waited}, "
             f"baseline {statistics.fmean(r['base'] for r in rows):7.1f}/s, plan {statistics.fmean(r['plan'] for r in rows):7.1f}/s, "
             f"ratio {geomean(ratios):.3f}x (sd of log {spread:.3f})")
 
 
 def main() -> None:
-    from advisor.harness import kept
-    from advisor.kinds import baseline_plan, load_config
+    from advisor.harness import kept, launch
+    from advisor.kinds import baseline_plan, kind_of, load_config
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("config", nargs="?", default=str(ROOT / "configs" / "quickstart.yaml"))
@@ -72,6 +95,8 @@ def main() -> None:
     parser.add_argument("--ways", default="fresh,ahead,kept", help="comma-separated: fresh, ahead, kept")
     args = parser.parse_args()
     config = load_config(Path(args.config))
+    launch.warm_up(kind_of(config).preload)  # as a session does: its interpreters import the kind's modules ahead
+    timing_imports()
     baseline = baseline_plan(config)
     plan = {**baseline, **(json.loads(args.plan) if args.plan else DEFAULT_PLAN)}
     ways = args.ways.split(",")
