@@ -289,6 +289,8 @@ def test_the_stopping_rule_measures_a_wide_verified_claim_on(tiny_config):
     rounds, lines = verify(0.1)
     assert rounds == 12, "+-25% at 3 rounds asks for about 40: the schedule's last look"
     assert any("#1 is verified, its speedup known to +-" in line and "search.precision" in line for line in lines), lines
+    assert any("(search.precision); search.max_pairs stops them at 12: " in line for line in lines), \
+        "a count past the rounds it may run says so"
     announced = [place for place, line in enumerate(lines) if line.startswith("announced #1 ")]
     assert len(announced) == 1 and lines[announced[0] - 1].startswith("  round 3/3:"), "said once, at the settled look"
 
@@ -316,6 +318,7 @@ def test_the_pinning_rounds_stop_where_they_land_between_looks(tiny_config):
     assert rounds == 7 and stopping.settled_at_stop, lines
     assert "  round 7/7: baseline 100/s, #1 300/s" in lines and not any("/8:" in line for line in lines), lines
     assert any(line.endswith("(search.precision): 2 more rounds") for line in lines), lines
+    assert not any("search.max_pairs" in line for line in lines), "7 rounds fit in the 12 it may run"
     assert stopping.confidence == pytest.approx(look_confidence(3)), "the stop is a look: 3, 5 and 7"
     undone = steady[:6] + [0.5, 0.5, 3.0, 3.0, 3.0, 3.0, 3.0, 3.0]  # two slow rounds: at 7 it straddles the bar
     rounds, lines, stopping = verify(undone)

@@ -311,7 +311,7 @@ class Stopping:
             reach = half_width(quiet.ratios(self.pinned_name, basis), self.confidence)
             return not self._grow(done, len(rounds.baseline), (
                 f"{self.pinned_name} is verified, its speedup known to +-{reach:.0%}; about {self.pinned} rounds pin it "
-                f"to +-{search_config.precision:.0%} (search.precision)"))
+                f"to +-{search_config.precision:.0%} (search.precision){self._capped(self.pinned)}"))
         if all_futile and not self.memory_fix and (done >= search_config.pairs or self.give_way):
             self.futile.update(chances)
             self.progress(f"  the rounds stop: {self.last_look} rounds ({'search.pairs' if self.give_way else 'search.max_pairs'}) "
@@ -323,6 +323,12 @@ class Stopping:
         if self.give_way:
             return True
         return not self._grow(done, len(rounds.baseline), "a verdict still straddles the bar")
+
+    def _capped(self, rounds_to_pin: int) -> str:
+        """Said where the rounds that would pin a number are more than the verification may run:
+        it narrows the interval as far as `search.max_pairs` goes, and no further."""
+        most = self.schedule[-1]
+        return f"; search.max_pairs stops them at {most}" if rounds_to_pin > most else ""
 
     def _pinned_between_looks(self, rounds: Rounds, quiet: Rounds, done: int) -> bool:
         """Whether the rounds stop between looks, at those `rounds_to_pin` fixed at the settled
