@@ -10,8 +10,8 @@ interpreter started before it, a batch at once (`launch.ready_interpreter`, the 
 each round's rates, then per way: the seconds a round took, the baseline's mean rate, and the
 ratios' geometric mean with its spread; the kept rounds past the first `DRAWS` are shown
 apart, since they are the runs that differ. An "ahead" round also says how much of it advisor
-waited on its interpreters' imports (the fork server and those interpreters import what a
-session's do: torch, the harness and the kind's own `preload`).
+waited on its interpreters' imports (they import what a session's do: torch, the harness and
+the kind's own `preload`).
 """
 
 from __future__ import annotations
@@ -95,7 +95,9 @@ def main() -> None:
     parser.add_argument("--ways", default="fresh,ahead,kept", help="comma-separated: fresh, ahead, kept")
     args = parser.parse_args()
     config = load_config(Path(args.config))
-    launch.warm_up(kind_of(config).preload)  # as a session does: its interpreters import the kind's modules ahead
+    # as a session's, interpreters started ahead import the kind's modules; no fork server is started,
+    # since no run here forks from one, and its imports would share the first round's machine
+    launch.use_preload(kind_of(config).preload)
     timing_imports()
     baseline = baseline_plan(config)
     plan = {**baseline, **(json.loads(args.plan) if args.plan else DEFAULT_PLAN)}

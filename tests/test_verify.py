@@ -398,9 +398,8 @@ def balanced_draw(ratios: list[float], size: int, rng: random.Random) -> list[fl
     warming or cooling over a pair) favours one arm in even rounds and the other in odd ones. A
     session's rounds are consecutive, so this cancels in them; a draw of 4 even rounds out of 5
     would not, and would measure the drift, not the verifier."""
-    even, odd = ratios[0::2], ratios[1::2]
-    larger = rng.choice((even, odd))
-    return rng.sample(larger, (size + 1) // 2) + rng.sample(odd if larger is even else even, size // 2)
+    larger, smaller = rng.sample((ratios[0::2], ratios[1::2]), 2)
+    return rng.sample(larger, (size + 1) // 2) + rng.sample(smaller, size // 2)
 
 
 def test_a_balanced_draw_keeps_the_rotation_balanced():

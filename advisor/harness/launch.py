@@ -60,12 +60,19 @@ def warm_up(preload: tuple[str, ...] = ()) -> None:
     import threading
     from multiprocessing import forkserver
 
-    global _warming, _preload
-    if _context is None:
-        _preload = preloaded(preload)
-        context()
+    global _warming
+    use_preload(preload)
+    context()
     _warming = threading.Thread(target=forkserver.ensure_running, daemon=True)
     _warming.start()
+
+
+def use_preload(preload: tuple[str, ...] = ()) -> None:
+    """What the fork server and the interpreters started ahead import from here on (`preloaded`);
+    once the fork server's context exists, it keeps what it has."""
+    global _preload
+    if _context is None:
+        _preload = preloaded(preload)
 
 
 def preloaded(preload: tuple[str, ...] = ()) -> list[str]:
