@@ -291,11 +291,10 @@ def warm_up_fork_server(config: AdvisorConfig) -> None:
     pipeline's runs start new interpreters and a data-parallel job's ranks start under torchrun:
     a server importing torch beside them would only take a core from their start."""
     from advisor.harness import launch
-    from advisor.kinds import kind_of
+    from advisor.kinds import forks_from_server, kind_of
 
-    kind = kind_of(config.kind)
-    if not kind.fresh_children and getattr(config.workload, "distributed", None) is None:
-        launch.warm_up(kind.preload)
+    if forks_from_server(config):
+        launch.warm_up(kind_of(config).preload)
 
 
 def _quiet(line: str) -> None:

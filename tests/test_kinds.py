@@ -234,3 +234,22 @@ def test_a_pipeline_session_never_imports_torch():
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "[]", result.stdout
+
+
+def test_a_session_started_without_the_api_forks_runs_with_the_kind_imported(tmp_path):
+    """A session called directly (the bench, a library user) sets what the fork server imports as
+    `advisor.api` does: a training job's runs fork with torch._dynamo loaded (`torch.optim`
+    imports it on first use: 1 s a run otherwise, inside the run); a pipeline's, which start new
+    interpreters, import nothing more. Asked in a new interpreter: no fork server started before."""
+    pipeline = write_config(tmp_path, {"name": "p", "workload": {"kind": "pipeline", "source": {"path": "x.csv"},
+                                                               "transform": "tables:total_by_key"}}, "pipeline.yaml")
+    script = (
+        "import sys\n"
+        "from advisor.harness import launch\n"
+        "from advisor.kinds import load_config\n"
+        "from advisor.session.optimize import preload_kind\n"
+        "preload_kind(load_config(sys.argv[1]))\n"
+        "print(','.join(launch._preload[len(launch.PRELOAD):]) or '-')\n")
+    seen = [subprocess.run([sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=120, cwd=ROOT)
+            for path in (shaped(tmp_path), pipeline)]
+    assert [done.stdout.strip() for done in seen] == ["torch._dynamo", "-"], [done.stderr[-500:] for done in seen]

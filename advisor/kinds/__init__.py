@@ -51,6 +51,12 @@ def kind_of(config: "AdvisorConfig | str") -> "Kind":
     return KINDS[config if isinstance(config, str) else config.kind]
 
 
+def forks_from_server(config: "AdvisorConfig") -> bool:
+    """Whether the config's runs fork from the fork server: not a pipeline's (new interpreters)
+    nor a data-parallel job's (its ranks start under torchrun)."""
+    return not kind_of(config).fresh_children and getattr(config.workload, "distributed", None) is None
+
+
 def load_config(path: str | Path) -> "AdvisorConfig":
     """Reads and validates a config file; raises `ConfigError` with a one-line message."""
     return read_config(path, SECTIONS, DEFAULT_KIND)

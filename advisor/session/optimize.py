@@ -14,6 +14,8 @@ from typing import Callable, Optional
 from advisor import loading, search
 from advisor.config import AdvisorConfig
 from advisor.evidence import Evidence
+from advisor.harness import launch
+from advisor.kinds import forks_from_server, kind_of
 from advisor.measure import Measurement, epoch_of, page_faults_of
 from advisor.session.bundle import Session
 from advisor.session.gate import with_reference
@@ -31,6 +33,7 @@ def optimize(config: AdvisorConfig, progress: Progress = lambda line: None, warm
     Resumes the workload's study when one exists. `started`: when the user's command began (the
     time to the first verified fix counts from it)."""
     started = time.time() if started is None else started
+    preload_kind(config)
     study, facts, diagnoses, diagnosed_now = plan_or_resume(config, evidence, warm_start, progress)
     if diagnoses:
         progress(f"bottleneck: {diagnoses[0].bottleneck}; trying: {', '.join(facts.chosen) or 'nothing'}")
@@ -44,6 +47,14 @@ def optimize(config: AdvisorConfig, progress: Progress = lambda line: None, warm
     result = conclude(session, search.finished_trials(study), verified, trial_recorder(study, facts, config, hooks))
     return dataclasses.replace(result, pruned=search.pruned_trials(study), trials=search.finished_trials(study),
                                ruled_out=search.ruled_out_trials(study))
+
+
+def preload_kind(config: AdvisorConfig) -> None:
+    """Where the runs fork from the fork server, it imports the kind's modules once (`Kind.preload`),
+    as `advisor.api` has it warm up: a session started without it (the bench, a library call)
+    would import them in each run (torch._dynamo: 1 s a run here, and a run's pace that swings)."""
+    if forks_from_server(config):
+        launch.use_preload(kind_of(config).preload)
 
 
 def conclude(session: Session, trials: list[search.TrialResult], verified: Optional[Verified] = None,
