@@ -51,15 +51,25 @@ def same_rounds(config_path: Path, plan: dict, rounds: int,
 def rotated_rounds(runs: dict[tuple[str, str], Callable[[], float]], rounds: int,
                    progress: Callable[[str], None] = print) -> dict[tuple[str, str], list[float]]:
     """Each of `runs` ({(loop, "baseline" | "plan"): a run's rate}) once a round, `rounds` rounds,
-    the order rotated each round; the rates by run."""
+    in `round_order`; the rates by run."""
     names = list(runs)
     rates: dict = {name: [] for name in names}
     for index in range(rounds):
-        for name in names[index % len(names):] + names[:index % len(names)]:
+        for name in round_order(names, index):
             rates[name].append(runs[name]())
         progress(f"round {index + 1}/{rounds}: " + ", ".join(f"{loop} {what} {rates[(loop, what)][-1]:,.0f}/s"
                                                             for loop, what in names))
     return rates
+
+
+def round_order(names: list, index: int) -> list:
+    """Round `index`'s order: rotated every second round, and reversed in odd rounds, so that over
+    each pair of rounds every run comes before every other once. A plain rotation of four runs
+    puts advisor's baseline ahead of its plan in 3 rounds of 4, and the first run after a batch of
+    new interpreters reads slow (docs/benchmarks.md, 2026-12-04 evening). A pure function."""
+    shift = (index // 2) % len(names)
+    rotated = names[shift:] + names[:shift]
+    return rotated[::-1] if index % 2 else rotated
 
 
 def per_round(rates: dict[tuple[str, str], list[float]], loop: str) -> list[Optional[float]]:

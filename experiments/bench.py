@@ -519,8 +519,9 @@ def replay_in_plain_loop(name: str, claim: dict, rounds: int, progress: Progress
     and the plan (`experiments.agreement`), so that a claim's distance from the plain loop
     splits into the machine's drift since the claim (both loops moved) and a bias of the
     harness (advisor / plain, round by round, clear of 1.0). As many rounds as the claim took,
-    `rounds` at least: a replay noisier than its claim would measure itself."""
+    `rounds` at least, and even: a pair of rounds puts each run before each other once (`round_order`)."""
     replayed = max(rounds, claim.get("rounds") or 0)
+    replayed += replayed % 2
     progress(f"{name}: its claim replayed in the plain loop and in advisor's measurement, {replayed} rounds of both")
     rates = same_rounds(Path(claim["config"]), claim["plan"], replayed, lambda line: progress("  " + line))
     ratios = speedups(rates)

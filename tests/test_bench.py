@@ -327,3 +327,21 @@ def test_the_peers_pick_is_its_own_rule_and_its_knobs_become_plan_keys_on_a_work
     compile(text, "workload.py", "exec")
     assert "from cnn import build_model" in text and "build_dataset(**{'n': 64})" in text
     assert "torch.optim.SGD(model.parameters(), **{'lr': 0.05})" in text and "default_batch_size=16" in text
+
+
+def test_replay_rounds_put_each_run_before_each_other_equally_often():
+    """The replay's order (`agreement.round_order`): over each pair of rounds every run precedes
+    every other once, so neither of advisor's two runs is the first after a batch of new
+    interpreters more often (a plain rotation of four put its baseline first in 3 rounds of 4)."""
+    from itertools import combinations
+
+    from experiments.agreement import round_order
+
+    names = ["advisor baseline", "advisor plan", "plain baseline", "plain plan"]
+    for start in range(0, 8, 2):
+        pair = [round_order(names, start), round_order(names, start + 1)]
+        assert all(sorted(order) == sorted(names) for order in pair)
+        for first, second in combinations(names, 2):
+            ahead = sum(order.index(first) < order.index(second) for order in pair)
+            assert ahead == 1, (first, second, pair)
+    assert len({tuple(round_order(names, index)) for index in range(8)}) == 8  # every arm leads in turn
