@@ -57,7 +57,9 @@ class Measurement:
     memory: dict = field(default_factory=dict)  # the memory readings behind peak_memory_mb, and the method
     latency: dict = field(default_factory=dict)  # inference: percentiles, cold start, throughput, queueing
     communication: dict = field(default_factory=dict)  # data-parallel: ranks, bytes all-reduced per step, bandwidth
-    interpreter: str = ""  # "fresh": a new interpreter; "forked": from advisor's template process; "kept": a fresh one's later run
+    # "fresh": a new interpreter; "forked": from the session's template process; "template": from its round's own
+    # template (`advisor.harness.templates`); "kept": a fresh one's later run
+    interpreter: str = ""
     epoch: dict = field(default_factory=dict)  # training with workers: an epoch's end, timed, and its share charged
     page_faults_per_step: float = 0.0  # training: the process's minor page faults per timed step (`train.minor_faults`)
     compile_cache: dict = field(default_factory=dict)  # torch.compile's graphs found in its cache ("hits") and compiled ("misses")

@@ -35,25 +35,27 @@ IMPORTS_WAITED = [0.0]  # seconds spent waiting for interpreters started ahead t
 
 
 def timing_imports() -> None:
-    """Counts the seconds `launch.ready_interpreter` takes (a batch's imports, where none waits) in IMPORTS_WAITED."""
-    from advisor.harness import launch
+    """Counts the seconds `launch.ready_interpreter` and `templates._next_template` take (a batch's imports,
+    where none waits) in IMPORTS_WAITED."""
+    from advisor.harness import launch, templates
 
-    untimed = launch.ready_interpreter
+    def timed(untimed):
+        def waited(*args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return untimed(*args, **kwargs)
+            finally:
+                IMPORTS_WAITED[0] += time.perf_counter() - started
+        return waited
 
-    def timed(*args, **kwargs):
-        started = time.perf_counter()
-        try:
-            return untimed(*args, **kwargs)
-        finally:
-            IMPORTS_WAITED[0] += time.perf_counter() - started
-
-    launch.ready_interpreter = timed
+    launch.ready_interpreter = timed(launch.ready_interpreter)
+    templates._next_template = timed(templates._next_template)
 
 
 def one_block(config, baseline: dict, plan: dict, rounds: int, way: str) -> list[dict]:
     from advisor.harness import kept, run_measurement
 
-    fresh = {"fresh": True, "ahead": "ahead", "kept": "kept"}[way]
+    fresh = {"fresh": True, "ahead": "ahead", "template": "template", "kept": "kept"}[way]
     found = []
     try:
         for index in range(rounds):

@@ -402,6 +402,54 @@ def test_new_interpreters_started_ahead_each_serve_one_run_and_none_outlives_the
                    for pid in waiting + left)
 
 
+def test_a_rounds_runs_fork_from_its_own_template_which_never_runs_a_plan_twice(tiny_config):
+    """A round's runs are forked from one new interpreter (a batch of them starts at once, one a
+    core, their imports done first); a plan seen again takes the next template, the one before
+    ending; each run is the first in its process and trains as a new interpreter's does (same
+    seed, same losses), its memory counting the library pages its template holds; a run that
+    hangs is killed and its template serves on; a template that died while it waited is passed
+    over; a run held to a budget starts a new interpreter; `close_all` leaves no template."""
+    import dataclasses
+
+    import psutil
+
+    from advisor.harness import kept, launch, templates
+
+    config = load_config(tiny_config())
+    plan, other = baseline_plan(config), with_changes(baseline_plan(config), batch_size=2)
+    try:
+        fresh = run_measurement(config, plan, "full", 3, 60, fresh="ahead")
+        first = run_measurement(config, plan, "full", 3, 60, fresh="template")
+        assert first.ok and first.interpreter == "template" and first.losses == fresh.losses, first.reason
+        assert first.memory["template_mb"] > 10 and first.peak_memory_mb >= first.memory["hwm_mb"]
+        (serving,) = templates._serving
+        waiting = [template.pid for template in templates._waiting]
+        assert len(waiting) == min(launch.READY_MOST, len(os.sched_getaffinity(0))) - 1
+        assert psutil.Process(serving.pid).children() == [], "the run ended with its result"
+
+        hanging = dataclasses.replace(config, workload=dataclasses.replace(
+            config.workload, dataset_args={**(config.workload.dataset_args or {}), "hang_after": 1}))
+        stuck = run_measurement(hanging, other, "full", 3, 5, fresh="template")
+        assert not stuck.ok and stuck.reason.startswith("hung"), stuck.reason
+        assert templates._serving == [serving] and serving.exitcode is None, "another plan: the same round's template"
+
+        if waiting:
+            os.kill(waiting[0], signal.SIGKILL)  # the next round's, killed while it waits
+            templates._waiting[0].process.join(10)
+        again = run_measurement(config, plan, "full", 3, 60, fresh="template")  # a plan seen again: the next round
+        assert again.ok and again.interpreter == "template" and again.losses == first.losses, again.reason
+        assert serving.exitcode is not None and templates._serving[0] is not serving, "the last round's template ended"
+        assert templates._serving[0].pid not in waiting[:1], "a dead template is never handed a run"
+
+        budgeted = run_measurement(config, plan, "full", 3, 60, memory_limit_mb=4000, fresh="template")
+        assert budgeted.ok and budgeted.interpreter == "fresh", "a budget is judged on a new interpreter's own pages"
+        ended = [serving.pid, *(template.pid for template in templates._serving + templates._waiting)]
+    finally:
+        kept.close_all()
+    assert templates._serving == [] and templates._waiting == []
+    assert not any(psutil.pid_exists(pid) and psutil.Process(pid).status() != psutil.STATUS_ZOMBIE for pid in ended)
+
+
 @pytest.mark.integration
 def test_a_services_children_import_no_compiler_stack_and_a_training_jobs_have_it_before_their_window():
     """What the fork server and each interpreter started ahead import is torch, the harness and the

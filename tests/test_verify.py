@@ -449,8 +449,8 @@ def test_planted_flaky_plan_is_reported_flaky_not_verified(tmp_path):
     trial = TrialResult(1, workers, run_measurement(config, workers, "full", 4, 60), True)
     facts = SessionFacts(None, None, (), {}, baseline, {})
     recommendations, baseline_runs, _ = verify_each(Session(config, facts), [trial])
-    assert trial.measurement.interpreter == "forked" and {run.interpreter for run in baseline_runs} == {"fresh"}, \
-        "a trial forks from the template; every round's run is a new interpreter, as the user's own runs are"
+    assert trial.measurement.interpreter == "forked" and {run.interpreter for run in baseline_runs} == {"template"}, \
+        "a trial forks from the session's template; every round's run from its round's own, a new interpreter"
     (flaky,) = recommendations
     assert 0 < flaky.failed_runs < config.search.pairs  # failed in some runs, not all
     assert not flaky.verified

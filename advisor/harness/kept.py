@@ -21,6 +21,7 @@ import multiprocessing
 import os
 import sys
 
+from advisor.harness import templates
 from advisor.harness.launch import PipedInterpreter, end_ready
 
 DRAWS = 3  # interpreters a plan's rounds take in turn: the first look's rounds are all fresh
@@ -71,12 +72,13 @@ def retire(key: tuple, interpreter: KeptInterpreter) -> None:
 
 
 def close_all() -> None:
-    """Ends every kept interpreter, and those started ahead still unused (the rounds are done)."""
+    """Ends every kept interpreter, every template, and those started ahead still unused (the rounds are done)."""
     for interpreters, _ in _kept.values():
         for interpreter in interpreters:
             if interpreter is not None:
                 interpreter.end()
     _kept.clear()
+    templates.end_all()
     end_ready()
 
 

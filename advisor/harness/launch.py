@@ -192,8 +192,8 @@ class ReadyInterpreter(PipedInterpreter):
     the machine first (while it has one thread) and waits as their pid 1; the copy itself is
     built when the run's folder is known."""
 
-    def __init__(self, sandboxed: bool = False) -> None:
-        super().__init__(_ready_child, list(_preload), sandboxed)
+    def __init__(self, sandboxed: bool = False, target: Optional[Callable] = None) -> None:
+        super().__init__(target or _ready_child, list(_preload), sandboxed)
         self.sandboxed = sandboxed
 
     def wait_ready(self, timeout_s: float) -> bool:
@@ -271,23 +271,26 @@ def _ready_child(connection, modules: list[str], sandboxed: bool) -> None:
     except (EOFError, OSError):  # ended unused
         os._exit(0)
     connection.close()
-    _run_then_exit(*args, entered=sandboxed)
+    run_then_exit(*args, entered=sandboxed)
 
 
 def _child(spec_path: str, result_path: str, log_path: str, config: bytes) -> None:
     prepare_child()
-    _run_then_exit(spec_path, result_path, log_path, config)
+    run_then_exit(spec_path, result_path, log_path, config)
 
 
-def _run_then_exit(spec_path: str, result_path: str, log_path: str, config: bytes, entered: bool = False) -> None:
-    """`entered`: this process is pid 1 of its copy's namespaces already (started ahead for a script)."""
+def run_then_exit(spec_path: str, result_path: str, log_path: str, config: bytes, entered: bool = False,
+                   interpreter: Optional[str] = None) -> None:
+    """`entered`: this process is pid 1 of its copy's namespaces already (started ahead for a script).
+    `interpreter`: how this process started, where the parent's pid cannot tell (`Measurement.interpreter`)."""
     from advisor.harness.lifetime import exit_now
 
-    with open(spec_path) as handle:
-        observer = json.load(handle).get("observer")
-    # a new interpreter is the observer's own child (or, `entered`, its child's); a fork is the template process's
-    fresh = entered or os.getppid() == observer
-    code = run_child_spec(spec_path, result_path, log_path, config, "fresh" if fresh else "forked", entered)
+    if interpreter is None:
+        with open(spec_path) as handle:
+            observer = json.load(handle).get("observer")
+        # a new interpreter is the observer's own child (or, `entered`, its child's); a fork is the template process's
+        interpreter = "fresh" if entered or os.getppid() == observer else "forked"
+    code = run_child_spec(spec_path, result_path, log_path, config, interpreter, entered)
     # The result is written: the run ends here (what the job left running, the parent kills with
     # the tree; a sandboxed run's pid 1 ends the script's threads and processes so).
     exit_now(code or 0)

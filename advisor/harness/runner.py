@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Callable, Optional, Union
 
 from advisor.errors import WorkloadInvalid
 from advisor.failures import PRUNED, hung, out_of_disk
-from advisor.harness import cgroups, kept, launch, lifetime
+from advisor.harness import cgroups, kept, launch, lifetime, templates
 from advisor.measure import Measurement, ResourceSampler, TreeMemory, default_memory_limit_mb, kill_tree
 
 if TYPE_CHECKING:
@@ -34,10 +34,10 @@ def run_measurement(
     watch: Optional[Callable[[dict], str]] = None,
 ) -> Measurement:
     """Runs one measurement of `config` in a child forked from the template process, or (`fresh`) a new interpreter
-    (("ahead") one started before it: `launch.ready_interpreter`), or ("kept") the plan's whose turn it is
-    (`advisor.harness.kept`). `memory_limit_mb`, the user's budget, is a hard limit: the child's tree is killed when
-    it passes it (without one, at 90% of the machine's memory), and its data segment may not grow by more (`RLIMIT_DATA`).
-    `watch` hears the timed window's progress as it goes ({"steps", "of", "samples", "seconds"});
+    ("ahead": started before it; "template": a child of the round's own template, `advisor.harness.templates`), or
+    ("kept") the plan's whose turn it is. `memory_limit_mb`, the user's budget, is a hard limit: the child's tree is
+    killed past it (without one, at 90% of the machine's memory), and its data segment may not grow by more
+    (`RLIMIT_DATA`). `watch` hears the timed window's progress as it goes ({"steps", "of", "samples", "seconds"});
     when it gives a reason, the run is stopped there and reported as pruned, with that reason.
 
     Raises:
@@ -59,8 +59,8 @@ def run_measurement(
             "scratch": folder, "observer": os.getpid(), "sandbox": sandboxed(config), "compile_cache": compile_cache(config),
             "progress": str(progress_path) if watch else None}))
         started = time.perf_counter()
-        key, child = _started(plan, mode, fresh, (str(spec_path), str(result_path), str(log_path)), config_bytes,
-                              alone=group is None and watch is None, script=config.workload.SANDBOXED, sandbox=sandboxed(config))
+        key, child = _started(plan, mode, fresh, (str(spec_path), str(result_path), str(log_path)), config_bytes, config,
+                              alone=group is None and watch is None, budget=memory_limit_mb is not None)
         timed_out = True
         try:  # in a cgroup the kernel enforces the budget; the sampler only guards the machine
             with ResourceSampler(child.pid, None if group else limit_mb, budget=group is None and memory_limit_mb is not None) as sampler:
@@ -76,7 +76,7 @@ def run_measurement(
         raise WorkloadInvalid(result["reason"])
     if result and result.get("memory_end"):  # the child's own reading, workers alive: may pass the limit
         sampler.observe(TreeMemory.from_dict(result["memory_end"]))
-    memory = sampler.memory.to_dict()
+    memory = with_template_pages(sampler.memory.to_dict(), child)
     if group:
         memory.update(peak_mb=cgroup_peak, method=cgroups.METHOD)
     common = {"wall_s": wall_s, "peak_memory_mb": memory["peak_mb"], "memory_source": memory["method"], "memory": memory}
@@ -92,6 +92,18 @@ def run_measurement(
         fields.update(peak_memory_mb=memory["peak_mb"], memory_source=memory["method"])
     fields["gpu"] = sampler.gpu_summary(tuple(window) if window else None)
     return Measurement.from_dict({**fields, "mode": mode, "plan": plan, "wall_s": wall_s})
+
+
+def with_template_pages(memory: dict, child) -> dict:
+    """A run forked from its round's template (`templates.TemplateRun`) does not map the pages of torch's
+    libraries that the imports touched, which a new interpreter holds from its start: their size, read
+    from the template at the fork, is added to the readings, so the peak reads as a new interpreter's
+    would (a little over: the run maps a few of them itself)."""
+    extra = getattr(child, "template_mb", 0.0)
+    if not extra:
+        return memory
+    shifted = {key: memory[key] + extra for key in ("peak_mb", "pss_mb", "hwm_mb", "rss_sum_mb")}
+    return {**memory, **shifted, "template_mb": extra}
 
 
 UNSANDBOXED = "ADVISOR_UNSANDBOXED"  # set by `--unsandboxed`: a script runs under the interpreter's hooks alone
@@ -161,18 +173,27 @@ def _wait(child, timeout_s: float, watch: Optional[Callable[[dict], str]] = None
 
 
 def _started(plan: dict, mode: str, fresh: Union[bool, str], paths: tuple[str, str, str], config: bytes,
-             alone: bool, script: bool, sandbox: bool):
+             workload_config: "AdvisorConfig", alone: bool, budget: bool):
     """The run started, and the key of the kept interpreters it went to: the one whose turn it is, where `fresh`
-    says "kept"; else (key None) a new child, one started ahead where `fresh` says "ahead". Only a run `alone`
-    goes to either: not one held to a cgroup (every page it touches, imports too, is charged there) or watched
+    says "kept"; else (key None) a child of the round's template where it says "template", or a new child, one
+    started ahead where it says "ahead" (or "template" and no template could take it). Only a run `alone`
+    goes to any of those: not one held to a cgroup (every page it touches, imports too, is charged there) or watched
     as it goes; and a `script`'s never to a kept one (its modules and globals would stay imported from the run
-    before). A `sandbox`ed script's interpreter started ahead entered its copy's namespaces before its imports."""
+    before) or a template (each of its runs enters its own copy of the machine first), nor one kept to a `budget`
+    to a template (the budget is judged on the run's own pages, which a new interpreter holds all of). A script's
+    (`workload_config`'s kind) interpreter started ahead, `sandbox`ed, entered its copy's namespaces before its imports."""
+    script, sandbox = workload_config.workload.SANDBOXED, sandboxed(workload_config)
     if alone and not script and fresh == "kept":
         key = kept_key(plan, mode)
         interpreter = kept.interpreter_for(key)
         interpreter.start(*paths, config)
         return key, interpreter
-    return None, launch.start(*paths, fresh=bool(fresh), config=config, ahead=alone and fresh == "ahead", sandboxed=sandbox)
+    if alone and not script and not budget and fresh == "template":
+        run = templates.start((*paths, config), json.dumps(kept_key(plan, mode)))
+        if run is not None:
+            return None, run
+    return None, launch.start(*paths, fresh=bool(fresh), config=config, ahead=alone and fresh in ("ahead", "template"),
+                              sandboxed=sandbox)
 
 
 def kept_key(plan: dict, mode: str) -> tuple[str, str]:

@@ -38,12 +38,14 @@ def round_measures(config: AdvisorConfig) -> tuple[Callable[[dict], Measurement]
 
 
 def round_interpreters(config: AdvisorConfig) -> Union[bool, str]:
-    """How a round's runs start (`run_measurement`'s `fresh`): forked, a new interpreter each (started
-    ahead, a batch at once, its imports done before any run: `launch.ready_interpreter`), or
-    (`measure.keep_interpreters`) new ones for the first rounds, taken in turn after (`advisor.harness.kept`)."""
+    """How a round's runs start (`run_measurement`'s `fresh`): forked from the session's template,
+    forked from a new interpreter of the round's own (`advisor.harness.templates`: each run the first in
+    its process, each round its own draw, one interpreter's imports a round; a script's runs start a new
+    interpreter each, started ahead: `launch.ready_interpreter`), or (`measure.keep_interpreters`) new
+    ones for the first rounds, taken in turn after (`advisor.harness.kept`)."""
     if not config.measure.fresh_rounds:
         return False
-    return "kept" if config.measure.keep_interpreters else "ahead"
+    return "kept" if config.measure.keep_interpreters else "template"
 
 
 @dataclass(frozen=True)
