@@ -87,7 +87,9 @@ class MeasureConfig:
     seed: int = 0  # seeds every run's random numbers
     warmup_requests: int = checked(non_negative, default=20)  # inference: served before the timed requests
     requests: int = checked(positive, default=400)  # inference: timed requests
-    fresh_rounds: bool = True  # each run of a verification round in a new interpreter, as your own runs are; false: forked
+    # each verification round's runs forked from a new interpreter of the round's own (a script's, or one held to a
+    # budget: a new interpreter each); false: forked from the session's template
+    fresh_rounds: bool = True
     # with fresh_rounds: rounds past the 3rd run the job again in the first rounds' interpreters (2.3x cheaper; runs
     # later into a process's life: experiments/kept_rounds.py); false: a new interpreter every run
     keep_interpreters: bool = False
