@@ -226,7 +226,7 @@ def process_tree(pid: int) -> list[psutil.Process]:
         return []
 
 
-def _status_mb(pid: int, fields: tuple[str, ...]) -> dict[str, float]:
+def status_mb(pid: int, fields: tuple[str, ...]) -> dict[str, float]:
     """Fields of /proc/PID/status given in kB (VmRSS, VmHWM, VmData), in MB; cheap to read."""
     values = {}
     try:
@@ -284,7 +284,7 @@ class TreeMemory:
 def tree_memory(pid: int, with_pss: bool = True) -> TreeMemory:
     """The tree's memory now: high-water marks and RSS always, PSS when asked (it costs more)."""
     pids = [proc.pid for proc in process_tree(pid)]
-    status = [_status_mb(p, ("VmRSS", "VmHWM")) for p in pids]
+    status = [status_mb(p, ("VmRSS", "VmHWM")) for p in pids]
     return TreeMemory(
         pss_mb=tree_pss_mb(pid, pids) if with_pss else 0.0,
         hwm_mb=max((s.get("VmHWM", 0.0) for s in status), default=0.0),
@@ -318,7 +318,7 @@ def limit_data_segment(budget_mb: float) -> None:
 
     if os.path.exists("/dev/nvidiactl"):
         return
-    data_mb = _status_mb(os.getpid(), ("VmData",)).get("VmData", 0.0)
+    data_mb = status_mb(os.getpid(), ("VmData",)).get("VmData", 0.0)
     limit = int((data_mb + max(DATA_HEADROOM * budget_mb, DATA_HEADROOM_MIN_MB)) * MB)
     _, hard = resource.getrlimit(resource.RLIMIT_DATA)
     if hard != resource.RLIM_INFINITY:

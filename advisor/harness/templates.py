@@ -25,6 +25,7 @@ import signal
 from typing import Optional
 
 from advisor.harness.launch import READY, READY_MOST, READY_WAIT_S, ReadyInterpreter, prepare_child, run_then_exit
+from advisor.measure import status_mb
 
 FORK_FAILED = "fork failed"  # the template's answer where it could not fork the run
 
@@ -158,11 +159,4 @@ def _serve_runs(connection, modules: list[str], sandboxed: bool = False) -> None
 def file_pages_mb() -> float:
     """This process's resident pages of files (torch's libraries, touched by its imports), in MB: a
     child forked from it does not map them until it touches them itself."""
-    try:
-        with open("/proc/self/status") as handle:
-            for line in handle:
-                if line.startswith("RssFile:"):
-                    return int(line.split()[1]) / 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return 0.0
+    return status_mb(os.getpid(), ("RssFile",)).get("RssFile", 0.0)
