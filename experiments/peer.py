@@ -72,8 +72,11 @@ def peer_workload(config: dict) -> str:
 
 
 def peer_pick(raw: dict) -> dict:
-    """The peer's own rule over its trials: the fewest workers within 2% of the fastest."""
+    """The peer's own rule over its trials: the fewest workers within 2% of the fastest; its
+    baseline where it proposed none ("baseline looks fine") or none ran."""
     ok = [t for t in raw["trials"] if t["result"] and not t["result"].get("error")]
+    if not ok:
+        return {**raw["baseline"]["knobs"], "claimed": 1.0}
     top = max(t["result"]["throughput"] for t in ok)
     contenders = [t for t in ok if t["result"]["throughput"] >= 0.98 * top]
     best = min(contenders, key=lambda t: (t["knobs"]["num_workers"], -t["result"]["throughput"]))

@@ -305,8 +305,8 @@ def test_the_plain_loop_makes_no_tensor_of_its_own_when_nothing_is_accumulated()
 
 
 def test_the_peers_pick_is_its_own_rule_and_its_knobs_become_plan_keys_on_a_workload_of_the_configs_builders():
-    """experiments/peer.py: the peer picks the fewest workers within 2% of its fastest trial; its
-    knobs become the plan keys the plain loop applies; its workload file builds the config's job."""
+    """experiments/peer.py: the peer picks the fewest workers within 2% of its fastest trial (its
+    baseline where it proposed none); its knobs become the plan keys the plain loop applies; its workload file builds the config's job."""
     from experiments.peer import as_plan, peer_pick, peer_workload
 
     knobs = {"num_workers": 0, "prefetch_factor": None, "persistent_workers": False, "num_threads": None, "amp": False,
@@ -317,6 +317,8 @@ def test_the_peers_pick_is_its_own_rule_and_its_knobs_become_plan_keys_on_a_work
               {"knobs": {**knobs, "num_workers": 8}, "result": {"error": "crashed"}}]
     pick = peer_pick({"baseline": {"throughput": 250.0}, "trials": trials})
     assert pick["num_workers"] == 2 and pick["claimed"] == pytest.approx(3.94)
+    fine = peer_pick({"baseline": {"throughput": 250.0, "knobs": knobs}, "trials": []})  # "baseline looks fine"
+    assert fine == {**knobs, "claimed": 1.0} and as_plan(fine) == {"dataloader.num_workers": 0}
     assert as_plan(pick) == {"dataloader.num_workers": 2, "dataloader.persistent_workers": True,
                              "dataloader.prefetch_factor": None}
     assert as_plan({**knobs, "num_threads": 1, "amp": True, "compile": True}) == {
