@@ -331,6 +331,20 @@ def test_the_peers_pick_is_its_own_rule_and_its_knobs_become_plan_keys_on_a_work
     assert "torch.optim.SGD(model.parameters(), **{'lr': 0.05})" in text and "default_batch_size=16" in text
 
 
+def test_a_planted_config_copied_into_an_empty_folder_brings_the_code_it_names_from_other_folders(tmp_path):
+    """experiments.copied_with_its_code (the peer's and first_fix's folders): a config naming
+    `../workloads/x.py:build` arrives with that file and its references made local, so it loads
+    there; a template whose code lies beside it is copied as it is, comments and all."""
+    from experiments import ROOT, copied_with_its_code
+
+    planted = copied_with_its_code(ROOT / "experiments" / "configs" / "augmented_cnn.yaml", tmp_path / "planted")
+    config = load_config(planted)
+    assert config.workload.model == "augmented_cnn.py:build_model" and (planted.parent / "augmented_cnn.py").exists()
+    template = ROOT / "configs" / "quickstart.yaml"
+    copied = copied_with_its_code(template, tmp_path / "template")
+    assert copied.read_text() == template.read_text() and (copied.parent / "cnn.py").exists()
+
+
 def test_replay_rounds_put_each_run_before_each_other_equally_often():
     """The replay's order (`agreement.round_order`): over each pair of rounds every run precedes
     every other once, so neither of advisor's two runs is the first after a batch of new
