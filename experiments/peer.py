@@ -104,8 +104,11 @@ def run_peer(peer: str, config: Path) -> tuple[float, dict]:
         path = copied_with_its_code(config, Path(folder))
         (Path(folder) / "workload.py").write_text(peer_workload(yaml.safe_load(path.read_text())))
         started = time.perf_counter()
-        subprocess.run([peer, "tune", "workload.py", "--save-raw", "raw.json", "--no-plots"], cwd=folder,
-                       check=True, capture_output=True, text=True)
+        done = subprocess.run([peer, "tune", "workload.py", "--save-raw", "raw.json", "--no-plots"], cwd=folder,
+                              capture_output=True, text=True)
+        if done.returncode != 0:
+            said = (done.stdout + done.stderr).strip().splitlines()
+            raise SystemExit(f"the peer's tune failed (exit {done.returncode}): {said[-1] if said else 'no output'}")
         return time.perf_counter() - started, peer_pick(json.loads((Path(folder) / "raw.json").read_text()))
 
 
