@@ -22,10 +22,9 @@ from pathlib import Path
 
 def main() -> None:
     from advisor.harness import kept, launch
-    from advisor.harness.runner import run_measurement
     from advisor.kinds import baseline_plan, kind_of, load_config
     from advisor.session.bundle import round_measures
-    from advisor.session.verification import ideal_steps
+    from advisor.session.verification import measure_ideal
     from advisor.verdict import paired_interval
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -37,10 +36,9 @@ def main() -> None:
     launch.use_preload(kind_of(config).preload)  # the imports a session's interpreters make
     candidate_measure, reference_measure = round_measures(config)
     baseline = baseline_plan(config)
-    plans = {"baseline": baseline, "plan": {**baseline, **json.loads(args.plan)}, "ideal": dict(baseline)}
+    plans = {"baseline": baseline, "plan": {**baseline, **json.loads(args.plan)}, "ideal": baseline}
     measures = {"baseline": reference_measure, "plan": candidate_measure,
-                "ideal": lambda plan: run_measurement(config, plan, "synthetic", ideal_steps(config.measure.steps),
-                                                      config.measure.timeout_s)}
+                "ideal": lambda plan: measure_ideal(config, plan)}
     speedups: dict[bool, list[float]] = {True: [], False: []}
     try:
         for block in range(args.blocks):

@@ -440,6 +440,12 @@ def ideal_steps(steps: int) -> int:
     return min(steps, max(IDEAL_STEPS, steps // 2))
 
 
+def measure_ideal(config: AdvisorConfig, plan: dict) -> Measurement:
+    """One run of the ideal: `plan` fed one reused batch, forked from the session's fork server
+    (a new interpreter's 3-4 s spared every round: a ceiling, not a claim)."""
+    return run_measurement(config, plan, "synthetic", ideal_steps(config.measure.steps), config.measure.timeout_s)
+
+
 def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_fix: bool,
                  announce: Callable[[str, tuple[float, float, float]], None], give_way: bool = False,
                  ahead: Optional[Recommendation] = None) -> tuple[Rounds, Stopping, Optional[float], float, float]:
@@ -462,8 +468,8 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
     longer = round_measures(more_requests(config)) if config.workload.SERVED else planned
 
     def measure(plan: dict, reference_run: bool = False) -> Measurement:
-        if plan is ideal_plan:  # a ceiling, not a claim: forked, a new interpreter's 3-4 s spared every round
-            return run_measurement(config, plan, "synthetic", ideal_steps(config.measure.steps), config.measure.timeout_s)
+        if plan is ideal_plan:
+            return measure_ideal(config, plan)
         capped, uncapped = longer if stopping.longer_runs(stopping.quiet_rounds) else planned
         return uncapped(plan) if reference_run else capped(plan)
 
