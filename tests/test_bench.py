@@ -345,6 +345,37 @@ def test_a_planted_config_copied_into_an_empty_folder_brings_the_code_it_names_f
     assert copied.read_text() == template.read_text() and (copied.parent / "cnn.py").exists()
 
 
+def test_plain_plans_reads_each_plan_against_the_baseline_of_its_own_rounds():
+    """experiments.plain_plans: a plan's ratio is taken round by round against the baseline run in
+    the same round, so a baseline that drifts between rounds (391-496/s on the augmented CNN)
+    moves neither the speedup nor, where the plan drifts with it, its interval's width."""
+    from experiments.plain_plans import plan_speedups
+
+    found = plan_speedups({"baseline": [400.0, 500.0, 450.0], "steady twice": [800.0, 1000.0, 900.0],
+                           "a fixed rate": [600.0, 600.0, 600.0]})
+    assert set(found) == {"steady twice", "a fixed rate"}
+    speedup, low, high = found["steady twice"]
+    assert math.isclose(speedup, 2.0) and math.isclose(low, 2.0) and math.isclose(high, 2.0)
+    speedup, low, high = found["a fixed rate"]
+    assert math.isclose(speedup, (1.5 * 1.2 * (600 / 450)) ** (1 / 3)) and low < speedup < high
+
+
+def test_first_fix_runs_its_copy_at_the_precision_asked_and_keeps_the_rest_of_the_search(tmp_path):
+    """experiments.first_fix --precision: the copy's search.precision is the one asked (0 included:
+    verdicts stop at their settle), every other search key as the template has it."""
+    from experiments import ROOT, copied_with_its_code
+    from experiments.first_fix import with_precision
+
+    template = ROOT / "configs" / "quickstart.yaml"
+    for precision in (0.0, 0.15):
+        copied = copied_with_its_code(template, tmp_path / str(precision))
+        with_precision(copied, precision)
+        search, original = load_config(copied).search, load_config(template).search
+        assert search.precision == precision != original.precision
+        assert (search.trials, search.time_budget_s, search.min_speedup) == \
+               (original.trials, original.time_budget_s, original.min_speedup)
+
+
 def test_replay_rounds_put_each_run_before_each_other_equally_often():
     """The replay's order (`agreement.round_order`): over each pair of rounds every run precedes
     every other once, so neither of advisor's two runs is the first after a batch of new
