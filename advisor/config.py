@@ -110,7 +110,9 @@ class SearchConfig:
     # rounds while a verdict straddles the bar
     max_pairs: int = checked((lambda v: 5 <= v <= MOST_PAIRS, f"a number from 5 to {MOST_PAIRS}"), default=12)
     # the #1's interval, as a share of its speedup either side, that a verdict's rounds go on to
-    # (up to max_pairs, within time_budget_s); 0: stop at the verdict
+    # (up to max_pairs, within time_budget_s); 0: stop at the verdict. The pinning rounds grow with the
+    # square of 1/precision: quickstart sessions on 2 cores took a median 88 s at 0.1, 59 s at
+    # 0.15, 42 s at 0 (docs/benchmarks.md)
     precision: float = checked((lambda v: 0 <= v < 1, "a share from 0 to 1 (0.1: +-10%)"), default=0.1)
     prune: bool = True  # stop a trial midway once it cannot end above 70% of the best trial's rate (training, services)
     # with a fix verified, stop after this many trials without a plan 1.2x faster (EARLY_MARGIN);
