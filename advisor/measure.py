@@ -121,13 +121,16 @@ def step_statistics(step_s: list[float], wait_s: list[float], transfer_s: list[f
 def epoch_of(runs: list[Measurement]) -> dict:
     """Training with workers: what an epoch's end cost (seconds, averaged over the runs that
     timed one) and the share of each run's time it was charged (`harness.train.epoch_charge`),
-    every how many steps it comes; {} where no run timed one."""
-    timed = [r for r in runs if r.ok and r.epoch.get("end_s") is not None and r.samples_per_s > 0]
-    if not timed:
+    every how many steps it comes, and how many of the charged runs timed it (the others were
+    charged what earlier runs of the plan timed: `EpochEnds`); {} where no run was charged one."""
+    charged = [r for r in runs if r.ok and r.epoch.get("end_s") is not None and r.samples_per_s > 0]
+    if not charged:
         return {}
-    shares = [r.epoch["charged_s"] / (r.samples / r.samples_per_s) for r in timed]
+    timed = [r for r in charged if r.epoch.get("timed", True)] or charged
+    shares = [r.epoch["charged_s"] / (r.samples / r.samples_per_s) for r in charged]
     return {"end_s": sum(r.epoch["end_s"] for r in timed) / len(timed),
-            "steps_per_epoch": timed[-1].epoch["steps_per_epoch"], "charged_share": sum(shares) / len(shares)}
+            "steps_per_epoch": charged[-1].epoch["steps_per_epoch"], "charged_share": sum(shares) / len(shares),
+            "timed_runs": len(timed), "runs": len(charged)}
 
 
 def page_faults_mb(faults: float) -> float:

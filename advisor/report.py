@@ -131,8 +131,11 @@ def page_fault_lines(rec: dict, base: dict) -> list[str]:
 
 def epoch_text(epoch: dict) -> str:
     """What an epoch's end cost a run with workers, and the share of its time that was charged."""
+    timed, runs = epoch.get("timed_runs"), epoch.get("runs")
+    how = ("timed once a run" if timed is None or timed == runs else
+           f"timed in {timed} of its {runs} runs, the others charged their mean")
     return (f"an epoch's end (every {epoch['steps_per_epoch']:,} steps: its workers start again or reset, their queue "
-            f"refills) costs {epoch['end_s']:.2f} s, timed once a run: {epoch['charged_share']:.0%} of its time, included")
+            f"refills) costs {epoch['end_s']:.2f} s, {how}: {epoch['charged_share']:.0%} of its time, included")
 
 
 def capacity_lines(payload: dict) -> list[str]:

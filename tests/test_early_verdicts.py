@@ -5,6 +5,7 @@ it. The pieces are pure functions of trials and verdicts, tested here on made-up
 import dataclasses
 import math
 
+import pytest
 from conftest import TINY, needs_bf16, write_config
 
 from advisor.kinds import load_config
@@ -711,3 +712,34 @@ def test_once_a_verdict_is_left_straddling_only_one_that_could_clear_the_bar_get
     assert runs == [5, 5], (runs, lines)
     assert any(line.startswith("  the rounds stop: 12 rounds (search.max_pairs) would hardly decide") for line in lines), lines
     assert all(r.settle_chance is not None and r.settle_chance < 0.1 and not r.verified for r in found.values())
+
+
+def test_a_plans_epoch_end_is_timed_in_its_first_quiet_runs_and_charged_their_mean_after():
+    """EpochEnds: a verification times each plan's epoch end in its first EPOCH_RUNS quiet runs,
+    then hands the plan's later runs their mean (charged, not timed again); a run on a busy machine,
+    or one that was itself charged, times nothing; plans are told apart."""
+    from advisor.session.verification import EPOCH_RUNS, EpochEnds
+
+    asked: list = []
+    timings = iter([0.2, 0.9, 0.3, 0.4])  # the second on a busy machine
+
+    def measure(plan, epoch_end_s=None):
+        asked.append((plan["dataloader.num_workers"], epoch_end_s))
+        if epoch_end_s is not None:
+            return dataclasses.replace(run(100.0), epoch={"end_s": epoch_end_s, "charged_s": 0.1, "timed": False})
+        busy = len(asked) == 2
+        return dataclasses.replace(run(100.0), other_cpu_share=0.5 if busy else 0.0,
+                                   epoch={"end_s": next(timings), "charged_s": 0.1, "timed": True})
+
+    epochs = EpochEnds()
+    measured = epochs.measuring(measure)
+    two, three = {**BASELINE, "dataloader.num_workers": 2}, {**BASELINE, "dataloader.num_workers": 3}
+    for _ in range(4):
+        measured(two)
+    assert EPOCH_RUNS == 2 and [known for _, known in asked] == [None, None, None, pytest.approx(0.25)], asked
+    assert epochs.known(three) is None
+    measured(three)
+    assert asked[-1] == (3, None) and epochs.known(two) == pytest.approx(0.25)
+    nothing = EpochEnds()
+    nothing.measuring(lambda plan: run(100.0))(two)  # a run without workers: no epoch, never told one
+    assert nothing.known(two) is None and nothing.timed == {}

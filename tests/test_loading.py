@@ -210,6 +210,13 @@ def test_an_epochs_end_is_charged_where_the_workers_start_again_and_not_where_th
     # the window (8 steps, half an epoch) is charged half an end: the opening dominates its rate
     assert afresh.samples_per_s < kept.samples_per_s / 2, (afresh.samples_per_s, kept.samples_per_s)
     assert afresh.epoch["charged_s"] == pytest.approx(afresh.epoch["end_s"] / 2)
+    assert afresh.epoch["timed"] and kept.epoch["timed"]
+    # told what the plan's end costs (its earlier runs timed it), a run charges that, untimed
+    charged = run_measurement(config, {**plan, "dataloader.persistent_workers": False}, "full", 4, 60,
+                              epoch_end_s=afresh.epoch["end_s"])
+    assert charged.ok and not charged.epoch["timed"] and charged.epoch["end_s"] == afresh.epoch["end_s"], charged.epoch
+    assert charged.epoch["charged_s"] == pytest.approx(afresh.epoch["end_s"] / 2)
+    assert charged.samples_per_s < kept.samples_per_s / 2, (charged.samples_per_s, kept.samples_per_s)
 
 
 class Fetcher(Dataset):
@@ -254,7 +261,8 @@ def test_the_epochs_end_is_shown_where_it_was_charged_and_logged_with_each_run()
                            epoch={"end_s": end_s, "steps_per_epoch": 256, "crossed": 0, "charged_s": charged_s})
 
     base = epoch_of([run(0.2, 0.4), run(0.3, 0.2), Measurement(mode="full", plan={}, status="failed")])
-    assert base == pytest.approx({"end_s": 0.25, "steps_per_epoch": 256, "charged_share": 0.075})
+    assert base == pytest.approx({"end_s": 0.25, "steps_per_epoch": 256, "charged_share": 0.075, "timed_runs": 2,
+                                  "runs": 2})
     assert epoch_of([Measurement(mode="full", plan={}, status="ok", samples=400, samples_per_s=100.0)]) == {}
     fix = epoch_of([run(0.05, 0.04, rate=200.0)])  # 2 s, 0.04 of them charged
     rec = {"rank": 1, "recipes": ["dataloader"], "plan": {}, "changes": {"dataloader.persistent_workers": True},
@@ -265,6 +273,12 @@ def test_the_epochs_end_is_shown_where_it_was_charged_and_logged_with_each_run()
     assert ("baseline: an epoch's end (every 256 steps: its workers start again or reset, their queue refills) costs "
             "0.25 s, timed once a run: 8% of its time, included") in text
     assert "\n     an epoch's end (every 256 steps" in text and "costs 0.05 s, timed once a run: 2% of its time" in text
+    untimed = dataclasses.replace(run(0.25, 0.1), epoch={**run(0.25, 0.1).epoch, "timed": False})
+    charged = epoch_of([run(0.2, 0.1), run(0.3, 0.1), untimed])  # the third charged the first two's mean
+    assert charged["end_s"] == pytest.approx(0.25) and (charged["timed_runs"], charged["runs"]) == (2, 3)
+    assert "costs 0.25 s, timed in 2 of its 3 runs, the others charged their mean: 3% of its time" in \
+        render_recommendations({"baseline": {"samples_per_s": 100.0}, "unit": "samples/s", "recommendations":
+                                [{**rec, "epoch": charged}], "rejected": [], "min_speedup": 1.05, "trials": [], "pruned": []})
     assert "epoch's end" not in render_recommendations({"baseline": {"samples_per_s": 100.0}, "unit": "samples/s",
                                                         "recommendations": [{**rec, "epoch": {}}], "rejected": [],
                                                         "min_speedup": 1.05, "trials": [], "pruned": []})

@@ -32,6 +32,7 @@ def run_measurement(
     output_path: Optional[Path] = None,
     fresh: Union[bool, str] = False,
     watch: Optional[Callable[[dict], str]] = None,
+    epoch_end_s: Optional[float] = None,
 ) -> Measurement:
     """Runs one measurement of `config` in a child forked from the template process, or (`fresh`) a new interpreter
     ("ahead": started before it; "template": a child of the round's own template, `advisor.harness.templates`), or
@@ -39,6 +40,7 @@ def run_measurement(
     killed past it (without one, at 90% of the machine's memory), and its data segment may not grow by more
     (`RLIMIT_DATA`). `watch` hears the timed window's progress as it goes ({"steps", "of", "samples", "seconds"});
     when it gives a reason, the run is stopped there and reported as pruned, with that reason.
+    `epoch_end_s`: what an epoch's end costs the plan, timed by its earlier runs (training: charged, not timed again).
 
     Raises:
         WorkloadInvalid: the workload does not satisfy the contract (bad callable, wrong dataset).
@@ -57,7 +59,7 @@ def run_measurement(
             "config": str(config_path), "plan": plan, "mode": mode, "steps": steps, "memory_limit_mb": limit_mb,
             "output": str(output_path) if output_path else None, "cgroup": str(group) if group else None,
             "scratch": folder, "observer": os.getpid(), "sandbox": sandboxed(config), "compile_cache": compile_cache(config),
-            "progress": str(progress_path) if watch else None}))
+            "progress": str(progress_path) if watch else None, "epoch_end_s": epoch_end_s}))
         started = time.perf_counter()
         key, child = _started(plan, mode, fresh, (str(spec_path), str(result_path), str(log_path)), config_bytes, config,
                               alone=group is None and watch is None, budget=memory_limit_mb is not None)

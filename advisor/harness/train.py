@@ -51,10 +51,12 @@ PROFILE_WARMUP_STEPS = 2
 
 
 def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, mode: str, steps: int,
-        progress: Optional[str] = None, parallel: Optional["Parallel"] = None) -> dict:
+        progress: Optional[str] = None, parallel: Optional["Parallel"] = None,
+        epoch_end_s: Optional[float] = None) -> dict:
     """Runs the loop and returns the measurement fields the child can see from inside; with
     `progress`, a file where the timed steps report their running rate (the parent may prune);
-    with `parallel`, as one rank of a data-parallel job (`advisor.harness.rank`)."""
+    with `parallel`, as one rank of a data-parallel job (`advisor.harness.rank`); with
+    `epoch_end_s`, what an epoch's end costs this plan, timed by its earlier runs (`epoch_charge`)."""
     device, default_threads = prepare_process(config, plan)
     setup_start = time.perf_counter()
     job = build_job()
@@ -104,7 +106,7 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     if mode == "full" and parallel is None and loader is not None and loader.num_workers > 0 and fields.get("samples_per_s"):
         # a rank stays out: its extra steps would wait on collectives the other ranks never join
         timed_s = fields["samples"] / fields["samples_per_s"]
-        epoch = epoch_charge(job, loader, batches, step, device, plan, timed_s / window, warmup, window)
+        epoch = epoch_charge(job, loader, batches, step, device, plan, timed_s / window, warmup, window, epoch_end_s)
         if epoch:
             fields.update(epoch=epoch, samples_per_s=fields["samples"] / (timed_s + epoch["charged_s"]))
     fields.update(common, sample_probe=probe)
@@ -114,13 +116,15 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
 
 
 def epoch_charge(job: "TrainJob", loader: DataLoader, batches: Iterator, step: Callable, device: torch.device,
-                 plan: dict, steady_s: float, warmup: int, window: int) -> dict:
+                 plan: dict, steady_s: float, warmup: int, window: int, known_end_s: Optional[float] = None) -> dict:
     """What the epochs' ends cost a window of `window` steps beyond the ones it crossed. At each
     epoch's end a loader's workers stop and start again (persistent ones reset) and their queue
     refills: a cost a long run pays once an epoch, which a window inside one epoch never sees.
     Measured once, after the window (`steady_s` a step), on a short epoch of its own
-    (`epoch_end_s`); charged in the share of an epoch the window spans, less the ends it
-    crossed. {} where the loader has no length (an iterable dataset: its epoch is its own)."""
+    (`epoch_end_s`), or taken as `known_end_s` where the plan's earlier runs timed it ("timed":
+    False: on the quickstart's fix the timing costs more than its window); charged in the share
+    of an epoch the window spans, less the ends it crossed. {} where the loader has no length
+    (an iterable dataset: its epoch is its own)."""
     try:
         per_epoch = len(loader)
     except TypeError:
@@ -131,10 +135,13 @@ def epoch_charge(job: "TrainJob", loader: DataLoader, batches: Iterator, step: C
     share = window / per_epoch - crossed  # whole epochs in the window: their ends were timed, nothing to charge
     if abs(share) < 1e-9:
         return {"steps_per_epoch": per_epoch, "crossed": crossed, "charged_s": 0.0}
+    if known_end_s is not None:
+        return {"end_s": known_end_s, "steps_per_epoch": per_epoch, "crossed": crossed,
+                "charged_s": known_end_s * share, "timed": False}
     batches.close()  # the window's epoch goes first, untimed, and with it its workers: they would share the
     loader._iterator = None  # cores and the memory; torch keeps persistent ones on the loader, as its _iterator
     end_s = epoch_end_s(job, plan, step, device, steady_s, min(per_epoch, steady_steps(1, plan)))
-    return {"end_s": end_s, "steps_per_epoch": per_epoch, "crossed": crossed, "charged_s": end_s * share}
+    return {"end_s": end_s, "steps_per_epoch": per_epoch, "crossed": crossed, "charged_s": end_s * share, "timed": True}
 
 
 def epoch_end_s(job: "TrainJob", plan: dict, step: Callable, device: torch.device, steady_s: float, steps: int) -> float:

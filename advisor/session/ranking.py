@@ -16,7 +16,7 @@ from advisor.recipes import by_name
 from advisor.session.bundle import Session
 from advisor.session.margins import MEMORY_TIE_SAVING
 from advisor.session.results import Progress, Recommendation
-from advisor.session.verification import Verified, verify_each
+from advisor.session.verification import EpochEnds, Verified, verify_each
 from advisor.verdict import FIRST_LOOK, FUTILE_UNDER, chance_to_settle, chance_words, look_confidence, paired_interval, reported_confidence
 from advisor.verify import ANSWERED, Rounds, interleave
 
@@ -141,6 +141,7 @@ def _leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, pro
     likely to be by the last (`_shares_futile`); else they run `pairs` rounds.
     Returns the shares, and by recipe the plan without it with its runs."""
     without = {recipe: without_recipe(top.plan, baseline, recipe) for recipe in top.recipes}
+    measure = EpochEnds().measuring(measure)  # each plan's epoch end timed in its first runs only
     schedule = tuple(sorted({min(FIRST_LOOK, pairs), pairs}))
     progress(f"measuring each recipe's share of #1 by leaving it out: looking after {', '.join(map(str, schedule))} rounds:")
 

@@ -143,4 +143,5 @@ def scheduler_entry(scheduler: Any, monitor: Optional[str] = None) -> dict:
 def run_lightning(config: AdvisorConfig, spec: dict) -> dict:
     from advisor.harness import train
 
-    return train.run(config, load_lightning_job(config), spec["plan"], spec["mode"], spec["steps"], spec.get("progress"))
+    return train.run(config, load_lightning_job(config), spec["plan"], spec["mode"], spec["steps"], spec.get("progress"),
+                     epoch_end_s=spec.get("epoch_end_s"))

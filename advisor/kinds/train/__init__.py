@@ -99,9 +99,9 @@ class TrainKind:
 
         limit = config.constraints.max_memory_mb if capped else None
 
-        def measure(plan: dict, watch=None):
+        def measure(plan: dict, watch=None, epoch_end_s=None):
             return run_measurement(config, plan, "full", config.measure.steps, config.measure.timeout_s, limit, watch=watch,
-                                   fresh=fresh)
+                                   fresh=fresh, epoch_end_s=epoch_end_s)
 
         return measure
 

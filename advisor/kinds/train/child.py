@@ -111,4 +111,5 @@ def _nothing() -> None:
 def run_train(config: AdvisorConfig, spec: dict) -> dict:
     from advisor.harness import train
 
-    return train.run(config, load_train_job(config), spec["plan"], spec["mode"], spec["steps"], spec.get("progress"))
+    return train.run(config, load_train_job(config), spec["plan"], spec["mode"], spec["steps"], spec.get("progress"),
+                     epoch_end_s=spec.get("epoch_end_s"))
