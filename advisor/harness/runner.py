@@ -23,11 +23,7 @@ THREAD_START_FAILED = "can't start new thread"  # Python's words when pthread_cr
 
 
 def run_measurement(
-    config: "AdvisorConfig",
-    plan: dict,
-    mode: str,
-    steps: int,
-    timeout_s: float,
+    config: "AdvisorConfig", plan: dict, mode: str, steps: int, timeout_s: float,
     memory_limit_mb: Optional[float] = None,
     output_path: Optional[Path] = None,
     fresh: Union[bool, str] = False,
