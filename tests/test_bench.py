@@ -392,3 +392,20 @@ def test_replay_rounds_put_each_run_before_each_other_equally_often():
             ahead = sum(order.index(first) < order.index(second) for order in pair)
             assert ahead == 1, (first, second, pair)
     assert len({tuple(round_order(names, index)) for index in range(8)}) == 8  # every arm leads in turn
+
+
+def test_round_parity_reads_the_first_verifications_rounds_from_a_sessions_stamped_output():
+    """experiments.round_parity: the rounds of the first verification only (not the later one's,
+    not the shares'), each as the log of the fix's rate over the baseline's, thousands separators read."""
+    from experiments.round_parity import first_verification
+
+    log = ["   8.4   trial #1 clears the bar by far: verifying it now, then the search goes on",
+           "  10.4 verifying 1 candidate(s), interleaved with the baseline: looking after 3, 5 rounds",
+           "  17.1   round 1/3: baseline 622/s, #1 1,705/s",
+           "  21.6   round 2/3: baseline 500/s, #1 1,000/s",
+           "  43.4 verifying 1 candidate(s), interleaved with the baseline and, in the first 2, the ideal:",
+           "  50.2   round 1/3: baseline 584/s, #7 2,106/s, ideal 2,456/s"]
+    rounds = first_verification(log)
+    assert [number for number, _ in rounds] == [1, 2]
+    assert math.isclose(rounds[0][1], math.log(1705 / 622)) and math.isclose(rounds[1][1], math.log(2.0))
+    assert first_verification(log[:1]) == []
