@@ -126,9 +126,10 @@ def epoch_of(runs: list[Measurement]) -> dict:
     charged = [r for r in runs if r.ok and r.epoch.get("end_s") is not None and r.samples_per_s > 0]
     if not charged:
         return {}
-    timed = [r for r in charged if r.epoch.get("timed", True)] or charged
+    timed = [r for r in charged if r.epoch.get("timed", True)]
+    ends = [r.epoch["end_s"] for r in timed or charged]  # none timed (its timing runs set aside): what they were charged
     shares = [r.epoch["charged_s"] / (r.samples / r.samples_per_s) for r in charged]
-    return {"end_s": sum(r.epoch["end_s"] for r in timed) / len(timed),
+    return {"end_s": sum(ends) / len(ends),
             "steps_per_epoch": charged[-1].epoch["steps_per_epoch"], "charged_share": sum(shares) / len(shares),
             "timed_runs": len(timed), "runs": len(charged)}
 

@@ -133,7 +133,8 @@ def epoch_text(epoch: dict) -> str:
     """What an epoch's end cost a run with workers, and the share of its time that was charged."""
     timed, runs = epoch.get("timed_runs"), epoch.get("runs")
     how = ("timed once a run" if timed is None or timed == runs else
-           f"timed in {timed} of its {runs} runs, the others charged their mean")
+           f"timed in {timed} of its {runs} runs, the others charged their mean" if timed else
+           "timed in runs set aside, charged their mean")
     return (f"an epoch's end (every {epoch['steps_per_epoch']:,} steps: its workers start again or reset, their queue "
             f"refills) costs {epoch['end_s']:.2f} s, {how}: {epoch['charged_share']:.0%} of its time, included")
 

@@ -253,6 +253,7 @@ def test_the_epochs_end_is_shown_where_it_was_charged_and_logged_with_each_run()
     """A run with workers says what an epoch's end cost and the share of its time charged: in the
     diagnosis, on the baseline's and each fix's lines of the table, and as MLflow metrics."""
     from advisor.measure import Measurement, epoch_of
+    from advisor.report import epoch_text as epoch_text_of
     from advisor.report import render_recommendations
     from advisor.tracking import run_metrics
 
@@ -279,6 +280,9 @@ def test_the_epochs_end_is_shown_where_it_was_charged_and_logged_with_each_run()
     assert "costs 0.25 s, timed in 2 of its 3 runs, the others charged their mean: 3% of its time" in \
         render_recommendations({"baseline": {"samples_per_s": 100.0}, "unit": "samples/s", "recommendations":
                                 [{**rec, "epoch": charged}], "rejected": [], "min_speedup": 1.05, "trials": [], "pruned": []})
+    none_timed = epoch_of([untimed])  # its timing runs set aside with their rounds: the count says so
+    assert none_timed["end_s"] == pytest.approx(0.25) and (none_timed["timed_runs"], none_timed["runs"]) == (0, 1)
+    assert "costs 0.25 s, timed in runs set aside, charged their mean" in epoch_text_of(none_timed)
     assert "epoch's end" not in render_recommendations({"baseline": {"samples_per_s": 100.0}, "unit": "samples/s",
                                                         "recommendations": [{**rec, "epoch": {}}], "rejected": [],
                                                         "min_speedup": 1.05, "trials": [], "pruned": []})
