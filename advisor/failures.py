@@ -38,6 +38,12 @@ def over_slo(run) -> bool:
     return not run.ok and run.reason.startswith(SLO_FAILURE)
 
 
+def broke_memory_budget(run, max_memory_mb) -> bool:
+    """Whether a run did not fit advisor's memory budget: killed for want of memory, or finished
+    over it (a peak read after the run)."""
+    return out_of_memory(run) or (max_memory_mb is not None and run.ok and run.peak_memory_mb > max_memory_mb)
+
+
 def broken_constraint(run, max_memory_mb) -> str | None:
     """The constraint a run failed for, in words: advisor's memory budget, or a service's SLO."""
     if out_of_memory(run) and max_memory_mb is not None:

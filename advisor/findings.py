@@ -56,6 +56,7 @@ class Thresholds:
 
 
 THRESHOLDS = Thresholds()
+MEMORY_FIX_HEADROOM = THRESHOLDS.memory_moderate  # a memory fix keeps under this share of the budget: at or above it is memory-bound
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from advisor.capacity import capacity_sentence, rates_replayed
-from advisor.findings import Diagnosis, Finding
+from advisor.findings import MEMORY_FIX_HEADROOM, Diagnosis, Finding
 from advisor.measure import BUSY_SHARE, page_faults_mb
 from advisor.outputs import write_whole
 from advisor.plan import changes_text
@@ -302,11 +302,27 @@ def verdict_line(payload: dict) -> list[str]:
         return []
     if any(was_busy(rec) for rec in recs):
         return ["nothing verified: the machine was busy while the fixes were verified; run it again on a quiet machine"]
+    if not recs and payload.get("memory_fix") and payload.get("max_memory_mb"):
+        return [memory_fix_missing(payload)]
     if not recs and payload.get("trials"):  # no verification ran: say so, not only that none passed
         return [f"nothing clears the bar: no trial with unchanged results ran faster than the baseline's "
                 f"({len(payload['trials'])} measured), so none was verified"]
     return [f"nothing clears the bar: no fix was verified at >= {payload['min_speedup']:.2f}x with unchanged results",
             *ruled_out_lines(recs, payload["min_speedup"])]
+
+
+def memory_fix_missing(payload: dict) -> str:
+    """Why a session whose baseline broke the memory budget verified nothing: no trial fitted with
+    the room a memory fix must keep, and the closest that fitted at all."""
+    budget = payload["max_memory_mb"]
+    fitted = [t for t in payload.get("trials", []) if t["measurement"].get("status") == "ok"
+              and t["measurement"].get("peak_memory_mb", 0.0) <= budget]
+    room = f"a memory fix must peak under {MEMORY_FIX_HEADROOM:.0%} of it ({MEMORY_FIX_HEADROOM * budget:,.0f} MB)"
+    if not fitted:
+        return f"nothing clears the bar: no trial fitted the {budget:,.0f} MB memory budget ({room})"
+    closest = min(fitted, key=lambda t: t["measurement"]["peak_memory_mb"])
+    return (f"nothing clears the bar: no trial fitted the {budget:,.0f} MB memory budget with room ({room}); "
+            f"the leanest, #{closest['number']}, peaked at {closest['measurement']['peak_memory_mb']:,.0f} MB")
 
 
 def ruled_out_lines(recs: list[dict], bar: float) -> list[str]:

@@ -437,6 +437,31 @@ def test_behind_the_best_prunes_only_a_trial_that_cannot_reach_70_percent_of_the
     assert not unwatched.should_prune(), "no window recorded: nothing to judge it by"
 
 
+def test_where_the_baseline_breaks_the_memory_budget_a_plan_grazing_it_stops_no_fix_that_fits():
+    """A memory fix must keep clear of the budget to be verified (`search.MEMORY_FIX_HEADROOM`);
+    a faster plan that fits only just is never the fix, so a slower one with room must run to its end."""
+    def study_with(baseline_peak_mb: float) -> optuna.Study:
+        study = optuna.create_study(direction="maximize", pruner=search.BehindTheBest(max_memory_mb=450.0))
+        for peak, ok in ((baseline_peak_mb, baseline_peak_mb <= 450), (440.0, True)):  # #0 the baseline, #1 grazing
+            trial = study.ask()
+            trial.set_user_attr(search.MEASUREMENT_ATTR, {"mode": "full", "plan": {}, "samples_per_s": 1000.0 if ok else 0.0,
+                                                         "status": "ok" if ok else "failed",
+                                                         "reason": "" if ok else "over the memory budget: killed at the limit",
+                                                         "peak_memory_mb": peak})
+            trial.set_constraint(search.CONSTRAINT, 0.0 if ok else 1.0)
+            study.tell(trial, 1000.0 if ok else 0.0)
+        return study
+
+    for baseline_peak, pruned in ((680.0, False), (300.0, True)):
+        study = study_with(baseline_peak)
+        roomy = study.ask()
+        roomy.set_user_attr(search.WINDOW_ATTR, RATE_WINDOW)
+        for step, rate in running_rates([0.02] * 30).items():  # 500/s: half the grazing plan's rate
+            roomy.report(rate, step)
+        assert roomy.should_prune() is pruned, f"baseline peak {baseline_peak} MB"
+    assert search.best_rate(study_with(680.0), 450.0) is None and search.best_rate(study_with(300.0), 450.0) == 1000.0
+
+
 def test_early_in_its_window_a_trial_must_be_further_behind_to_be_stopped():
     """From a tenth of the window to a fifth, what a trial can reach is least certain: it is
     stopped there only under 63% of the best, past a fifth under 70%."""

@@ -682,6 +682,14 @@ def test_a_session_that_verifies_nothing_says_what_it_ruled_out_or_that_it_is_no
                                               "search.max_pairs or a quieter machine might tell)")
     flaky = {**short, "status": "flaky", "interval": [0.0, 0.0], "speedup": 0.0}
     assert verdict_line({"min_speedup": 1.05, "recommendations": [flaky]})[1:] == [], "a flaky fix settles nothing"
+    trial = lambda number, status, peak: {"number": number, "measurement": {"status": status, "peak_memory_mb": peak}}
+    over_budget = {"min_speedup": 1.05, "recommendations": [], "memory_fix": True, "max_memory_mb": 450.0,
+                   "trials": [trial(0, "failed", 680.0), trial(1, "ok", 424.0), trial(2, "ok", 431.0), trial(3, "failed", 462.0)]}
+    assert verdict_line(over_budget) == [
+        "nothing clears the bar: no trial fitted the 450 MB memory budget with room (a memory fix must peak under 90% of it "
+        "(405 MB)); the leanest, #1, peaked at 424 MB"], "a baseline over the budget: what fitted, and by how little"
+    over_budget["trials"] = over_budget["trials"][::3]
+    assert verdict_line(over_budget)[0].startswith("nothing clears the bar: no trial fitted the 450 MB memory budget (")
 
 
 def test_no_renderer_spells_a_level_of_its_own():

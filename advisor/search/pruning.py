@@ -10,6 +10,9 @@ from typing import Callable, Optional
 import optuna
 from optuna.trial import FrozenTrial, TrialState
 
+from advisor.failures import broke_memory_budget
+from advisor.findings import MEMORY_FIX_HEADROOM
+from advisor.measure import Measurement
 from advisor.search.records import AT_MOST_ATTR, MEASUREMENT_ATTR, PLAN_ATTR, UNRUN_ATTR, WINDOW_ATTR, is_feasible_trial
 
 PRUNE_SHARE = 0.7  # a trial that cannot end above 70% of the best trial's rate (the best over 1.4x faster: past a trial's noise) ...
@@ -25,11 +28,15 @@ PRUNE_STRETCH_PERCENT = 5  # ... its pace read over stretches of at least this s
 class BehindTheBest(optuna.pruners.BasePruner):
     """Prunes a trial that cannot end above its bar (`prune_bar`) of the best feasible finished
     trial's rate even if the rest of its timed window ran at the fastest pace any stretch of it has
-    run so far (`reachable`): so far behind that its last steps cannot plausibly make it the winner."""
+    run so far (`reachable`): so far behind that its last steps cannot plausibly make it the winner.
+    `max_memory_mb`: the study's memory budget, which decides which trials could be the winner (`best_rate`)."""
+
+    def __init__(self, max_memory_mb: Optional[float] = None) -> None:
+        self.max_memory_mb = max_memory_mb
 
     def prune(self, study: optuna.Study, trial: FrozenTrial) -> bool:
         window = trial.user_attrs.get(WINDOW_ATTR)
-        best = best_rate(study)
+        best = best_rate(study, self.max_memory_mb)
         return bool(window and trial.intermediate_values and best is not None
                     and reachable(trial.intermediate_values, window) < prune_bar(trial.intermediate_values, window) * best)
 
@@ -85,10 +92,26 @@ def fastest_pace(elapsed: list[tuple[float, float]], stretch: float) -> float:
     return max(paces, default=0.0)
 
 
-def best_rate(study: optuna.Study) -> Optional[float]:
-    values = [t.value for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
-              if is_feasible_trial(t) and t.value is not None]
-    return max(values, default=None)
+def best_rate(study: optuna.Study, max_memory_mb: Optional[float] = None) -> Optional[float]:
+    """The best rate of the finished trials that could be the advice: feasible, and, where the
+    baseline's own trial (#0) broke the memory budget, clear of it by MEMORY_FIX_HEADROOM, as a
+    memory fix must be to be verified (`session.gate`): a plan grazing the budget, faster but
+    never the fix, must not stop one that fits."""
+    finished = [t for t in study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
+                if is_feasible_trial(t) and t.value is not None]
+    if max_memory_mb is not None and baseline_broke_budget(study, max_memory_mb):
+        finished = [t for t in finished if peak_mb(t) <= MEMORY_FIX_HEADROOM * max_memory_mb]
+    return max((t.value for t in finished), default=None)
+
+
+def baseline_broke_budget(study: optuna.Study, max_memory_mb: float) -> bool:
+    """Whether the study's baseline trial (#0, run first) did not fit the memory budget."""
+    first = next((t for t in study.get_trials(deepcopy=False) if t.number == 0 and MEASUREMENT_ATTR in t.user_attrs), None)
+    return first is not None and broke_memory_budget(Measurement.from_dict(first.user_attrs[MEASUREMENT_ATTR]), max_memory_mb)
+
+
+def peak_mb(trial: FrozenTrial) -> float:
+    return trial.user_attrs.get(MEASUREMENT_ATTR, {}).get("peak_memory_mb", 0.0)
 
 
 def watcher(trial: optuna.Trial) -> Callable[[dict], str]:
@@ -115,7 +138,8 @@ def watcher(trial: optuna.Trial) -> Callable[[dict], str]:
         told = (f"1000 / p95 ms at most {heard[steps]:,.0f} by its end ({done}, the rest answered at once)"
                 if window["best_case"] else
                 f"{heard[steps]:,.0f}/s {done}, at most {reachable(heard, window):,.0f}/s by its end at its fastest pace so far")
-        return f"{told}: under {prune_bar(heard, window):.0%} of the best trial's {best_rate(trial.study):,.0f}"
+        best = best_rate(trial.study, getattr(trial.study.pruner, "max_memory_mb", None))
+        return f"{told}: under {prune_bar(heard, window):.0%} of the best trial's {best:,.0f}"
 
     return watch
 

@@ -99,7 +99,7 @@ def run_trials(
     """
     ran = repeats = 0
     trial_seconds = 0.0  # time spent in trials (not in a verification `on_trial` ran between them)
-    study.pruner = BehindTheBest()
+    study.pruner = BehindTheBest(max_memory_mb)
     whole_space = distinct_plans(space) <= budget_trials  # every distinct plan fits: no sampling
     while time.time() < deadline:
         recover_stale_trials(study)

@@ -8,16 +8,14 @@ from typing import Callable, Optional
 
 from advisor import search
 from advisor.config import AdvisorConfig
-from advisor.failures import broken_constraint, out_of_memory
-from advisor.findings import THRESHOLDS
+from advisor.failures import broke_memory_budget, broken_constraint
+from advisor.findings import MEMORY_FIX_HEADROOM
 from advisor.kinds import kind_of
 from advisor.measure import Measurement
 from advisor.plan import active_recipes, combined_risk, names, plan_key
 from advisor.session.bundle import Reference, Session
 from advisor.session.results import Rejection
 from advisor.verify import Envelope, NumericsResult
-
-MEMORY_FIX_HEADROOM = THRESHOLDS.memory_moderate  # at or above this share of the budget is memory-bound
 
 
 def with_reference(session: Session, trials: list[search.TrialResult]) -> Session:
@@ -27,7 +25,7 @@ def with_reference(session: Session, trials: list[search.TrialResult]) -> Sessio
     max_memory = config.constraints.max_memory_mb
     base_trial = next((t for t in trials if t.number == 0), None)
     base_run = base_trial.measurement if base_trial else facts.evidence.full
-    memory_fix = out_of_memory(base_run) or (max_memory is not None and base_run.ok and base_run.peak_memory_mb > max_memory)
+    memory_fix = broke_memory_budget(base_run, max_memory)
     uncapped, broken = None, broken_constraint(base_run, max_memory)
     if broken:
         progress(f"the baseline breaks {broken}: running it once without it, as the reference ...")
