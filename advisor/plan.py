@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from typing import Any, Optional
 
-from advisor.recipes import RECIPES, Recipe
+from advisor.recipes import RECIPES, Recipe, by_name
 
 Plan = dict[str, Any]
 
@@ -71,6 +71,18 @@ def active_recipes(plan: Plan, baseline: Plan) -> tuple[Recipe, ...]:
     idle, base = idle_keys(plan), effective(baseline)
     as_run = {key: base.get(key) if key in idle else value for key, value in plan.items()}
     return tuple(r for r in RECIPES if r.active(as_run, base))
+
+
+def without_recipe(plan: dict, baseline: dict, recipe: str) -> dict:
+    """The plan with one recipe's keys as the baseline has them; a key the baseline lacks (a
+    service's inter-op threads, on a training job) is left out."""
+    changed = dict(plan)
+    for key in by_name(recipe).keys:
+        if key in baseline:
+            changed[key] = baseline[key]
+        else:
+            changed.pop(key, None)
+    return changed
 
 
 def names(recipes: tuple[Recipe, ...]) -> tuple[str, ...]:

@@ -204,11 +204,22 @@ class Rounds:
         return [run.reason or "failed" for run in self.candidates[name] if not run.ok]
 
 
-def arms_in_round(names: Sequence[str], round_index: int, first_rounds_only: Optional[dict[str, int]] = None) -> list[str]:
+def arms_in_round(names: Sequence[str], round_index: int, first_rounds_only: Optional[dict[str, int]] = None,
+                  later_rounds_only: Optional[dict[str, int]] = None) -> list[str]:
     """The arms that run in a round (0-based), in order: all but those of `first_rounds_only`
-    past their first rounds."""
-    limits = first_rounds_only or {}
-    return [name for name in names if round_index < limits.get(name, round_index + 1)]
+    past their first rounds, and those of `later_rounds_only` before the round they join."""
+    limits, joins = first_rounds_only or {}, later_rounds_only or {}
+    return [name for name in names if joins.get(name, 0) <= round_index < limits.get(name, round_index + 1)]
+
+
+NOT_RUN = "not run: the arm joins later rounds"
+
+
+def not_run(plan: dict) -> Measurement:
+    """What stands in an arm's place in the rounds before it joins (`interleave`'s
+    `later_rounds_only`), so that its runs line up with the reference's rounds: a failed run,
+    which no ratio reads."""
+    return Measurement.failed("not run", plan, NOT_RUN)
 
 
 def interleave(
@@ -226,6 +237,8 @@ def interleave(
     earlier: Optional[Rounds] = None,
     keep: Callable[[int, dict[str, Measurement]], None] = lambda index, runs: None,
     first_rounds_only: Optional[dict[str, int]] = None,
+    earlier_said: str = "kept from before",
+    later_rounds_only: Optional[dict[str, int]] = None,
 ) -> Rounds:
     """Runs `pairs` rounds; in each, the reference plan (named `reference` in the progress lines)
     and every candidate, order rotated per round. `first_reference_run`, a run of the reference
@@ -233,32 +246,38 @@ def interleave(
     `measure_reference` measures the reference where it differs from the candidates' `measure`
     (the job as the user runs it today, without the memory budget the candidates must keep).
     `enough`, asked after each round with the rounds so far, stops them early when it says so.
-    `earlier`: these arms' rounds finished before (a session stopped mid-verification), counted
-    among the `pairs` and not run again; `keep` hears each round as it finishes, to store it.
+    `earlier`: these arms' rounds run before (a session stopped mid-verification, or other
+    rounds that ran these plans: `earlier_said` says which), counted among the `pairs` and not
+    run again; `keep` hears each round as it finishes, to store it.
     `first_rounds_only`: arms that run in that many first rounds only (the ideal: a ceiling, not
-    a claim); their runs pair with the reference's first rounds."""
+    a claim); their runs pair with the reference's first rounds. `later_rounds_only`: arms that
+    join at that round (0-based); before it, `not_run` stands in their place."""
     names = [reference, *candidates]
     plans = {reference: baseline_plan, **candidates}
     runs: dict[str, list[Measurement]] = {name: [] for name in names}
     if earlier is not None and earlier.baseline:
         runs = {reference: list(earlier.baseline), **{name: list(earlier.candidates[name]) for name in candidates}}
         done = len(earlier.baseline)
-        progress(f"  {done} round(s) kept from before: going on from round {rounds_before + done + 1}")
-        rounds_before, pairs = rounds_before + done, pairs - done
-        if pairs <= 0 or enough(_rounds(runs, reference)):
+        if pairs <= done or enough(_rounds(runs, reference)):
+            progress(f"  {done} round(s) {earlier_said}: no more are needed")
             return _rounds(runs, reference)
+        progress(f"  {done} round(s) {earlier_said}: going on from round {rounds_before + done + 1}")
+        rounds_before, pairs = rounds_before + done, pairs - done
     for round_index in range(rounds_before, rounds_before + pairs):  # continuing earlier rounds keeps the rotation
-        present = arms_in_round(names, round_index, first_rounds_only)
+        present = arms_in_round(names, round_index, first_rounds_only, later_rounds_only)
+        waiting = [name for name in names if round_index < (later_rounds_only or {}).get(name, 0)]
         shift = round_index % len(present)
         for name in present[shift:] + present[:shift]:
             given = round_index == 0 and name == reference and first_reference_run is not None
             how = measure_reference if name == reference and measure_reference else measure
             runs[name].append(first_reference_run if given else how(plans[name]))
+        for name in waiting:
+            runs[name].append(not_run(plans[name]))
         total = rounds_total(round_index + 1) if callable(rounds_total) else rounds_total or rounds_before + pairs
         label = f"{round_index + 1}/{total}"
         other = _rounds(runs, reference).disturbance(-1)
         busy = f"; set aside: other processes took {other:.0%} of the CPU" if other >= BUSY_SHARE else ""
-        keep(round_index, {name: runs[name][-1] for name in present})  # before it is said: a round said is kept
+        keep(round_index, {name: runs[name][-1] for name in present + waiting})  # before it is said: a round said is kept
         progress(f"  round {label}: " + ", ".join(_round_summary(runs, name) for name in present) + busy)
         if enough(_rounds(runs, reference)):
             break

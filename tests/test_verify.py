@@ -682,7 +682,9 @@ def test_a_session_that_verifies_nothing_says_what_it_ruled_out_or_that_it_is_no
                                               "search.max_pairs or a quieter machine might tell)")
     flaky = {**short, "status": "flaky", "interval": [0.0, 0.0], "speedup": 0.0}
     assert verdict_line({"min_speedup": 1.05, "recommendations": [flaky]})[1:] == [], "a flaky fix settles nothing"
-    trial = lambda number, status, peak: {"number": number, "measurement": {"status": status, "peak_memory_mb": peak}}
+    def trial(number: int, status: str, peak: float) -> dict:
+        return {"number": number, "measurement": {"status": status, "peak_memory_mb": peak}}
+
     over_budget = {"min_speedup": 1.05, "recommendations": [], "memory_fix": True, "max_memory_mb": 450.0,
                    "trials": [trial(0, "failed", 680.0), trial(1, "ok", 424.0), trial(2, "ok", 431.0), trial(3, "failed", 462.0)]}
     assert verdict_line(over_budget) == [
@@ -746,6 +748,42 @@ def test_an_arm_of_the_first_rounds_only_pairs_with_them_and_leaves_later_rounds
     more = interleave({"x": 0}, arms, measure, 7, earlier=resumed, first_rounds_only={"ideal": 2})
     assert sorted(calls) == [0, 0, 1, 1], "rounds 6 and 7: no ideal"
     assert len(more.candidates["ideal"]) == 2 and len(more.baseline) == 7
+
+
+def test_an_arm_that_joins_later_rounds_pairs_with_them_and_lines_up_after_a_resume(tmp_path):
+    """An arm of `later_rounds_only` (#1 without a recipe: after the first look) runs from the
+    round it joins; before it a failed stand-in (`NOT_RUN`) keeps its runs lined up with the
+    baseline's rounds, no ratio reads it, and the kept rounds come back lined up on resume."""
+    import optuna
+    from optuna.storages import JournalStorage
+    from optuna.storages.journal import JournalFileBackend
+
+    from advisor.session.kept_rounds import KeptRounds, arms_key
+    from advisor.verify import NOT_RUN
+
+    calls = []
+
+    def measure(plan):
+        calls.append(plan["x"])
+        own = calls.count(plan["x"])
+        return Measurement("full", plan, "ok", samples_per_s=(100 + own) * (1, 1.5, 1.2)[plan["x"]])
+
+    storage = lambda: JournalStorage(JournalFileBackend(str(tmp_path / "study.journal")))  # noqa: E731
+    optuna.create_study(study_name="s", storage=storage())
+    arms = {"#1": {"x": 1}, "#1 without amp": {"x": 2}}
+    kept = KeptRounds(optuna.load_study(study_name="s", storage=storage()), arms_key({"x": 0}, arms))
+    lines: list[str] = []
+    rounds = interleave({"x": 0}, arms, measure, 4, lines.append, keep=kept.keeper(), later_rounds_only={"#1 without amp": 2})
+    assert calls.count(2) == 2 and calls.count(1) == 4 and all("without" not in line for line in lines[:2]), lines
+    late = rounds.candidates["#1 without amp"]
+    assert [run.reason for run in late[:2]] == [NOT_RUN] * 2 and len(late) == len(rounds.baseline) == 4
+    assert rounds.ratios("#1 without amp") == [1.2 * 101 / 103, 1.2 * 102 / 104], "paired with rounds 3 and 4's baseline"
+    resumed = KeptRounds(optuna.load_study(study_name="s", storage=storage()), kept.key).earlier("baseline", list(arms))
+    assert [run.reason for run in resumed.candidates["#1 without amp"]][:2] == [NOT_RUN] * 2
+    assert resumed.ratios("#1 without amp") == rounds.ratios("#1 without amp")
+    calls.clear()
+    more = interleave({"x": 0}, arms, measure, 5, earlier=resumed, later_rounds_only={"#1 without amp": 2})
+    assert sorted(calls) == [0, 1, 2] and len(more.candidates["#1 without amp"]) == 5
 
 
 def test_a_candidate_the_verification_ended_stays_ended_after_a_resume(tmp_path):

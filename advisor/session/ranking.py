@@ -12,7 +12,7 @@ from advisor import search
 from advisor.failures import out_of_memory
 from advisor.harness import kept
 from advisor.measure import Measurement
-from advisor.recipes import by_name
+from advisor.plan import without_recipe
 from advisor.session.bundle import Session
 from advisor.session.margins import MEMORY_TIE_SAVING
 from advisor.session.results import Progress, Recommendation
@@ -34,11 +34,13 @@ def rank_session(session: Session, verified: Verified,
         return recommendations
 
     try:  # the leave-one-out rounds' kept interpreters (`advisor.harness.kept`) end with them
-        recommendations, left_out = _finish_ranking(verified.recommendations, baseline, measure, pairs, progress)
+        recommendations, left_out = _finish_ranking(verified.recommendations, baseline, measure, pairs, progress,
+                                                    verified.beside)
         if record is None:
             return recommendations
         return without_what_slows(recommendations, left_out, verify, record, session.config.constraints.max_memory_mb,
-                                  lambda ranked: _with_shares(ranked, baseline, measure, pairs, progress), progress)
+                                  lambda ranked: _with_shares(ranked, baseline, measure, pairs, progress, verified.beside),
+                                  progress)
     finally:
         kept.close_all()
 
@@ -76,22 +78,23 @@ def _renumbered(ranked: list[Recommendation]) -> list[Recommendation]:
 
 
 def _finish_ranking(recommendations: list[Recommendation], baseline: dict, measure, pairs: int,
-                   progress: Progress) -> tuple[list[Recommendation], dict]:
+                   progress: Progress, beside: Optional[dict[int, Rounds]] = None) -> tuple[list[Recommendation], dict]:
     """Ranks the recommendations, and gives #1 its recipes' shares (`_with_shares`)."""
-    return _with_shares(_renumbered(rank(recommendations)), baseline, measure, pairs, progress)
+    return _with_shares(_renumbered(rank(recommendations)), baseline, measure, pairs, progress, beside)
 
 
 def _with_shares(ranked: list[Recommendation], baseline: dict, measure, pairs: int,
-                progress: Progress) -> tuple[list[Recommendation], dict]:
+                progress: Progress, beside: Optional[dict[int, Rounds]] = None) -> tuple[list[Recommendation], dict]:
     """When #1 is verified, combines recipes and its shares are not measured yet, measures it
-    again beside itself without each one, to give each recipe's share. Returns the ranking and, by recipe,
-    the plan without it with its runs ({} when nothing was measured)."""
+    again beside itself without each one, to give each recipe's share, going on from the rounds
+    its verification ran those plans in (`beside`, by trial: `verification.shares_arms`).
+    Returns the ranking and, by recipe, the plan without it with its runs ({} when nothing was measured)."""
     if not ranked or len(ranked[0].recipes) < 2 or ranked[0].contributions:
         return ranked, {}
     if not ranked[0].verified:  # each share is a ratio as noisy as #1's own, which showed no gain: rounds that tell nothing
         progress(f"#1 ({'+'.join(ranked[0].recipes)}) is not verified: its recipes' shares are not measured")
         return ranked, {}
-    shares, left_out = _leave_one_out(ranked[0], baseline, measure, pairs, progress)
+    shares, left_out = _leave_one_out(ranked[0], baseline, measure, pairs, progress, (beside or {}).get(ranked[0].trial))
     return [dataclasses.replace(ranked[0], contributions=shares), *ranked[1:]], left_out
 
 
@@ -134,22 +137,25 @@ def without_what_slows(ranked: list[Recommendation], left_out: dict, verify: Cal
     return ranked
 
 
-def _leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, progress: Progress) -> tuple[dict, dict]:
+def _leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, progress: Progress,
+                   earlier: Optional[Rounds] = None) -> tuple[dict, dict]:
     """Each recipe's factor: the plan against itself without that recipe, paired round by round.
     The rounds look after FIRST_LOOK and stop there when every factor is already clear of 1x at
     Pocock's level for the two looks (as a verification does), or when none that is not is
-    likely to be by the last (`_shares_futile`); else they run `pairs` rounds.
+    likely to be by the last (`_shares_futile`); else they run `pairs` rounds. `earlier`: such
+    rounds run beside #1's verification, counted among them and not run again.
     Returns the shares, and by recipe the plan without it with its runs."""
     without = {recipe: without_recipe(top.plan, baseline, recipe) for recipe in top.recipes}
     measure = EpochEnds().measuring(measure)  # each plan's epoch end timed in its first runs only
     schedule = tuple(sorted({min(FIRST_LOOK, pairs), pairs}))
-    progress(f"measuring each recipe's share of #1 by leaving it out: looking after {', '.join(map(str, schedule))} rounds:")
+    progress(f"{'' if earlier is None else 'from the rounds beside its verification, '}measuring each recipe's share of #1 "
+             f"by leaving it out: looking after {', '.join(map(str, schedule))} rounds:")
 
     def enough(so_far: Rounds) -> bool:
         return _shares_settled(so_far, top.recipes, schedule) or _shares_futile(so_far, top.recipes, schedule, progress)
 
     rounds = interleave(top.plan, {f"without {recipe}": plan for recipe, plan in without.items()}, measure, pairs,
-                        progress, reference="#1", enough=enough)
+                        progress, reference="#1", enough=enough, earlier=earlier, earlier_said="run beside its verification")
     confidence = reported_confidence(schedule, len(rounds.baseline), _shares_settled(rounds, top.recipes, schedule))
     shares = {}
     for recipe in top.recipes:
@@ -209,15 +215,3 @@ def _judged_factors(rounds: Rounds, recipes: tuple[str, ...]) -> dict[str, list[
     """Each recipe's factors so far, but for those whose absence broke the memory budget (needed, whatever the factor)."""
     return {recipe: _factors(rounds, recipe) for recipe in recipes
             if not any(out_of_memory(run) for run in rounds.candidates[f"without {recipe}"])}
-
-
-def without_recipe(plan: dict, baseline: dict, recipe: str) -> dict:
-    """The plan with one recipe's keys as the baseline has them; a key the baseline lacks (a
-    service's inter-op threads, on a training job) is left out."""
-    changed = dict(plan)
-    for key in by_name(recipe).keys:
-        if key in baseline:
-            changed[key] = baseline[key]
-        else:
-            changed.pop(key, None)
-    return changed

@@ -17,7 +17,7 @@ from advisor.harness import kept as kept_interpreters
 from advisor.harness import run_measurement
 from advisor.kinds import kind_of
 from advisor.measure import BUSY_SHARE, QUIET_WAIT_S, Measurement, epoch_of, page_faults_of, wait_for_quiet
-from advisor.plan import active_recipes, changes_of, combined_risk, names, plan_key
+from advisor.plan import active_recipes, changes_of, combined_risk, names, plan_key, without_recipe
 from advisor.recipes import Context, Recipe
 from advisor.session.bundle import Session, round_measures
 from advisor.session.gate import gate_candidates, rounding_envelope, worst_numerics
@@ -38,7 +38,7 @@ from advisor.verdict import (
     rounds_to_pin,
     settled,
 )
-from advisor.verify import OBJECTIVE, Envelope, Rounds, interleave, near_its_limit, speedup_basis, step_breakdown
+from advisor.verify import NOT_RUN, OBJECTIVE, Envelope, Rounds, interleave, near_its_limit, speedup_basis, step_breakdown
 
 
 @dataclass
@@ -54,6 +54,7 @@ class Verified:
     baseline_runs: list = field(default_factory=list)
     first_s: Optional[float] = None
     announced: Optional[str] = None  # the candidate announced verified at its settled look, its rounds still running
+    beside: dict = field(default_factory=dict)  # by trial: its rounds without each of its recipes (`shares_arms`), as `Rounds`
 
     def settled(self, name: str, interval: tuple[float, float, float]) -> None:
         """A candidate's verdict settled verified, its number not yet pinned (`Stopping`): the
@@ -180,13 +181,16 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
     memory_fix = session.reference is not None and session.reference.memory_fix
     plans = {f"#{t.number}": t for t in candidates}
     announce = verified.settled if verified is not None else lambda name, interval: None
+    with_shares = verified is not None and len(plans) == 1
     every_round, stopping, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce, give_way,
-                                                                           ahead)
+                                                                           ahead, with_shares)
     ideal_source = "rounds" if ideal_speedup is not None else ""
     if ideal_speedup is None and give_way:
         ideal_speedup = diagnosed_ideal(session)
         ideal_source = "diagnosis" if ideal_speedup is not None else ""
     rounds, set_aside = every_round.quiet(), every_round.set_aside()
+    if verified is not None:
+        verified.beside.update(rounds_beside(rounds, plans, baseline))
     basis = basis_of(config, rounds.baseline)
     recommendations, rejections = [], []
     for name, trial in plans.items():
@@ -485,12 +489,15 @@ def measure_ideal(config: AdvisorConfig, plan: dict) -> Measurement:
 
 def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_fix: bool,
                  announce: Callable[[str, tuple[float, float, float]], None], give_way: bool = False,
-                 ahead: Optional[Recommendation] = None) -> tuple[Rounds, Stopping, Optional[float], float, float]:
+                 ahead: Optional[Recommendation] = None, with_shares: bool = False,
+                 ) -> tuple[Rounds, Stopping, Optional[float], float, float]:
     """The verification rounds: the reference and each candidate (and the ideal, for an input
     fix) back to back, until `Stopping` says they are enough (past `search.pairs`, a service's
-    runs serve twice the requests: `Stopping.longer_runs`). Returns the rounds, the level of the
-    intervals to report, the ideal's speedup over the reference, and when the rounds began and
-    ended. `announce` hears the fastest verified candidate as soon as its verdict settles."""
+    runs serve twice the requests: `Stopping.longer_runs`). With `with_shares`, a candidate that
+    combines recipes runs without each of them too, in up to `search.pairs` of the rounds that
+    pin its number once its verdict settles (`shares_arms`). Returns the rounds, the level of the intervals to report, the ideal's
+    speedup over the reference, and when the rounds began and ended. `announce` hears the
+    fastest verified candidate as soon as its verdict settles."""
     config, reference = session.config, session.reference
     with_ideal = reference is not None and reference.with_ideal and not give_way
     reference_plan = reference.run.plan if reference is not None and reference.run is not None else session.baseline
@@ -501,6 +508,16 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
     limits = {"ideal": IDEAL_ROUNDS}  # arms of the first rounds only, and the candidates `Stopping` ends (interleave reads it)
     stopping = Stopping(config, list(plans), memory_fix, session.progress, announce=announce, give_way=give_way,
                         limits=limits, ahead=ahead)
+    shares = shares_arms(plans, session.baseline) if with_shares else {}
+    arms.update(shares)
+    joins = dict.fromkeys(shares, math.inf)  # until its verdict settles and rounds go on to pin its number
+
+    def enough(rounds: Rounds) -> bool:
+        stop = stopping(rounds)
+        if shares and not stop and stopping.pinned_name is not None and math.inf in joins.values():
+            joins.update(dict.fromkeys(shares, len(rounds.baseline)))
+            limits.update(dict.fromkeys(shares, len(rounds.baseline) + config.search.pairs))
+        return stop
     epochs = EpochEnds()
     planned = (epochs.measuring(session.round_measure), epochs.measuring(session.round_reference))
     longer = round_measures(more_requests(config)) if config.workload.SERVED else planned
@@ -518,14 +535,49 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
     kept = KeptRounds(session.study, arms_key(reference_plan, arms)) if session.study is not None else None
     try:
         rounds = interleave(reference_plan, arms, measure, stopping.schedule[-1] + config.search.pairs, session.progress,
-                            measure_reference=lambda plan: measure(plan, reference_run=True), enough=stopping,
+                            measure_reference=lambda plan: measure(plan, reference_run=True), enough=enough,
                             rounds_total=stopping.round_of, earlier=kept.earlier("baseline", list(arms)) if kept else None,
-                            keep=kept.keeper() if kept else lambda index, runs: None, first_rounds_only=limits)
+                            keep=kept.keeper() if kept else lambda index, runs: None, first_rounds_only=limits,
+                            later_rounds_only=joins)
     finally:
         kept_interpreters.close_all()
     ideal_ratios = rounds.quiet().ratios("ideal") if with_ideal else []
     ideal = paired_interval(ideal_ratios)[0] if ideal_ratios else None
     return rounds, stopping, ideal, stopping.started, time.time()
+
+
+def shares_arms(plans: dict[str, search.TrialResult], baseline: dict) -> dict[str, dict]:
+    """For each candidate that combines recipes, the candidate without each one, named after
+    both. They join its verification once its verdict settles (the user's first verified fix is
+    not held up by them), in the rounds that go on to pin its number, and give each recipe's
+    share of it there (`ranking._leave_one_out` goes on from them only where they did not
+    settle), in rounds that pay their interpreters' imports anyway (a round of their own, later,
+    pays them again). A candidate whose rounds stop at its verdict runs none."""
+    arms = {}
+    for name, trial in plans.items():
+        recipes = active_recipes(trial.plan, baseline)
+        if len(recipes) > 1:
+            arms.update({shares_arm(name, r.name): without_recipe(trial.plan, baseline, r.name) for r in recipes})
+    return arms
+
+
+def shares_arm(name: str, recipe: str) -> str:
+    return f"{name} without {recipe}"
+
+
+def rounds_beside(rounds: Rounds, plans: dict[str, search.TrialResult], baseline: dict) -> dict[int, Rounds]:
+    """By trial, the quiet rounds its shares' arms ran in, as the leave-one-out reads them: the
+    candidate's runs there as the reference, and its runs without each recipe."""
+    beside = {}
+    for name, trial in plans.items():
+        without = {recipe.name: rounds.candidates.get(shares_arm(name, recipe.name), [])
+                   for recipe in active_recipes(trial.plan, baseline)}
+        ran = [index for index in range(len(rounds.candidates[name]))
+               if all(index < len(runs) and runs[index].reason != NOT_RUN for runs in without.values())]
+        if len(without) > 1 and ran:
+            beside[trial.number] = Rounds([rounds.candidates[name][i] for i in ran],
+                                          {f"without {recipe}": [runs[i] for i in ran] for recipe, runs in without.items()})
+    return beside
 
 
 def diagnosed_ideal(session: Session) -> Optional[float]:
