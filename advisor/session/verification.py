@@ -175,21 +175,18 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
     the first fix verified as soon as its verdict settles. With `give_way` (a verification during
     the search), a verdict that still straddles the bar after `search.pairs` rounds stops there;
     `ahead` (`pinned_ahead`) is the fix verified before that a new one must outrun to be pinned.
+    A lone candidate's rounds without each of its recipes go to the ledger (`rounds_beside`).
 
     Returns the recommendations (unranked), the reference's runs and the rejections."""
     config, baseline = session.config, session.baseline
     memory_fix = session.reference is not None and session.reference.memory_fix
     plans = {f"#{t.number}": t for t in candidates}
-    announce = verified.settled if verified is not None else lambda name, interval: None
-    with_shares = verified is not None and len(plans) == 1
-    every_round, stopping, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce, give_way,
-                                                                           ahead, with_shares)
-    ideal_source = "rounds" if ideal_speedup is not None else ""
-    if ideal_speedup is None and give_way:
-        ideal_speedup = diagnosed_ideal(session)
-        ideal_source = "diagnosis" if ideal_speedup is not None else ""
+    announce, with_shares = (verified.settled, len(plans) == 1) if verified is not None else (lambda name, interval: None, False)
+    every_round, stopping, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce, give_way, ahead,
+                                                                           with_shares)
+    ideal_speedup, ideal_source = _ideal_of(session, ideal_speedup, give_way)
     rounds, set_aside = every_round.quiet(), every_round.set_aside()
-    if verified is not None:
+    if with_shares:
         verified.beside.update(rounds_beside(rounds, plans, baseline))
     basis = basis_of(config, rounds.baseline)
     recommendations, rejections = [], []
@@ -578,6 +575,15 @@ def rounds_beside(rounds: Rounds, plans: dict[str, search.TrialResult], baseline
             beside[trial.number] = Rounds([rounds.candidates[name][i] for i in ran],
                                           {f"without {recipe}": [runs[i] for i in ran] for recipe, runs in without.items()})
     return beside
+
+
+def _ideal_of(session: Session, in_rounds: Optional[float], give_way: bool) -> tuple[Optional[float], str]:
+    """The ideal's speedup over the reference and where it was read: beside it in the rounds,
+    else, for a verification during the search (which runs none), the diagnosis's."""
+    if in_rounds is not None:
+        return in_rounds, "rounds"
+    diagnosed = diagnosed_ideal(session) if give_way else None
+    return diagnosed, "diagnosis" if diagnosed is not None else ""
 
 
 def diagnosed_ideal(session: Session) -> Optional[float]:
