@@ -752,7 +752,7 @@ def test_a_fix_that_combines_recipes_runs_without_each_while_its_number_is_pinne
     once its verdict settles, in the rounds that pin its number (rounds whose imports are paid
     anyway; the user's first verified fix is not held up); #1's shares are read from them, and
     run no round of their own where they settle there. Where the settled look pins the number,
-    or several candidates are verified (which one leads is not known yet), none run."""
+    none run; among several candidates, only the one whose number is pinned runs them."""
     import json
     import time
 
@@ -810,8 +810,11 @@ def test_a_fix_that_combines_recipes_runs_without_each_while_its_number_is_pinne
     pinned_at_once = Verified(started=time.time())
     verify_each(session, [TrialResult(1, fix, run(200.0), True)], pinned_at_once)
     assert calls.count("baseline") == first_look and "without amp" not in calls and pinned_at_once.beside == {}, calls
-    calls.clear()
+    swinging = dataclasses.replace(session, round_measure=measure, round_reference=measure, measure=measure)
+    lines.clear()
     several = Verified(started=time.time())
-    verify_each(session, [TrialResult(1, fix, run(200.0), True), TrialResult(2, {**fix, "threads.intra_op": 5}, run(190.0), True)],
+    verify_each(swinging, [TrialResult(1, fix, run(200.0), True), TrialResult(2, {**fix, "threads.intra_op": 5}, run(190.0), True)],
                 several)
-    assert several.beside == {} and "without amp" not in calls
+    said = [line for line in lines if line.startswith("  round ")]
+    assert any("#1 without amp" in line for line in said) and not any("#2 without" in line for line in said), said
+    assert set(several.beside) == {1}, "the pinned candidate's only: #2 (no faster than the baseline) is no #1"

@@ -175,13 +175,13 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
     the first fix verified as soon as its verdict settles. With `give_way` (a verification during
     the search), a verdict that still straddles the bar after `search.pairs` rounds stops there;
     `ahead` (`pinned_ahead`) is the fix verified before that a new one must outrun to be pinned.
-    A lone candidate's rounds without each of its recipes go to the ledger (`rounds_beside`).
+    The pinned candidate's rounds without each of its recipes go to the ledger (`rounds_beside`).
 
     Returns the recommendations (unranked), the reference's runs and the rejections."""
     config, baseline = session.config, session.baseline
     memory_fix = session.reference is not None and session.reference.memory_fix
     plans = {f"#{t.number}": t for t in candidates}
-    announce, with_shares = (verified.settled, len(plans) == 1) if verified is not None else (lambda name, interval: None, False)
+    announce, with_shares = (verified.settled, True) if verified is not None else (lambda name, interval: None, False)
     every_round, stopping, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce, give_way, ahead,
                                                                            with_shares)
     ideal_speedup, ideal_source = _ideal_of(session, ideal_speedup, give_way)
@@ -490,11 +490,12 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
                  ) -> tuple[Rounds, Stopping, Optional[float], float, float]:
     """The verification rounds: the reference and each candidate (and the ideal, for an input
     fix) back to back, until `Stopping` says they are enough (past `search.pairs`, a service's
-    runs serve twice the requests: `Stopping.longer_runs`). With `with_shares`, a candidate that
-    combines recipes runs without each of them too, in up to `search.pairs` of the rounds that
-    pin its number once its verdict settles (`shares_arms`). Returns the rounds, the level of the intervals to report, the ideal's
-    speedup over the reference, and when the rounds began and ended. `announce` hears the
-    fastest verified candidate as soon as its verdict settles."""
+    runs serve twice the requests: `Stopping.longer_runs`). With `with_shares`, the candidate
+    whose number the rounds go on to pin (the fastest verified), where it combines recipes, runs
+    without each of them too, in up to `search.pairs` of those rounds (`shares_arms`). Returns
+    the rounds, the level of the intervals to report, the ideal's speedup over the reference, and
+    when the rounds began and ended. `announce` hears the fastest verified candidate as soon as
+    its verdict settles."""
     config, reference = session.config, session.reference
     with_ideal = reference is not None and reference.with_ideal and not give_way
     reference_plan = reference.run.plan if reference is not None and reference.run is not None else session.baseline
@@ -505,15 +506,17 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
     limits = {"ideal": IDEAL_ROUNDS}  # arms of the first rounds only, and the candidates `Stopping` ends (interleave reads it)
     stopping = Stopping(config, list(plans), memory_fix, session.progress, announce=announce, give_way=give_way,
                         limits=limits, ahead=ahead)
-    shares = shares_arms(plans, session.baseline) if with_shares else {}
-    arms.update(shares)
-    joins = dict.fromkeys(shares, math.inf)  # until its verdict settles and rounds go on to pin its number
+    shares = {name: shares_arms({name: trial}, session.baseline) for name, trial in plans.items()} if with_shares else {}
+    for without in shares.values():
+        arms.update(without)
+    joins = {arm: math.inf for without in shares.values() for arm in without}  # until the rounds pin that candidate's number
 
     def enough(rounds: Rounds) -> bool:
         stop = stopping(rounds)
-        if shares and not stop and stopping.pinned_name is not None and math.inf in joins.values():
-            joins.update(dict.fromkeys(shares, len(rounds.baseline)))
-            limits.update(dict.fromkeys(shares, len(rounds.baseline) + config.search.pairs))
+        pinned = shares.get(stopping.pinned_name, {})
+        if not stop and pinned and all(joins[arm] == math.inf for arm in pinned):
+            joins.update(dict.fromkeys(pinned, len(rounds.baseline)))
+            limits.update(dict.fromkeys(pinned, len(rounds.baseline) + config.search.pairs))
         return stop
     epochs = EpochEnds()
     planned = (epochs.measuring(session.round_measure), epochs.measuring(session.round_reference))
@@ -545,11 +548,12 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
 
 def shares_arms(plans: dict[str, search.TrialResult], baseline: dict) -> dict[str, dict]:
     """For each candidate that combines recipes, the candidate without each one, named after
-    both. They join its verification once its verdict settles (the user's first verified fix is
-    not held up by them), in the rounds that go on to pin its number, and give each recipe's
-    share of it there (`ranking._leave_one_out` goes on from them only where they did not
-    settle), in rounds that pay their interpreters' imports anyway (a round of their own, later,
-    pays them again). A candidate whose rounds stop at its verdict runs none."""
+    both. Those of the candidate whose number the rounds pin (the fastest verified, #1 unless a
+    later fix outruns it) join once its verdict settles (the user's first verified fix is not
+    held up by them), in the rounds that go on to pin its number, and give each recipe's share
+    of it there (`ranking._leave_one_out` goes on from them only where they did not settle), in
+    rounds that pay their interpreters' imports anyway (a round of their own, later, pays them
+    again). Where the rounds stop at the verdicts, none run."""
     arms = {}
     for name, trial in plans.items():
         recipes = active_recipes(trial.plan, baseline)
