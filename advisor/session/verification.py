@@ -181,12 +181,12 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
     config, baseline = session.config, session.baseline
     memory_fix = session.reference is not None and session.reference.memory_fix
     plans = {f"#{t.number}": t for t in candidates}
-    announce, with_shares = (verified.settled, True) if verified is not None else (lambda name, interval: None, False)
+    announce = verified.settled if verified is not None else lambda name, interval: None
     every_round, stopping, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce, give_way, ahead,
-                                                                           with_shares)
+                                                                           with_shares=verified is not None)
     ideal_speedup, ideal_source = _ideal_of(session, ideal_speedup, give_way)
     rounds, set_aside = every_round.quiet(), every_round.set_aside()
-    if with_shares:
+    if verified is not None:
         verified.beside.update(rounds_beside(rounds, plans, baseline))
     basis = basis_of(config, rounds.baseline)
     recommendations, rejections = [], []
@@ -506,7 +506,7 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
     limits = {"ideal": IDEAL_ROUNDS}  # arms of the first rounds only, and the candidates `Stopping` ends (interleave reads it)
     stopping = Stopping(config, list(plans), memory_fix, session.progress, announce=announce, give_way=give_way,
                         limits=limits, ahead=ahead)
-    shares = {name: shares_arms({name: trial}, session.baseline) for name, trial in plans.items()} if with_shares else {}
+    shares = {name: shares_arms(name, trial, session.baseline) for name, trial in plans.items()} if with_shares else {}
     for without in shares.values():
         arms.update(without)
     joins = {arm: math.inf for without in shares.values() for arm in without}  # until the rounds pin that candidate's number
@@ -546,20 +546,18 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
     return rounds, stopping, ideal, stopping.started, time.time()
 
 
-def shares_arms(plans: dict[str, search.TrialResult], baseline: dict) -> dict[str, dict]:
-    """For each candidate that combines recipes, the candidate without each one, named after
-    both. Those of the candidate whose number the rounds pin (the fastest verified, #1 unless a
+def shares_arms(name: str, trial: search.TrialResult, baseline: dict) -> dict[str, dict]:
+    """Where a candidate combines recipes, the candidate without each one, named after both ({}
+    where it changes one recipe or none). Those of the candidate whose number the rounds pin (the fastest verified, #1 unless a
     later fix outruns it) join once its verdict settles (the user's first verified fix is not
     held up by them), in the rounds that go on to pin its number, and give each recipe's share
     of it there (`ranking._leave_one_out` goes on from them only where they did not settle), in
     rounds that pay their interpreters' imports anyway (a round of their own, later, pays them
     again). Where the rounds stop at the verdicts, none run."""
-    arms = {}
-    for name, trial in plans.items():
-        recipes = active_recipes(trial.plan, baseline)
-        if len(recipes) > 1:
-            arms.update({shares_arm(name, r.name): without_recipe(trial.plan, baseline, r.name) for r in recipes})
-    return arms
+    recipes = active_recipes(trial.plan, baseline)
+    if len(recipes) < 2:
+        return {}
+    return {shares_arm(name, r.name): without_recipe(trial.plan, baseline, r.name) for r in recipes}
 
 
 def shares_arm(name: str, recipe: str) -> str:
