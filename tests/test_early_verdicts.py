@@ -750,8 +750,9 @@ def test_a_plans_epoch_end_is_timed_in_its_first_quiet_runs_and_charged_their_me
 def test_a_fix_that_combines_recipes_runs_without_each_while_its_number_is_pinned_and_its_shares_go_on_from_there(tmp_path):
     """A verification of one candidate that combines recipes runs it without each of them too,
     once its verdict settles, in the rounds that pin its number (rounds whose imports are paid
-    anyway; the user's first verified fix is not held up); #1's shares are read from them, and
-    run no round of their own where they settle there. Where the settled look pins the number,
+    anyway; the user's first verified fix is not held up), until the leave-one-out's own rule
+    says they are enough; #1's shares are read from them, and run no round of their own where
+    they settle there. Where the settled look pins the number,
     none run; among several candidates, only the one whose number is pinned runs them."""
     import json
     import time
@@ -789,11 +790,12 @@ def test_a_fix_that_combines_recipes_runs_without_each_while_its_number_is_pinne
     verified = Verified(started=time.time())
     found, _, _ = verify_each(session, [TrialResult(1, fix, run(200.0), True)], verified)
     rounds, first_look = calls.count("baseline"), 3
-    assert found[0].verified and rounds > first_look, lines
-    beside = min(rounds - first_look, config.search.pairs)
+    beside = first_look  # both shares clear of 1x at the leave-one-out's first look: their arms stop there
+    assert found[0].verified and rounds > first_look + beside, lines
     assert calls.count("without amp") == calls.count("without threads") == beside, calls
     said = [line for line in lines if line.startswith("  round ")]
     assert all("without" not in line for line in said[:first_look]) and "#1 without amp " in said[first_look], said
+    assert all("without" not in line for line in said[first_look + beside:]), "the rounds that go on pinning run without them"
     assert len(verified.beside[1].baseline) == beside and set(verified.beside[1].candidates) == {"without amp", "without threads"}
 
     calls.clear()

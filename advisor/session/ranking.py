@@ -16,8 +16,9 @@ from advisor.plan import without_recipe
 from advisor.session.bundle import Session
 from advisor.session.margins import MEMORY_TIE_SAVING
 from advisor.session.results import Progress, Recommendation
+from advisor.session.shares import factors_of, share_looks, shares_done, shares_settled
 from advisor.session.verification import EpochEnds, Verified, verify_each
-from advisor.verdict import FIRST_LOOK, FUTILE_UNDER, chance_to_settle, chance_words, look_confidence, paired_interval, reported_confidence
+from advisor.verdict import paired_interval, reported_confidence
 from advisor.verify import ANSWERED, Rounds, interleave
 
 
@@ -142,24 +143,24 @@ def _leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, pro
     """Each recipe's factor: the plan against itself without that recipe, paired round by round.
     The rounds look after FIRST_LOOK and stop there when every factor is already clear of 1x at
     Pocock's level for the two looks (as a verification does), or when none that is not is
-    likely to be by the last (`_shares_futile`); else they run `pairs` rounds. `earlier`: such
+    likely to be by the last (`shares.shares_futile`); else they run `pairs` rounds. `earlier`: such
     rounds run beside #1's verification, counted among them and not run again.
     Returns the shares, and by recipe the plan without it with its runs."""
     without = {recipe: without_recipe(top.plan, baseline, recipe) for recipe in top.recipes}
     measure = EpochEnds().measuring(measure)  # each plan's epoch end timed in its first runs only
-    schedule = tuple(sorted({min(FIRST_LOOK, pairs), pairs}))
+    schedule = share_looks(pairs)
     progress(f"{'' if earlier is None else 'from the rounds beside its verification, '}measuring each recipe's share of #1 "
              f"by leaving it out: looking after {', '.join(map(str, schedule))} rounds:")
 
     def enough(so_far: Rounds) -> bool:
-        return _shares_settled(so_far, top.recipes, schedule) or _shares_futile(so_far, top.recipes, schedule, progress)
+        return shares_done(so_far, top.recipes, schedule, progress)
 
     rounds = interleave(top.plan, {f"without {recipe}": plan for recipe, plan in without.items()}, measure, pairs,
                         progress, reference="#1", enough=enough, earlier=earlier, earlier_said="run beside its verification")
-    confidence = reported_confidence(schedule, len(rounds.baseline), _shares_settled(rounds, top.recipes, schedule))
+    confidence = reported_confidence(schedule, len(rounds.baseline), shares_settled(rounds, top.recipes, schedule))
     shares = {}
     for recipe in top.recipes:
-        factors = _factors(rounds, recipe)
+        factors = factors_of(rounds, recipe)
         if any(out_of_memory(run) for run in rounds.candidates[f"without {recipe}"]):
             shares[recipe] = {"factor": math.inf, "interval": (math.inf, math.inf), "shown": True, "needed_for_budget": True}
         elif factors:
@@ -168,50 +169,3 @@ def _leave_one_out(top: Recommendation, baseline: dict, measure, pairs: int, pro
             shares[recipe] = {"factor": factor, "interval": (low, high), "shown": low > 1.0,
                               "peak_without_mb": max(peaks, default=0.0)}
     return shares, {recipe: (plan, rounds.candidates[f"without {recipe}"]) for recipe, plan in without.items()}
-
-
-def _factors(rounds: Rounds, recipe: str) -> list[float]:
-    return [1 / ratio for ratio in rounds.ratios(f"without {recipe}") if ratio > 0]
-
-
-def _shares_settled(rounds: Rounds, recipes: tuple[str, ...], schedule: tuple[int, ...]) -> bool:
-    """At a look, whether every recipe's factor is clear of 1x (or its absence broke the memory
-    budget), with every run of the rounds finished: more rounds would tell nothing new."""
-    done = len(rounds.baseline)
-    if done not in schedule or not all(run.ok for run in rounds.baseline):
-        return False
-    level = look_confidence(len(schedule))
-    for factors in _judged_factors(rounds, recipes).values():
-        if len(factors) < done:
-            return False
-        _, low, high = paired_interval(factors, level)
-        if low <= 1.0 <= high:
-            return False
-    return True
-
-
-def _shares_futile(rounds: Rounds, recipes: tuple[str, ...], schedule: tuple[int, ...], progress: Progress) -> bool:
-    """At a look before the last, whether every factor still astride 1x is unlikely (under
-    FUTILE_UNDER) to be clear of it by the last (`chance_to_settle`): on a job whose runs swing,
-    the rounds left would most likely leave every share "not shown", at their full cost. The
-    intervals are then drawn at the whole schedule's level, as where the rounds run out. Said
-    when it stops them."""
-    done = len(rounds.baseline)
-    if done not in schedule[:-1] or not all(run.ok for run in rounds.baseline):
-        return False
-    level, last, astride = look_confidence(len(schedule)), schedule[-1], {}
-    for recipe, factors in _judged_factors(rounds, recipes).items():
-        _, low, high = paired_interval(factors, level) if len(factors) >= 2 else (1.0, 0.0, math.inf)
-        if low <= 1.0 <= high:  # one clear of 1x already holds nothing up
-            astride[recipe] = chance_to_settle(factors, 1.0, last, level)
-    if not astride or max(astride.values()) >= FUTILE_UNDER:
-        return False
-    progress(f"  the shares' rounds stop: {last} rounds would hardly show any ("
-             + ", ".join(f"{recipe}: {chance_words(chance)}" for recipe, chance in astride.items()) + ")")
-    return True
-
-
-def _judged_factors(rounds: Rounds, recipes: tuple[str, ...]) -> dict[str, list[float]]:
-    """Each recipe's factors so far, but for those whose absence broke the memory budget (needed, whatever the factor)."""
-    return {recipe: _factors(rounds, recipe) for recipe in recipes
-            if not any(out_of_memory(run) for run in rounds.candidates[f"without {recipe}"])}

@@ -24,6 +24,7 @@ from advisor.session.gate import gate_candidates, rounding_envelope, worst_numer
 from advisor.session.kept_rounds import KeptRounds, arms_key
 from advisor.session.margins import CONFIRM_MARGIN, EARLY_MARGIN, MEMORY_TIE_SAVING, SECOND_LOOK_MARGIN
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection
+from advisor.session.shares import share_looks, shares_done
 from advisor.verdict import (
     FUTILE_UNDER,
     chance_to_settle,
@@ -513,10 +514,8 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
 
     def enough(rounds: Rounds) -> bool:
         stop = stopping(rounds)
-        pinned = shares.get(stopping.pinned_name, {})
-        if not stop and pinned and all(joins[arm] == math.inf for arm in pinned):
-            joins.update(dict.fromkeys(pinned, len(rounds.baseline)))
-            limits.update(dict.fromkeys(pinned, len(rounds.baseline) + config.search.pairs))
+        if not stop and stopping.pinned_name in shares:
+            _pace_shares(rounds, stopping.pinned_name, shares[stopping.pinned_name], joins, limits, plans, session)
         return stop
     epochs = EpochEnds()
     planned = (epochs.measuring(session.round_measure), epochs.measuring(session.round_reference))
@@ -562,6 +561,28 @@ def shares_arms(name: str, trial: search.TrialResult, baseline: dict) -> dict[st
 
 def shares_arm(name: str, recipe: str) -> str:
     return f"{name} without {recipe}"
+
+
+def _pace_shares(rounds: Rounds, name: str, arms: dict[str, dict], joins: dict[str, float], limits: dict[str, int],
+                 plans: dict[str, search.TrialResult], session: Session) -> None:
+    """The pinned candidate's shares' `arms`: they join the rounds once its verdict settles, for
+    `search.pairs` rounds at most, and stop sooner where `_shares_shown` says they are enough."""
+    done = len(rounds.baseline)
+    if arms and all(joins[arm] == math.inf for arm in arms):
+        joins.update(dict.fromkeys(arms, done))
+        limits.update(dict.fromkeys(arms, done + session.config.search.pairs))
+    if arms and max(limits[arm] for arm in arms) > done and _shares_shown(rounds, name, plans, session):
+        limits.update(dict.fromkeys(arms, done))
+
+
+def _shares_shown(rounds: Rounds, name: str, plans: dict[str, search.TrialResult], session: Session) -> bool:
+    """Whether the pinned candidate's shares' arms have run rounds enough, by the leave-one-out's
+    own rule (`shares.shares_done`) on the quiet rounds they ran in: its rounds of its own would
+    stop there, so these stop there too, and the rounds that go on pinning its number run
+    without them (the leave-one-out, reading them, says why)."""
+    beside = rounds_beside(rounds.quiet(), {name: plans[name]}, session.baseline).get(plans[name].number)
+    recipes = tuple(r.name for r in active_recipes(plans[name].plan, session.baseline))
+    return beside is not None and shares_done(beside, recipes, share_looks(session.config.search.pairs), lambda line: None)
 
 
 def rounds_beside(rounds: Rounds, plans: dict[str, search.TrialResult], baseline: dict) -> dict[int, Rounds]:
