@@ -17,7 +17,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from conftest import FIXTURES, ROOT, run_cli, write_config
+from conftest import FIXTURES, ROOT, at_once, run_cli, write_config
 
 sys.path.insert(0, str(FIXTURES))
 
@@ -180,13 +180,17 @@ def test_a_launch_prefix_that_fails_is_named(tmp_path):
 
 @pytest.mark.integration
 def test_a_taken_rendezvous_port_nccl_without_gpus_and_an_unwrappable_model_are_one_line_errors(tmp_path):
-    with socket.socket() as holder:
+    folders = [tmp_path / case for case in ("taken", "nccl", "frozen")]
+    for folder in folders:
+        folder.mkdir()
+    with socket.socket() as holder:  # side by side (conftest's AT_ONCE): the question is the message, not a timing
         holder.bind(("127.0.0.1", 0))
         holder.listen()
         port = holder.getsockname()[1]
-        taken = run_cli("diagnose", str(config_with(tmp_path, distributed={"rendezvous": f"127.0.0.1:{port}"})))
-    nccl = run_cli("diagnose", str(config_with(tmp_path, distributed={"backend": "nccl"})))
-    frozen = run_cli("diagnose", str(config_with(tmp_path, model="ranks:frozen_model")))
+        paths = [config_with(folders[0], distributed={"rendezvous": f"127.0.0.1:{port}"}),
+                 config_with(folders[1], distributed={"backend": "nccl"}),
+                 config_with(folders[2], model="ranks:frozen_model")]
+        taken, nccl, frozen = at_once([lambda path=path: run_cli("diagnose", str(path)) for path in paths])
     for process, words in ((taken, f"port {port} on 127.0.0.1 is already taken"),
                            (nccl, "nccl needs a CUDA device on every rank"),
                            (frozen, "DistributedDataParallel cannot wrap it")):
