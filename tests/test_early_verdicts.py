@@ -622,6 +622,21 @@ def test_a_candidate_settled_under_the_bar_ends_while_the_verified_one_is_pinned
     assert not found[1].verified and found[1].rounds == 3 and found[2].verified and found[2].rounds == runs[1]
 
 
+def test_a_verified_candidate_that_cannot_lead_ends_while_the_fastest_is_pinned(tmp_path):
+    """Three verified at the second look: #2 fastest (1.5x, noisy: its number asks more rounds),
+    #1 steady at 1.3x, its interval ending more than search.precision under #2's speedup, #3 at
+    1.45x, reaching about #2's (tied: it may still lead). #1 leaves the rounds, said; #3 runs on
+    beside #2, and its interval reaches #2's number at the end."""
+    found, lines, runs = _verification(tmp_path, {"outrun": [130.0, 131.0, 129.0],
+                                                  "faster": [170.0, 130.0, 150.0, 140.0],
+                                                  "tied": [145.0, 140.0, 150.0, 142.0]}, precision=0.1)
+    assert runs[0] == 5 and runs[1] > 5 and runs[2] == runs[1], (runs, lines)
+    assert any(line.startswith("  no more rounds for #1 (1.30x, 1.29-1.32x): verified, and more than search.precision "
+                               "under the 1.51x of #2, whose number the rounds go on to pin") for line in lines), lines
+    assert found[1].verified and found[1].rounds == 5 and not found[1].pinned
+    assert found[2].verified and found[2].pinned and found[3].verified and found[3].interval[1] >= found[2].speedup
+
+
 def test_a_fix_verified_under_one_pinned_before_stops_at_its_verdict(tmp_path):
     """A candidate verified at a look (1.5x, noisy enough that pinning it to +-10% asks more
     rounds) has its number pinned; but where a fix verified and pinned before is faster

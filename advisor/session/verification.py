@@ -310,6 +310,7 @@ class Stopping:
                     self.pinned_name, self.pinned = None, done
             if done >= self.pinned:
                 return True
+            self._end_outrun(rounds, quiet, basis)
             reach = half_width(quiet.ratios(self.pinned_name, basis), self.confidence)
             return not self._grow(done, len(rounds.baseline), (
                 f"{self.pinned_name} is verified, its speedup known to +-{reach:.0%}; about {self.pinned} rounds pin it "
@@ -396,6 +397,27 @@ class Stopping:
                 said.append(f"{name} ({chance_words(futile[name])} chance that {self.schedule[-1]} rounds decide it)")
         if said and any(name not in self.limits for name in self.names):
             self.progress(f"  no more rounds for {', '.join(said)}: more would not make a verified fix; the others go on")
+
+    def _end_outrun(self, rounds: Rounds, quiet: Rounds, basis: str) -> None:
+        """Ends, at a look, the verified candidates that cannot lead the ranking: their interval
+        (at the deciding level) ends more than `search.precision` under the speedup of the
+        candidate whose number the rounds go on to pin, so the rounds that pin that number to
+        +-precision would not make the two tied (`ranking.rank`: neither faster nor a leaner
+        tie). Their verdicts are settled; those rounds would only narrow their intervals, at a
+        run each a round. Not where the speedups are of requests answered (the lowest p95 leads
+        there, whatever the speedup)."""
+        if basis != OBJECTIVE or self.pinned_name is None:
+            return
+        lead = paired_interval(quiet.ratios(self.pinned_name, basis))[0]
+        outrun = []
+        for name in [name for name in self.names if name != self.pinned_name and name not in self.limits]:
+            speedup, low, high = paired_interval(quiet.ratios(name, basis), self.deciding)
+            if low >= self.config.search.min_speedup and high * (1 + self.config.search.precision) < lead:
+                self.limits[name] = len(rounds.candidates[name])
+                outrun.append(f"{name} ({speedup:.2f}x, {low:.2f}-{high:.2f}x)")
+        if outrun:
+            self.progress(f"  no more rounds for {', '.join(outrun)}: verified, and more than search.precision "
+                          f"under the {lead:.2f}x of {self.pinned_name}, whose number the rounds go on to pin")
 
     def _ended_before(self, rounds: Rounds) -> None:
         """Keeps ended the candidates whose runs stop short of the reference's: ended by
