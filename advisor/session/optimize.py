@@ -23,7 +23,7 @@ from advisor.session.planning import plan_or_resume
 from advisor.session.ranking import rank_session
 from advisor.session.results import Hooks, Progress, Recommendation, Rejection, SessionResult
 from advisor.session.trials import run_search, trial_recorder
-from advisor.session.verification import Verified, choose_candidates, latency_of, load_curve_of, verify_candidates
+from advisor.session.verification import Verified, choose_candidates, latency_of, load_curve_of, pin_early_fix, verify_candidates
 from advisor.verify import step_breakdown
 
 
@@ -67,6 +67,7 @@ def conclude(session: Session, trials: list[search.TrialResult], verified: Optio
     session = with_reference(session, trials)
     candidates, rejected, passed_over = choose_candidates(session, trials, verified)
     verify_candidates(session, candidates, verified)
+    pin_early_fix(session, trials, verified)
     ranked = rank_session(session, verified, record)
     advised = {r.trial for r in ranked}  # a trial passed over, then verified without #1's slowing recipe
     rejected = [r for r in rejected + verified.rejections + passed_over if r.trial not in advised]

@@ -57,7 +57,8 @@ class StackSingles(SearchPolicy):
 
 class EarlyVerification(SearchPolicy):
     """The first trial that clears the bar by EARLY_MARGIN, its numerics matching, is verified
-    at once (one early verification at most, none with `verify_top: 0`); the search goes on.
+    at once (one early verification at most, none with `verify_top: 0`); the search goes on
+    once its verdict settles (its number is pinned at the end, where it still leads: `pin_early_fix`).
     A verdict that still straddles the bar after `search.pairs` rounds gives way (at an earlier
     look where those rounds would hardly decide it: `Stopping`'s futility): the search
     goes on, and the trial is a candidate again at its end, verified afresh beside the others
@@ -80,12 +81,15 @@ class EarlyVerification(SearchPolicy):
         self.tried = True
         session.progress(f"  trial #{early.number} clears the bar by far: verifying it now, then the search goes on")
         # beside the baseline's trial as the reference: an input-bound job's rounds measure the ideal too
-        recommendations, runs, rejections = verify_each(with_reference(session, measured), [early], verified, give_way=True)
+        referenced = with_reference(session, measured)
+        recommendations, runs, rejections = verify_each(referenced, [early], verified, give_way=True)
         if any(astride(r.status, r.interval[1], session.config.search.min_speedup) for r in recommendations):
             session.progress(f"  trial #{early.number}'s verdict straddles the bar after {len(runs)} rounds: "
                              "it is verified again beside the other candidates once the search is done")
             return
         verified.add(recommendations, runs, rejections)
+        if any(r.verified for r in recommendations) and not referenced.reference.memory_fix:
+            verified.to_pin[early.number] = runs  # its rounds stopped at the verdict: `pin_early_fix`
 
 
 class PlateauStop(SearchPolicy):

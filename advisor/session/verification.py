@@ -56,6 +56,7 @@ class Verified:
     first_s: Optional[float] = None
     announced: Optional[str] = None  # the candidate announced verified at its settled look, its rounds still running
     beside: dict = field(default_factory=dict)  # by trial: its rounds without each of its recipes (`shares_arms`), as `Rounds`
+    to_pin: dict = field(default_factory=dict)  # by trial: a fix verified in the search, its rounds stopped at the verdict
 
     def settled(self, name: str, interval: tuple[float, float, float]) -> None:
         """A candidate's verdict settled verified, its number not yet pinned (`Stopping`): the
@@ -82,6 +83,15 @@ class Verified:
         self.recommendations += recommendations
         self.baseline_runs += baseline_runs
         self.rejections += rejections
+
+    def replace(self, trial: int, recommendations: list, baseline_runs: list, rejections: list) -> None:
+        """A trial's verdict after more rounds of its verification (`pin_early_fix`): its earlier
+        one, and the reference's runs of those rounds (read again among these), give way."""
+        earlier = self.to_pin.pop(trial, [])
+        self.recommendations = [r for r in self.recommendations if r.trial != trial]
+        self.rejections = [r for r in self.rejections if r.trial != trial]
+        self.baseline_runs = [run for run in self.baseline_runs if not any(run is kept for kept in earlier)]
+        self.add(recommendations, baseline_runs, rejections)
 
     @property
     def trial_numbers(self) -> set[int]:
@@ -164,7 +174,7 @@ def confirm_beside_fix(candidates: list[search.TrialResult], verified: Verified,
 
 
 def verify_each(session: Session, candidates: list[search.TrialResult], verified: Optional[Verified] = None,
-                give_way: bool = False, ahead: Optional[Recommendation] = None,
+                give_way: bool = False, ahead: Optional[Recommendation] = None, ideal: bool = True,
                 ) -> tuple[list[Recommendation], list[Measurement], list[Rejection]]:
     """Re-measures the candidates interleaved with the reference (the baseline, run as the user
     runs it: without the memory budget the candidates must keep), for as many rounds as the
@@ -174,17 +184,17 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
     round: the ideal an input fix can reach, measured beside it, so the share of the gap a fix
     recovers compares like with like. `verified`, the session's ledger, hears each verdict, and
     the first fix verified as soon as its verdict settles. With `give_way` (a verification during
-    the search), a verdict that still straddles the bar after `search.pairs` rounds stops there;
+    the search), the rounds stop at a settled verdict, or after `search.pairs` at a straddling one;
     `ahead` (`pinned_ahead`) is the fix verified before that a new one must outrun to be pinned.
-    The pinned candidate's rounds without each of its recipes go to the ledger (`rounds_beside`).
-
-    Returns the recommendations (unranked), the reference's runs and the rejections."""
+    The pinned candidate's rounds without each of its recipes go to the ledger (`rounds_beside`);
+    `ideal` False runs no ideal (`pin_early_fix`). Returns the recommendations (unranked), the
+    reference's runs and the rejections."""
     config, baseline = session.config, session.baseline
     memory_fix = session.reference is not None and session.reference.memory_fix
     plans = {f"#{t.number}": t for t in candidates}
     announce = verified.settled if verified is not None else lambda name, interval: None
     every_round, stopping, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce, give_way, ahead,
-                                                                           with_shares=verified is not None)
+                                                                           with_shares=verified is not None, ideal=ideal)
     ideal_speedup, ideal_source = _ideal_of(session, ideal_speedup, give_way)
     rounds, set_aside = every_round.quiet(), every_round.set_aside()
     if verified is not None:
@@ -300,6 +310,8 @@ class Stopping:
             self._end_arms(rounds, quiet, basis, {name: chance for name, chance in chances.items()
                                                   if ending_futile and chance < FUTILE_UNDER})
         if self.settled_at_stop and not self.memory_fix:
+            if self.give_way:  # during the search: its number is pinned at the end, where it still leads (`pin_early_fix`)
+                return True
             if self.pinned is None:  # fixed once, at the first settled look (`rounds_to_pin`)
                 claims = {name: quiet.ratios(name, basis) for name in self.names if not rounds.failures(name)}
                 self.pinned_name, self.pinned = rounds_to_pin(claims, search_config.min_speedup, search_config.precision,
@@ -509,7 +521,7 @@ def measure_ideal(config: AdvisorConfig, plan: dict) -> Measurement:
 
 def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_fix: bool,
                  announce: Callable[[str, tuple[float, float, float]], None], give_way: bool = False,
-                 ahead: Optional[Recommendation] = None, with_shares: bool = False,
+                 ahead: Optional[Recommendation] = None, with_shares: bool = False, ideal: bool = True,
                  ) -> tuple[Rounds, Stopping, Optional[float], float, float]:
     """The verification rounds: the reference and each candidate (and the ideal, for an input
     fix) back to back, until `Stopping` says they are enough (past `search.pairs`, a service's
@@ -520,7 +532,7 @@ def _interleaved(session: Session, plans: dict[str, search.TrialResult], memory_
     when the rounds began and ended. `announce` hears the fastest verified candidate as soon as
     its verdict settles."""
     config, reference = session.config, session.reference
-    with_ideal = reference is not None and reference.with_ideal and not give_way
+    with_ideal = reference is not None and reference.with_ideal and not give_way and ideal
     reference_plan = reference.run.plan if reference is not None and reference.run is not None else session.baseline
     arms = {name: t.plan for name, t in plans.items()}
     ideal_plan = dict(reference_plan)  # told apart by identity: the same plan, another mode
@@ -725,11 +737,28 @@ def verify_candidates(session: Session, candidates: list[search.TrialResult], ve
         verified.add(*verify_each(session, candidates, verified, ahead=pinned_ahead(verified)))
 
 
+def pin_early_fix(session: Session, trials: list[search.TrialResult], verified: "Verified") -> None:
+    """Where the fix to adopt is one verified during the search, whose rounds stopped at its
+    verdict, they go on from where they stopped (the rounds kept in the study: the same
+    reference and arms, no ideal) until its number is pinned to `search.precision`. Left to the
+    end, after the candidates found later: on the augmented CNN and the quickstart an early
+    fix's 8-12 pinning rounds held the search, and a later fix led."""
+    best = verified.best
+    if best is None or best.trial not in verified.to_pin or session.config.search.precision <= 0:
+        return
+    trial = next((t for t in trials if t.number == best.trial), None)
+    if trial is None:
+        return
+    session.progress(f"#{best.trial}, verified during the search, leads: its rounds go on to pin its number")
+    verified.replace(best.trial, *verify_each(session, [trial], verified, ideal=False))
+
+
 def pinned_ahead(verified: "Verified") -> Optional[Recommendation]:
     """The fastest verified fix so far, where its rounds pinned its number to `search.precision`
-    (`Recommendation.pinned`); None otherwise (a later candidate's number may then be the one to pin)."""
+    (`Recommendation.pinned`) or go on to pin it at the end (`pin_early_fix`); None otherwise (a
+    later candidate's number may then be the one to pin)."""
     best = verified.best
-    return best if best is not None and best.pinned else None
+    return best if best is not None and (best.pinned or best.trial in verified.to_pin) else None
 
 
 def _one_off_costs(recipes: tuple[Recipe, ...], runs: list[Measurement], reference_runs: list[Measurement],
