@@ -467,6 +467,52 @@ def test_a_verdict_straddling_the_bar_during_the_search_gives_way_after_search_p
     assert any(line.startswith("  the rounds stop: 5 rounds (search.pairs) would hardly decide") for line in lines), lines
 
 
+def test_an_early_fix_stops_at_its_verdict_and_its_rounds_go_on_at_the_end_where_it_leads(tmp_path):
+    """A trial far over the bar is verified during the search at a look (1.5x, noisy: pinning
+    its number to +-10% asks more rounds): the search goes on at once. At the end, where it
+    still leads, its rounds go on from there (kept in the study) until its number is pinned: no
+    round is run twice, and its earlier verdict gives way to the pinned one."""
+    import json
+    import time
+
+    import optuna
+    from conftest import FIXTURES, merged
+
+    from advisor.evidence import Evidence
+    from advisor.session import Session, plan_session
+    from advisor.session.gate import with_reference
+    from advisor.session.policies import EarlyVerification
+    from advisor.session.verification import pin_early_fix, pinned_ahead
+
+    config = load_config(write_config(tmp_path, merged(TINY, {"search": {"recipes": ["amp"], "trials": 4, "precision": 0.1}})))
+    facts = plan_session(config, Evidence.from_dict(json.loads((FIXTURES / "evidence" / "compute_bound.json").read_text())))
+    fix = {**facts.baseline, "amp.dtype": "bfloat16"}
+    draws, measured = iter([170.0, 130.0, 150.0, 140.0] * 10), []
+
+    def measure(plan, **options):
+        measured.append(plan == fix)
+        return dataclasses.replace(run(next(draws) if plan == fix else 100.0), plan=plan)
+
+    lines: list[str] = []
+    session = Session(config, facts, [], measure, measure, lines.append, started=time.time(), round_measure=measure,
+                      round_reference=measure, study=optuna.create_study(direction="maximize"))
+    verified = Verified(time.time(), lines.append)
+    base = TrialResult(0, facts.baseline, dataclasses.replace(run(100.0), plan=facts.baseline), True)
+    fast = TrialResult(1, fix, dataclasses.replace(run(150.0), plan=fix), True)
+    EarlyVerification(session, verified).after_trial(None, [base, fast])
+    [early] = verified.recommendations
+    assert early.verified and not early.pinned and measured.count(True) == early.rounds < 12, lines
+    assert any(line.startswith("first verified fix") for line in lines) and 1 in verified.to_pin
+    assert pinned_ahead(verified) is early, "a candidate found later that runs under it stops at its verdict"
+    measured.clear()
+    pin_early_fix(with_reference(session, [base, fast]), [base, fast], verified)
+    [pinned] = verified.recommendations
+    assert pinned.verified and pinned.pinned and pinned.rounds > 3, lines
+    assert measured.count(True) == measured.count(False) == pinned.rounds - early.rounds, "the rounds after, no ideal"
+    assert len(verified.baseline_runs) == pinned.rounds and not verified.to_pin
+    assert any(line == "#1, verified during the search, leads: its rounds go on to pin its number" for line in lines)
+
+
 def test_an_early_verification_runs_no_ideal_and_reads_its_gap_against_the_diagnosis(tmp_path):
     """A verification during the search is the user's first verified fix: its rounds run the
     baseline and the fix alone, where an input-bound session's final verification also runs the

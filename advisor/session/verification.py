@@ -195,7 +195,7 @@ def verify_each(session: Session, candidates: list[search.TrialResult], verified
     announce = verified.settled if verified is not None else lambda name, interval: None
     every_round, stopping, ideal_speedup, started, finished = _interleaved(session, plans, memory_fix, announce, give_way, ahead,
                                                                            with_shares=verified is not None, ideal=ideal)
-    ideal_speedup, ideal_source = _ideal_of(session, ideal_speedup, give_way)
+    ideal_speedup, ideal_source = _ideal_of(session, ideal_speedup, give_way or not ideal)
     rounds, set_aside = every_round.quiet(), every_round.set_aside()
     if verified is not None:
         verified.beside.update(rounds_beside(rounds, plans, baseline))
@@ -634,12 +634,13 @@ def rounds_beside(rounds: Rounds, plans: dict[str, search.TrialResult], baseline
     return beside
 
 
-def _ideal_of(session: Session, in_rounds: Optional[float], give_way: bool) -> tuple[Optional[float], str]:
+def _ideal_of(session: Session, in_rounds: Optional[float], runs_none: bool) -> tuple[Optional[float], str]:
     """The ideal's speedup over the reference and where it was read: beside it in the rounds,
-    else, for a verification during the search (which runs none), the diagnosis's."""
+    else, for a verification that runs none (`runs_none`: during the search, and its rounds
+    going on at the end), the diagnosis's."""
     if in_rounds is not None:
         return in_rounds, "rounds"
-    diagnosed = diagnosed_ideal(session) if give_way else None
+    diagnosed = diagnosed_ideal(session) if runs_none else None
     return diagnosed, "diagnosis" if diagnosed is not None else ""
 
 
