@@ -752,6 +752,12 @@ def pin_early_fix(session: Session, trials: list[search.TrialResult], verified: 
         return
     session.progress(f"#{best.trial}, verified during the search, leads: its rounds go on to pin its number")
     verified.replace(best.trial, *verify_each(session, [trial], verified, ideal=False))
+    undone = [r for r in verified.recommendations if r.trial == best.trial and not r.verified]
+    if undone:
+        session.progress(f"#{best.trial}, verified during the search, is not after the rounds that went on to pin it: "
+                         f"{undone[0].reason}")
+        if verified.best is None:
+            verified.first_s = None
 
 
 def pinned_ahead(verified: "Verified") -> Optional[Recommendation]:
