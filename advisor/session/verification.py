@@ -762,10 +762,12 @@ def pin_early_fix(session: Session, trials: list[search.TrialResult], verified: 
 
 def pinned_ahead(verified: "Verified") -> Optional[Recommendation]:
     """The fastest verified fix so far, where its rounds pinned its number to `search.precision`
-    (`Recommendation.pinned`) or go on to pin it at the end (`pin_early_fix`); None otherwise (a
-    later candidate's number may then be the one to pin)."""
+    (`Recommendation.pinned`); None otherwise (a later candidate's number may then be the one to
+    pin). Not an early fix whose rounds stopped at its verdict: its number, from 3-5 rounds, is
+    too loose to stop a later candidate's rounds at theirs (`pin_early_fix` pins it after, where
+    it still leads)."""
     best = verified.best
-    return best if best is not None and (best.pinned or best.trial in verified.to_pin) else None
+    return best if best is not None and best.pinned else None
 
 
 def _one_off_costs(recipes: tuple[Recipe, ...], runs: list[Measurement], reference_runs: list[Measurement],
