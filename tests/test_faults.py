@@ -135,6 +135,34 @@ def test_kill_9_leaves_no_process_and_the_rerun_finishes_the_budget_exactly(tmp_
     assert report.returncode == 0 and sessions[1].info.run_id in stdout, stderr[-2000:]
 
 
+ORPHANED_BEFORE_ASKING = """
+import os, sys, time
+from advisor.harness.lifetime import die_with_parent
+if os.fork() == 0:
+    if os.fork() == 0:  # the run: its parent (a fork server, a template) dies before it asks
+        time.sleep(0.5)
+        die_with_parent()
+        open(sys.argv[1], "w").write(str(os.getpid()))  # lived on: the request was made against init
+        time.sleep(30)
+        os._exit(0)
+    os._exit(0)
+os.wait()
+"""
+
+
+def test_a_child_whose_parent_died_before_it_asked_to_die_with_it_exits(tmp_path):
+    """A run forked just before its parent is killed asks for SIGKILL with its parent after that
+    parent is gone: read then, its parent is init, and the request never fires. It knows the
+    parent it was forked from, and exits at once."""
+    marker = tmp_path / "survived"
+    subprocess.run([sys.executable, "-c", ORPHANED_BEFORE_ASKING, str(marker)], check=True, timeout=30)
+    time.sleep(2.0)
+    survivor = int(marker.read_text()) if marker.exists() else None
+    if survivor is not None:
+        psutil.Process(survivor).kill()
+    assert survivor is None, "the orphaned run lived on"
+
+
 @pytest.mark.integration
 def test_kill_9_ends_the_fork_servers_child_with_the_server(short_tmp):
     """multiprocessing hands each child the fork server forks the writing end of the pipe the

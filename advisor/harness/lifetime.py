@@ -23,11 +23,36 @@ from pathlib import Path
 PR_SET_PDEATHSIG = 1
 RUN_FOLDER_PREFIX = "advisor-run-"
 
+# (the forking process's pid, the child's pid), set in each child `os.fork` makes (multiprocessing's
+# fork and fork server, a template's runs, DataLoader workers): the parent it was forked from,
+# whatever `os.getppid()` says once that parent is gone. A child of a raw fork (subprocess's
+# `preexec_fn`) runs no hook; its own pid is not the one recorded, and `os.getppid()` decides.
+_forked: tuple[int, int] = (0, 0)
+_forking: int = 0
+
+
+def _before_fork() -> None:
+    global _forking
+    _forking = os.getpid()
+
+
+def _in_child() -> None:
+    global _forked
+    _forked = (_forking, os.getpid())
+
+
+os.register_at_fork(before=_before_fork, after_in_child=_in_child)
+
 
 def die_with_parent(*_: object) -> None:
     """Asks for SIGKILL when the parent exits; exits at once if it already has. Linux only
-    (elsewhere a no-op). Its arguments are ignored, so it serves as a `worker_init_fn`."""
-    parent = os.getppid()
+    (elsewhere a no-op). Its arguments are ignored, so it serves as a `worker_init_fn`. The
+    parent is the one this process was forked from where a fork hook recorded it (`_forked`):
+    read as `os.getppid()` here, a parent that died between the fork and this call would be init
+    already, and the request, made against init, would never fire (a run forked by the fork
+    server just before advisor's kill -9 lived on, waiting on its workers' pipes)."""
+    forked_from, forked_as = _forked
+    parent = forked_from if forked_as == os.getpid() else os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
