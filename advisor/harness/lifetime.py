@@ -3,7 +3,8 @@
 Each process advisor starts asks the kernel for SIGKILL when its parent dies
 (PR_SET_PDEATHSIG): the measurement child (whose parent is the fork server, which exits the
 moment advisor's end of its pipe closes, the child having closed the copy multiprocessing gave
-it) and each DataLoader worker advisor builds (the setting is not inherited across fork). The
+it) and each DataLoader worker advisor builds (the setting is not inherited across fork); one
+whose parent died before it asked exits at once (`die_with_parent`). The
 folders a run keeps its spec and logs in carry the owner's pid, so the next start removes those
 whose owner is gone.
 """
