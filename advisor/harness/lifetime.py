@@ -51,9 +51,12 @@ def die_with_parent(*_: object) -> None:
     parent is the one this process was forked from where a fork hook recorded it (`_forked`):
     read as `os.getppid()` here, a parent that died between the fork and this call would be init
     already, and the request, made against init, would never fire (a run forked by the fork
-    server just before advisor's kill -9 lived on, waiting on its workers' pipes)."""
+    server just before advisor's kill -9 lived on, waiting on its workers' pipes). A parent outside
+    this process's pid namespace reads as 0 (a sandbox's first process): it cannot be compared."""
     forked_from, forked_as = _forked
-    parent = forked_from if forked_as == os.getpid() else os.getppid()
+    parent = os.getppid()
+    if forked_as == os.getpid() and parent != 0:
+        parent = forked_from
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
