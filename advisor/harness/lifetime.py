@@ -24,10 +24,11 @@ from pathlib import Path
 PR_SET_PDEATHSIG = 1
 RUN_FOLDER_PREFIX = "advisor-run-"
 
-# (the forking process's pid, the child's pid), set in each child `os.fork` makes (multiprocessing's
-# fork and fork server, a template's runs, DataLoader workers): the parent it was forked from,
-# whatever `os.getppid()` says once that parent is gone. A child of a raw fork (subprocess's
-# `preexec_fn`) runs no hook; its own pid is not the one recorded, and `os.getppid()` decides.
+# (the forking process's pid, the child's pid), set in each child a fork makes once this module is
+# imported (multiprocessing's fork and fork server, a template's runs, DataLoader workers,
+# subprocess's `preexec_fn`): the parent it was forked from, whatever `os.getppid()` says once that
+# parent is gone. In a process that did not come so (a new interpreter), its own pid is not the
+# one recorded, and `os.getppid()` decides.
 _forked: tuple[int, int] = (0, 0)
 _forking: int = 0
 
