@@ -93,6 +93,9 @@ class MeasureConfig:
     # with fresh_rounds: rounds past the 3rd run the job again in the first rounds' interpreters (2.3x cheaper; runs
     # later into a process's life: experiments/kept_rounds.py); false: a new interpreter every run
     keep_interpreters: bool = False
+    # training with workers that start again each epoch: the timed window runs on to span whole epochs, timing
+    # the ends it crosses, where that costs at most this many seconds more; 0 (or past it): their ends are charged
+    whole_epochs_s: float = checked(non_negative, default=3.0)
 
 
 MOST_PAIRS = 40  # the most rounds a verification may grow to (`search.max_pairs`)

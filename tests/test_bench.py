@@ -409,3 +409,17 @@ def test_round_parity_reads_the_first_verifications_rounds_from_a_sessions_stamp
     assert [number for number, _ in rounds] == [1, 2]
     assert math.isclose(rounds[0][1], math.log(1705 / 622)) and math.isclose(rounds[1][1], math.log(2.0))
     assert first_verification(log[:1]) == []
+
+
+def test_the_round_table_reads_a_verifications_rounds_in_number_order_and_its_first_against_the_rest():
+    """`experiments.round_table`: rounds 0..11 of one verification in order (10 after 9, not after 1),
+    another verification apart, other attributes left out; the first round's rate over the median of the later ones."""
+    from experiments.round_table import first_over_later, rounds_by_verification
+
+    attrs = {f"verification_round:abc:{i}": {"baseline": {"samples_per_s": 100.0}, "#1": {"samples_per_s": 200.0 + i}}
+             for i in range(12)}
+    attrs.update({"verification_round:def:0": {"baseline": {"samples_per_s": 1.0}}, "space": {"x": 1}})
+    found = rounds_by_verification(attrs)
+    assert sorted(found) == ["abc", "def"]
+    assert [r["#1"]["samples_per_s"] for r in found["abc"]] == [200.0 + i for i in range(12)]
+    assert first_over_later(found["abc"]) == {"baseline": 1.0, "#1": 200.0 / 206.0}

@@ -12,7 +12,9 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset
 
 from advisor import loading
 from advisor.evidence import Evidence
+from advisor.harness import run_measurement
 from advisor.harness.fetching import ReadAhead, ThreadedFetch, threaded
+from advisor.kinds import baseline_plan, load_config
 from advisor.recipes import Context, by_name
 
 
@@ -191,16 +193,9 @@ def test_the_step_keeps_the_cores_the_loaders_leave():
 def test_an_epochs_end_is_charged_where_the_workers_start_again_and_not_where_they_persist(tmp_path):
     """Workers that open their shard index once (300 ms) and an epoch of 16 steps: started afresh
     each epoch they pay the opening every 16 steps, which a window of 8 steps inside one epoch
-    never sees; persistent, once. The window is charged its share of the epoch's end."""
-    from conftest import ROOT
-
-    from advisor.harness import run_measurement
-    from advisor.kinds import baseline_plan, load_config
-
-    shards = ROOT / "experiments" / "workloads" / "shards.py"
-    config = load_config(write_config(tmp_path, merged(TINY, {"workload": {
-        "model": f"{shards}:build_model", "dataset": f"{shards}:build_dataset", "batch_size": 8,
-        "dataset_args": {"n": 128, "latency_ms": 0.2, "open_ms": 300.0}}})))
+    never sees; persistent, once. The window is charged its share of the epoch's end (its window
+    not run on to whole epochs: `measure.whole_epochs_s` 0; the next test runs it on)."""
+    config = load_config(write_config(tmp_path, shard_opening(whole_epochs_s=0)))
     plan = {**baseline_plan(config), "dataloader.num_workers": 2, "dataloader.prefetch_factor": 2}
     afresh = run_measurement(config, {**plan, "dataloader.persistent_workers": False}, "full", 4, 60)
     kept = run_measurement(config, {**plan, "dataloader.persistent_workers": True}, "full", 4, 60)
@@ -217,6 +212,35 @@ def test_an_epochs_end_is_charged_where_the_workers_start_again_and_not_where_th
     assert charged.ok and not charged.epoch["timed"] and charged.epoch["end_s"] == afresh.epoch["end_s"], charged.epoch
     assert charged.epoch["charged_s"] == pytest.approx(afresh.epoch["end_s"] / 2)
     assert charged.samples_per_s < kept.samples_per_s / 2, (charged.samples_per_s, kept.samples_per_s)
+
+
+@pytest.mark.integration
+def test_a_window_of_workers_started_each_epoch_runs_on_to_whole_epochs_and_times_their_ends(tmp_path):
+    """The same loader at the default `measure.whole_epochs_s`: running its 8-step window on to
+    the epoch's 16 costs well under it, so the window spans the epoch and times the end it crosses
+    (the opening included) instead of charging a modelled one; persistent workers keep their
+    8-step window and are charged their reset; with a bound the run-on would pass, nothing is run on."""
+    config = load_config(write_config(tmp_path, shard_opening()))
+    plan = {**baseline_plan(config), "dataloader.num_workers": 2, "dataloader.prefetch_factor": 2}
+    afresh = run_measurement(config, {**plan, "dataloader.persistent_workers": False}, "full", 4, 60)
+    kept = run_measurement(config, {**plan, "dataloader.persistent_workers": True}, "full", 4, 60)
+    assert afresh.ok and kept.ok, (afresh.reason, kept.reason)
+    assert afresh.samples == 16 * 8 and afresh.epoch == {"steps_per_epoch": 16, "crossed": 1, "charged_s": 0.0}, afresh.epoch
+    assert kept.samples == 8 * 8 and kept.epoch["end_s"] is not None and kept.epoch["crossed"] == 0, kept.epoch
+    assert afresh.samples_per_s < kept.samples_per_s / 2, (afresh.samples_per_s, kept.samples_per_s)  # the opening, timed
+    tight = load_config(write_config(tmp_path, shard_opening(whole_epochs_s=0.001)))
+    bounded = run_measurement(tight, {**plan, "dataloader.persistent_workers": False}, "full", 4, 60)
+    assert bounded.ok and bounded.samples == 8 * 8 and bounded.epoch["end_s"] > 0.25, bounded.epoch
+
+
+def shard_opening(**measure) -> dict:
+    """A loader whose workers open their shard index (300 ms) as they start, an epoch of 16 steps of 8."""
+    from conftest import ROOT
+
+    shards = ROOT / "experiments" / "workloads" / "shards.py"
+    return merged(TINY, {"workload": {"model": f"{shards}:build_model", "dataset": f"{shards}:build_dataset",
+                                      "batch_size": 8, "dataset_args": {"n": 128, "latency_ms": 0.2, "open_ms": 300.0}},
+                         "measure": measure})
 
 
 class Fetcher(Dataset):

@@ -100,10 +100,13 @@ def run(config: AdvisorConfig, build_job: Callable[[], "TrainJob"], plan: dict, 
     as_trained = mode in ("full", "nudged")  # a rank's "local" run, without communication, is not
     before = parameter_checksums(model) if as_trained else None
     window = steady_steps(steps, plan) if as_trained else steps
-    fields = timed_steps(step, batches, device, plan, window, checksum=(steps, model), progress=progress)
+    charged = mode == "full" and parallel is None and loader is not None and loader.num_workers > 0
+    extend = whole_epochs(loader, config.measure.whole_epochs_s) if charged else None
+    fields = timed_steps(step, batches, device, plan, window, checksum=(steps, model), progress=progress, extend=extend)
+    window = len(fields["losses"])
     if before is not None and fields["parameters"]:  # a step that never updates them is no training step
         environment["parameters_changed"] = fields["parameters"] != before
-    if mode == "full" and parallel is None and loader is not None and loader.num_workers > 0 and fields.get("samples_per_s"):
+    if charged and fields.get("samples_per_s"):
         # a rank stays out: its extra steps would wait on collectives the other ranks never join
         timed_s = fields["samples"] / fields["samples_per_s"]
         epoch = epoch_charge(job, loader, batches, step, device, plan, timed_s / window, warmup, window, epoch_end_s)
@@ -254,6 +257,30 @@ def job_step(job: TrainJob, model, optimizer, after_step, device: torch.device, 
 QUEUE_MULTIPLE = 2  # timed steps per batch the DataLoader can hold ready
 
 
+def whole_epochs(loader: DataLoader, most_s: float) -> Optional[Callable[[int, float], int]]:
+    """For workers that start again each epoch: once the window's steps are timed (in `seconds`),
+    the steps to time in all, so that the window spans whole epochs and times the ends it
+    crosses, as a long run pays them, where that costs at most `most_s` more at the window's pace.
+    Such workers start cold every epoch, and the steps after their start run slower for a while
+    (a fetch-bound plan of 5 workers x 16 threads: 7-8 ms a step over its first 40, 4-6 ms after);
+    a window of its first steps, charged an end timed against their pace (`epoch_charge`), read it
+    18% under the plain loop over an epoch (docs/benchmarks.md). None where nothing is extended:
+    persistent workers (they start once a run; their reset is charged), a loader without a length,
+    or `most_s` 0."""
+    try:
+        per_epoch = len(loader)
+    except TypeError:
+        return None
+    if loader.persistent_workers or per_epoch <= 0 or most_s <= 0:
+        return None
+
+    def extend(done: int, seconds: float) -> int:
+        whole = -(-done // per_epoch) * per_epoch  # whole epochs of steps: as many ends crossed as spanned
+        return whole if (whole - done) * seconds / done <= most_s else done
+
+    return extend
+
+
 def steady_steps(steps: int, plan: dict) -> int:
     """At least twice the batches the workers can have queued: a shorter window is served from
     the queue they filled during warm-up, and measures the queue, not the steady rate."""
@@ -261,11 +288,13 @@ def steady_steps(steps: int, plan: dict) -> int:
 
 
 def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: dict, steps: int,
-                checksum: tuple[int, Any] = (0, None), progress: Optional[str] = None) -> dict:
+                checksum: tuple[int, Any] = (0, None), progress: Optional[str] = None,
+                extend: Optional[Callable[[int, float], int]] = None) -> dict:
     """Times each step, split into the wait for the batch, the host-to-device copy and the rest.
     `checksum` (steps, model): the model's parameter checksums after that many timed steps, a
     point every plan reaches whatever its window, for the numerics gate of exact recipes.
-    `progress`: a file rewritten every PROGRESS_EVERY_S with the steps, samples and seconds so far."""
+    `progress`: a file rewritten every PROGRESS_EVERY_S with the steps, samples and seconds so far.
+    `extend`: asked once `steps` are timed, with their seconds, how many to time in all (`whole_epochs`)."""
     step_s, wait_s, transfer_s, losses = [], [], [], []
     events = DeviceEvents(device)
     move = mover(device, plan)  # resolved once: the loop runs it every step
@@ -275,7 +304,7 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
     cpu_start, window_start, wall_start = cpu_seconds(), time.time(), time.perf_counter()
     busy_start = machine_busy_seconds()
     reported = wall_start
-    for _ in range(steps):
+    while len(losses) < steps:
         t0 = time.perf_counter()
         batch = next(batches)
         t1 = time.perf_counter()
@@ -298,6 +327,8 @@ def timed_steps(step: Callable, batches: Iterator, device: torch.device, plan: d
             before_checksums = minor_faults()
             checksums = parameter_checksums(checksum[1])  # outside the step's timing, inside the window
             checksum_faults = minor_faults() - before_checksums
+        if extend is not None and len(losses) == steps:
+            steps, extend = max(steps, extend(steps, t3 - wall_start)), None
     wall = time.perf_counter() - wall_start
     cpu_used = cpu_seconds() - cpu_start
     others = other_cpu_share(machine_busy_seconds() - busy_start, cpu_used, wall)
