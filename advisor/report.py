@@ -422,8 +422,12 @@ def unpinned_lines(rec: dict, payload: dict) -> list[str]:
               if r is not rec and r["verified"] and r.get("pinned") and r["speedup"] > rec["speedup"]]
     if not faster:
         return []
-    return [f"     its rounds stopped at its verdict, after {rec.get('rounds', 0)}: the faster "
-            f"#{faster[0]['rank']} is the number to adopt, pinned to search.precision"]
+    rounds, rank = rec.get("rounds", 0), faster[0]["rank"]
+    if rank > rec.get("rank", 0):  # ranked behind this one (a leaner fix tied with it): not the one to adopt
+        return [f"     its rounds stopped at its verdict, after {rounds}, while those of the faster #{rank} "
+                "went on to pin its number to search.precision: its own interval is the wider for it"]
+    return [f"     its rounds stopped at its verdict, after {rounds}: the faster "
+            f"#{rank} is the number to adopt, pinned to search.precision"]
 
 
 def contribution_lines(rec: dict, payload: dict) -> list[str]:

@@ -705,6 +705,12 @@ def test_a_fix_verified_under_one_pinned_before_stops_at_its_verdict(tmp_path):
     assert "     its rounds stopped at its verdict, after 5: the faster #1 is the number to adopt, pinned to " \
            "search.precision" in said, said
     assert not any("stopped at its verdict" in line for line in detail_lines(first, {"baseline": {}, "recommendations": [first, second]}))
+    # ranked first though slower (a leaner tie): the faster one, ranked behind, is not called the one to adopt
+    leaner, faster = dict(second, rank=1), dict(first, rank=2)
+    said = detail_lines(leaner, {"baseline": {}, "recommendations": [leaner, faster]})
+    assert "     its rounds stopped at its verdict, after 5, while those of the faster #2 went on to pin its number " \
+           "to search.precision: its own interval is the wider for it" in said, said
+    assert not any("number to adopt" in line for line in said), said
     slower = dataclasses.replace(ahead, speedup=1.2)
     assert _verification(tmp_path, noisy, ahead=slower, **pin)[2][0] > 5, "a faster candidate's number is pinned"
     heavier = dataclasses.replace(ahead, peak_memory_mb=1000.0)
