@@ -19,14 +19,13 @@ import argparse
 import json
 import math
 import statistics
-import subprocess
-import sys
 import tempfile
 import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from experiments.reproduce import plain_run
+
 PROBE_EVERY_S = 0.1
 
 
@@ -61,32 +60,18 @@ class Probe:
         self._thread.join()
 
 
-def plain_run(config: Path, plan: dict) -> tuple[float, float, float]:
-    """(rate, start, end) of one plain-loop run of `plan`."""
-    with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as handle:
-        json.dump(plan, handle)
+def timed_plain_run(config: Path, plan_file: Path) -> tuple[float, float, float]:
+    """(rate, start, end) of one plain-loop run of the plan in `plan_file`."""
     start = time.time()
-    done = subprocess.run([sys.executable, "-m", "experiments.plain_loop", str(config), handle.name],
-                          cwd=ROOT, capture_output=True, text=True, check=True)
-    end = time.time()
-    Path(handle.name).unlink()
-    return json.loads(done.stdout.strip().splitlines()[-1])["samples_per_s"], start, end
+    rate = plain_run(config, plan_file)
+    return rate, start, time.time()
 
 
-def slope_and_correlation(xs: list[float], ys: list[float]) -> tuple[float, float]:
-    mx, my = statistics.fmean(xs), statistics.fmean(ys)
-    sxy = sum((x - mx) * (y - my) for x, y in zip(xs, ys))
-    sxx, syy = sum((x - mx) ** 2 for x in xs), sum((y - my) ** 2 for y in ys)
-    if sxx == 0 or syy == 0:
-        return 0.0, 0.0
-    return sxy / sxx, sxy / math.sqrt(sxx * syy)
-
-
-def adjusted_spread(log_ratios: list[float], probe_diffs: list[float]) -> float:
-    """The log speedup's standard deviation after removing its regression on the rounds' probe difference."""
-    slope, _ = slope_and_correlation(probe_diffs, log_ratios)
-    mean_diff = statistics.fmean(probe_diffs)
-    return statistics.stdev([r - slope * (d - mean_diff) for r, d in zip(log_ratios, probe_diffs)])
+def adjusted_spread(log_ratios: list[float], covariate: list[float]) -> float:
+    """The log speedup's standard deviation after removing its regression on a round's covariate."""
+    slope = statistics.linear_regression(covariate, log_ratios).slope
+    mean = statistics.fmean(covariate)
+    return statistics.stdev([r - slope * (c - mean) for r, c in zip(log_ratios, covariate)])
 
 
 def probe_only(seconds: float) -> None:
@@ -112,17 +97,21 @@ def main() -> None:
         return
     config, arms = Path(args.config).resolve(), {"baseline": {}, "plan": json.loads(args.plan)}
     probe, runs = Probe(), {name: [] for name in arms}
-    for index in range(args.rounds):
-        order = list(arms) if index % 2 == 0 else list(reversed(arms))
-        for name in order:
-            rate, start, end = plain_run(config, arms[name])
-            runs[name].append((rate, probe.between(start, end)))
-        print(f"round {index + 1}: " + ", ".join(f"{name} {runs[name][-1][0]:,.0f}/s (probe {runs[name][-1][1] * 1000:.2f} ms)"
-                                               for name in arms), flush=True)
+    with tempfile.TemporaryDirectory() as folder:
+        files = {name: Path(folder) / f"{name}.json" for name in arms}
+        for name, file in files.items():
+            file.write_text(json.dumps(arms[name]))
+        for index in range(args.rounds):
+            for name in (list(arms) if index % 2 == 0 else list(reversed(arms))):
+                rate, start, end = timed_plain_run(config, files[name])
+                runs[name].append((rate, probe.between(start, end)))
+            print(f"round {index + 1}: " + ", ".join(f"{name} {runs[name][-1][0]:,.0f}/s (probe {runs[name][-1][1] * 1000:.2f} ms)"
+                                                   for name in arms), flush=True)
     probe.stop()
     for name, measured in runs.items():
-        slope, corr = slope_and_correlation([-math.log(p) for _, p in measured], [math.log(r) for r, _ in measured])
-        print(f"{name}: log rate on log probe speed: slope {slope:.2f}, correlation {corr:.2f}")
+        speed, rate = [-math.log(p) for _, p in measured], [math.log(r) for r, _ in measured]
+        print(f"{name}: log rate on log probe speed: slope {statistics.linear_regression(speed, rate).slope:.2f}, "
+              f"correlation {statistics.correlation(speed, rate):.2f}")
     log_ratios = [math.log(p / b) for (p, _), (b, _) in zip(runs["plan"], runs["baseline"])]
     probe_diffs = [math.log(bp / pp) for (_, pp), (_, bp) in zip(runs["plan"], runs["baseline"])]
     plan_speed = [-math.log(pp) for _, pp in runs["plan"]]

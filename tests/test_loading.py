@@ -75,9 +75,6 @@ def test_an_iterable_dataset_is_read_ahead_in_order_and_its_error_surfaces():
 
 @pytest.mark.integration
 def test_threads_in_a_run_fail_it_with_the_datasets_error_in_one_line(tmp_path):
-    from advisor.harness import run_measurement
-    from advisor.kinds import baseline_plan, load_config
-
     config = load_config(write_config(tmp_path, merged(TINY, {
         "workload": {"model": "broken:small_mlp", "dataset": "broken:trouble_dataset", "dataset_args": {"crash_with": 1}}})))
     plan = {**baseline_plan(config), "dataloader.num_workers": 1, "dataloader.fetch_threads": 4}
@@ -128,7 +125,6 @@ def test_each_term_binds_where_it_should():
 
 
 def test_the_models_plan_is_the_first_trial_after_the_baseline(tmp_path):
-    from advisor.kinds import load_config
     from advisor.session import plan_session
     from advisor.session.planning import textbook_params
 

@@ -128,10 +128,7 @@ def epoch_charge(job: "TrainJob", loader: DataLoader, batches: Iterator, step: C
     False: on the quickstart's fix the timing costs more than its window); charged in the share
     of an epoch the window spans, less the ends it crossed. {} where the loader has no length
     (an iterable dataset: its epoch is its own)."""
-    try:
-        per_epoch = len(loader)
-    except TypeError:
-        return {}
+    per_epoch = steps_per_epoch(loader)
     if per_epoch <= 0:
         return {}
     crossed = (warmup + window - 1) // per_epoch - max(warmup - 1, 0) // per_epoch  # ends before a timed step's batch
@@ -267,10 +264,7 @@ def whole_epochs(loader: DataLoader, most_s: float) -> Optional[Callable[[int, f
     18% under the plain loop over an epoch (docs/benchmarks.md). None where nothing is extended:
     persistent workers (they start once a run; their reset is charged), a loader without a length,
     or `most_s` 0."""
-    try:
-        per_epoch = len(loader)
-    except TypeError:
-        return None
+    per_epoch = steps_per_epoch(loader)
     if loader.persistent_workers or per_epoch <= 0 or most_s <= 0:
         return None
 
@@ -279,6 +273,14 @@ def whole_epochs(loader: DataLoader, most_s: float) -> Optional[Callable[[int, f
         return whole if (whole - done) * seconds / done <= most_s else done
 
     return extend
+
+
+def steps_per_epoch(loader: DataLoader) -> int:
+    """The batches of one epoch; 0 where the loader has no length (an iterable dataset: its epoch is its own)."""
+    try:
+        return len(loader)
+    except TypeError:
+        return 0
 
 
 def steady_steps(steps: int, plan: dict) -> int:
