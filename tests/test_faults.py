@@ -5,6 +5,7 @@ import json
 import os
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -368,7 +369,6 @@ def test_a_burst_of_other_work_during_verification_delays_it_and_the_fix_still_v
 
     import advisor
     from advisor.harness import run_measurement
-    from advisor.verdict import paired_interval
     from advisor.verify import interleave
 
     (tmp_path / "latency.txt").write_text("3.0")
@@ -399,9 +399,17 @@ def test_a_burst_of_other_work_during_verification_delays_it_and_the_fix_still_v
     assert any("waiting up to" in line and "for a quiet machine" in line for line in lines)
     config = load_config(path)
     measure = lambda plan: run_measurement(config, plan, "full", config.measure.steps, 120)  # noqa: E731
-    again = interleave(done.session.baseline, {"fix": best.plan}, measure, 2)
-    speedup, _, _ = paired_interval(again.ratios("fix"))
-    assert speedup >= 0.8 * best.interval[0], f"claimed {best.speedup:.2f}x ({best.interval}), plain runs {speedup:.2f}x"
+    # The median of quiet pairs, three more where three fall short: the fix (8 workers on 2 cores) is
+    # CPU-bound and the baseline waits, so a pair that a leftover process or a slow moment of the
+    # host reaches reads the fix low, the claim being no less true for it; a claim twice the truth
+    # still fails on six
+    again = interleave(done.session.baseline, {"fix": best.plan}, measure, 3)
+    if statistics.median(again.quiet().ratios("fix") or [0.0]) < 0.8 * best.interval[0]:
+        again = interleave(done.session.baseline, {"fix": best.plan}, measure, 6, earlier=again)
+    ratios = again.quiet().ratios("fix")
+    said = (f"claimed {best.speedup:.2f}x ({best.interval}), plain runs {[round(r, 2) for r in again.ratios('fix')]}, "
+            f"other processes' CPU {[round(again.disturbance(i), 2) for i in range(len(again.baseline))]}")
+    assert ratios and statistics.median(ratios) >= 0.8 * best.interval[0], said
 
 
 @pytest.mark.integration
