@@ -417,7 +417,7 @@ def test_aa_on_real_runs_verifies_no_more_often_than_its_interval_allows(tmp_pat
     (20 runs) are measured once and each A/A verification draws 5 of their pairs, so the verifier
     sees real drift and noise. The two runs of a pair ran the same plan: either could be called
     the baseline, so each draw names them at random (a ratio or its inverse), and its 200 draws
-    are A/A samples, not 200 looks at one pool (20 looks at one pool failed "at most one" in 5%
+    are A/A samples of their own, not looks at one pool's skew (20 such looks failed "at most one" in 5%
     of pools of this job's noise, and passed a verifier with a 60% interval 58% of the time; now
     a correct one fails 0.1%, the 60% one passes 0.6%, by resampling these runs' own ratios).
     (`python -m experiments.calibrate` runs the live version.)
