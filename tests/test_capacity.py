@@ -303,3 +303,37 @@ def test_forked_instances_answer_as_the_model_does_and_stop_with_no_process_left
         stop()
     assert len(children) == 2 and not any(child.is_running() and child.status() != psutil.STATUS_ZOMBIE
                                           for child in children)
+
+
+def cold_per_request(cold_s: float, warm_s: float):
+    """A server slow the first time it sees each request (a table built per input shape), fast after."""
+    seen = set()
+
+    def serve(batch):
+        first = [request for request in batch if request not in seen]
+        seen.update(first)
+        time.sleep(cold_s if first else warm_s)
+        return [None] * len(batch)
+
+    return serve
+
+
+def test_a_capacity_is_a_settled_services_whatever_its_cold_start():
+    """A server 25 ms the first time it sees each of 100 requests and 2 ms after, under a 15 ms
+    SLO: every request is served once before the search, so its figure is the warm service's, as
+    a server warm from the start reads, not one that hangs on which requests the search's earlier
+    replays warmed (served one at a time, the first 50 alone, the rest stayed cold for the replays)."""
+    from types import SimpleNamespace
+
+    from advisor.kinds.infer.loop import capacity_replay, poisson_arrivals
+
+    config = SimpleNamespace(constraints=SimpleNamespace(p95_ms=15.0), measure=SimpleNamespace(timeout_s=120, seed=0),
+                             load=SimpleNamespace(rate_per_s=None))
+    timed = list(range(100))
+    warm = capacity.predicted_capacity([0.0021] * 100, 15.0, poisson_arrivals(100, 1.0, seed=0))
+    found = {}
+    for name, server in (("cold", cold_per_request(0.025, 0.002)), ("warm", sleeper(0.002))):
+        summary = capacity_replay([server], timed, config, 1, 0.0, 0.0, 0.0)["capacity"]
+        assert summary["single_p95_ms"] < 15.0, (name, summary)
+        found[name] = summary["per_s"]
+    assert found["cold"] >= warm / capacity.PRECISION ** 3 and found["warm"] >= warm / capacity.PRECISION ** 3, (found, warm)
