@@ -337,3 +337,19 @@ def test_a_capacity_is_a_settled_services_whatever_its_cold_start():
         assert summary["single_p95_ms"] < 15.0, (name, summary)
         found[name] = summary["per_s"]
     assert found["cold"] >= warm / capacity.PRECISION ** 3 and found["warm"] >= warm / capacity.PRECISION ** 3, (found, warm)
+
+
+def test_settling_serves_each_distinct_request_once_on_each_instance_within_its_time():
+    """The timed requests cycle the source's: each distinct one is served once on each instance,
+    one at a time; a slow service's settling stops where its share of the run's time ends."""
+    from advisor.kinds.infer.loop import settle
+
+    source = [object() for _ in range(10)]
+    timed = [source[index % len(source)] for index in range(30)]
+    served = {0: [], 1: []}
+    settle([lambda batch, i=i: served[i].extend(batch) for i in served], timed, time.monotonic() + 60)
+    assert served[0] == source and served[1] == source
+    slow = []
+    started = time.monotonic()
+    settle([lambda batch: (slow.extend(batch), time.sleep(0.05))], timed, started + 0.2)
+    assert 2 <= len(slow) <= 6 and time.monotonic() - started < 0.5, len(slow)

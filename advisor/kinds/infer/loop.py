@@ -181,6 +181,7 @@ def full_load_rate(servers: list, timed: list, batch: int, wait_s: float, seed: 
 
 SINGLE_REQUESTS = 50  # served one at a time, no queue, before a capacity search: the latency no rate can beat
 CAPACITY_SHARE = 0.5  # of the run's time limit, a capacity search's own: no replay begins past it
+SETTLE_SHARE = 0.25  # of the run's time limit, the most its settling takes (`settle`): a slow service's stops there
 
 
 def capacity_replay(servers: list, timed: list, config: AdvisorConfig, batch: int, wait_s: float,
@@ -191,7 +192,7 @@ def capacity_replay(servers: list, timed: list, config: AdvisorConfig, batch: in
     scaled. Returns the summary at the capacity (at the
     lowest rate replayed, when no rate keeps the SLO) with the search under `capacity`."""
     slo = config.constraints.p95_ms
-    settle(servers, timed)
+    settle(servers, timed, time.monotonic() + SETTLE_SHARE * config.measure.timeout_s)
     for _ in range(2):  # over the SLO once may be a burst of other work: it must be so twice
         single, _, _ = closed_loop(servers[:1], timed[:SINGLE_REQUESTS], 1)
         single_ms = [1000 * value for value in single]
@@ -230,17 +231,20 @@ def capacity_replay(servers: list, timed: list, config: AdvisorConfig, batch: in
     }}
 
 
-def settle(servers: list, timed: list) -> None:
+def settle(servers: list, timed: list, until: float) -> None:
     """Serves each distinct request the replays offer once on every instance, one at a time,
     before a capacity search: a capacity is a warm service's (its cold start is the p95
     objective's). A service slow for its first requests (a table built for each input shape as it
     comes) would otherwise warm through the search's replays, and its figure would hang on how
     many came before the edge: `python -m experiments.capacity_order` read 890/s for a cold
     plan that broke a 103 ms SLO at 100/s from its own start, and 299/s for the same service
-    warmed on 32 requests, which a search from the start would have called 3x slower."""
+    warmed on 32 requests, which a search from the start would have called 3x slower. Stops at
+    `until` (`time.monotonic`), its share of the run's time limit."""
     distinct = list({id(request): request for request in timed}.values())  # the timed requests cycle the source's
     for server in servers:
         for request in distinct:
+            if time.monotonic() > until:
+                return
             server([request])
 
 
