@@ -193,6 +193,8 @@ def test_service_diagnoses_name_cold_start_queueing_and_under_batching():
     assert [d.bottleneck for d in diagnose(served_evidence())] == []
     cold = diagnose(served_evidence(cold_start_ms=400.0))
     assert cold[0].bottleneck == "cold-start" and cold[0].severity == "high" and cold[0].fixes == ("warmup",)
+    settled = diagnose(served_evidence(cold_start_ms=400.0, capacity={"per_s": 80.0, "slo_ms": 50.0}))
+    assert "cold-start" not in [d.bottleneck for d in settled], "a capacity is a settled service's: no cold start moves it"
     queued = diagnose(served_evidence(p95_ms=60.0, queue_share=0.6, rate_per_s=85.0, service_ms_p50=10.0))
     assert {d.bottleneck for d in queued} == {"tail", "under-batched"}
     assert "dynamic_batching" in queued[0].fixes and "queueing" in next(d for d in queued if d.bottleneck == "tail").summary

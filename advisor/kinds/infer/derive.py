@@ -18,6 +18,7 @@ def derive_infer(full: Measurement, profile: Measurement) -> dict:
         "tail_ratio": lat["p95_ms"] / lat["p50_ms"] if lat["p50_ms"] else 0.0,
         "service_tail_ratio": lat["service_ms_p95"] / lat["service_ms_p50"] if lat["service_ms_p50"] else 0.0,
         "queue_share": lat["queue_share"], "service_ms_p50": lat["service_ms_p50"], "mean_batch": lat["mean_batch"],
+        "capacity_search": "capacity" in lat,  # objective capacity: a settled service's figure (`loop.settle`)
     }
     if lat.get("rate_per_s"):  # open load
         derived["utilisation"] = lat["rate_per_s"] * lat["service_ms_p50"] / 1000

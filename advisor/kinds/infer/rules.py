@@ -9,7 +9,11 @@ from advisor.findings import Diagnosis, Finding, Rule, Thresholds, band, diagnos
 
 
 def diagnose_cold_start(evidence: Evidence, t: Thresholds) -> Optional[Diagnosis]:
+    """A first request far over the steady p50; not where the objective is a capacity, a settled
+    service's figure that no cold start moves (`loop.settle`)."""
     derived = evidence.derived
+    if derived.get("capacity_search"):
+        return None
     ratio = derived.get("cold_over_p50", 0.0)
     severity = band(ratio, t.cold_start_moderate, t.cold_start_high)
     if severity is None or derived["cold_start_ms"] - derived["p50_ms"] < t.cold_start_min_excess_ms:
